@@ -1,0 +1,58 @@
+"""`irpipe` command line: one subcommand per task, each defined in the module that implements it.
+
+Every command module exposes `define_args(parser)` and `main(args) -> int`; `main` here maps an
+`IrpipeError` to a one-line message on stderr and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from pipeline import __version__, log
+from pipeline.errors import IrpipeError
+
+COMMANDS = {
+    "datasets": ("pipeline.data.registry", "list, describe and fetch registered datasets"),
+    "index": ("pipeline.retrieve.index", "build a Lucene index from JSONL, TSV, TREC SGML or a dataset"),
+    "search": ("pipeline.retrieve.bm25", "BM25 (optionally RM3) retrieval into a run file"),
+    "eval": ("pipeline.evaluate", "evaluate run files with ir-measures (tables, significance, plots)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="irpipe", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"irpipe {__version__}")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars or info logs")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs")
+    parser.add_argument("--offline", action="store_true", help="never download (same as IRPIPE_OFFLINE=1)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).define_args(command)
+        command.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    log.configure(quiet=args.quiet, verbose=args.verbose)
+    if args.offline:
+        os.environ["IRPIPE_OFFLINE"] = "1"
+    if not getattr(args, "_module", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return importlib.import_module(args._module).main(args)
+    except IrpipeError as error:
+        print(f"irpipe {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"irpipe {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

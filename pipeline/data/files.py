@@ -1,0 +1,56 @@
+"""Small file helpers shared by every reader and writer: atomic writes and line iteration."""
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Iterator
+
+from pipeline.errors import InputError, MissingResourceError
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Write `path` through a temporary file in the same folder, renamed into place only on success.
+
+    An interrupted or failed write leaves the previous file (or no file) behind, never a truncated one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def open_text(path: str | Path) -> IO[str]:
+    """Open a (possibly gzipped) UTF-8 text file, with a clear error when it is missing."""
+    path = Path(path)
+    if not path.is_file():
+        raise MissingResourceError(f"{path}: no such file")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8-sig")
+    return open(path, encoding="utf-8-sig")
+
+
+def numbered_lines(path: str | Path, skip_blank: bool = True) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, line without newline); an empty file is an error."""
+    empty = True
+    with open_text(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            line = line.rstrip("\r\n")
+            if skip_blank and not line.strip():
+                continue
+            empty = False
+            yield number, line
+    if empty:
+        raise InputError(path, "file is empty")

@@ -1,0 +1,153 @@
+"""The currency between stages: `Topics` (qid -> query) and `Run` (qid -> ranked (docid, score) list).
+
+Run files: TREC (`qid Q0 docid rank score tag`) and MS MARCO (`qid<TAB>pid<TAB>rank`), read with validation
+(file, line and field named on error) and written atomically in a deterministic order: score descending,
+then docid ascending -- the order Anserini breaks ties in.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping
+
+from pipeline.data.files import atomic_write, numbered_lines
+from pipeline.errors import InputError
+
+RUN_FORMATS = ("trec", "msmarco")
+
+
+@dataclass
+class Topics:
+    """Queries by id, in file order; `extra` holds optional per-query fields (e.g. keywords)."""
+
+    queries: dict[str, str]
+    extra: dict[str, dict] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.queries)
+
+    def items(self):
+        return self.queries.items()
+
+    def __getitem__(self, qid: str) -> str:
+        return self.queries[qid]
+
+    def subset(self, qids: Iterable[str]) -> "Topics":
+        keep = [q for q in qids if q in self.queries]
+        return Topics({q: self.queries[q] for q in keep}, {q: self.extra[q] for q in keep if q in self.extra})
+
+    def fingerprint(self) -> str:
+        return _digest([self.queries, self.extra])
+
+
+def _rank_key(hit: tuple[str, float]):
+    return (-hit[1], hit[0])
+
+
+@dataclass
+class Run:
+    """Ranked lists by query. Each list is kept sorted: score descending, then docid ascending.
+
+    `texts` optionally carries candidate passage texts (docid -> text) so that a reranker needs no index.
+    """
+
+    ranking: dict[str, list[tuple[str, float]]]
+    texts: dict[str, str] = field(default_factory=dict)
+    tag: str = "irpipe"
+
+    @classmethod
+    def from_scores(cls, scores: Mapping[str, Mapping[str, float]], texts=None, tag="irpipe") -> "Run":
+        ranking = {qid: sorted(((d, float(s)) for d, s in docs.items()), key=_rank_key) for qid, docs in scores.items()}
+        return cls(ranking, dict(texts or {}), tag)
+
+    def __len__(self) -> int:
+        return len(self.ranking)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ranking)
+
+    def __getitem__(self, qid: str) -> list[tuple[str, float]]:
+        return self.ranking[qid]
+
+    def num_hits(self) -> int:
+        return sum(len(hits) for hits in self.ranking.values())
+
+    def cut(self, k: int) -> "Run":
+        """The top `k` hits of every query (texts of dropped candidates are dropped too)."""
+        ranking = {qid: hits[:k] for qid, hits in self.ranking.items()}
+        kept = {d for hits in ranking.values() for d, _ in hits}
+        return Run(ranking, {d: t for d, t in self.texts.items() if d in kept}, self.tag)
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        """qid -> docid -> score, the shape ir-measures accepts."""
+        return {qid: dict(hits) for qid, hits in self.ranking.items()}
+
+    def fingerprint(self) -> str:
+        return _digest([self.ranking, sorted(self.texts.items())])
+
+    def write(self, path: str | Path, format: str = "trec", tag: str | None = None, digits: int = 6) -> Path:
+        """Write atomically; `digits` decimals for scores (6 = Pyserini's own output)."""
+        write_run(self, path, format=format, tag=tag, digits=digits)
+        return Path(path)
+
+
+def _digest(obj) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def write_run(run: Run, path: str | Path, format: str = "trec", tag: str | None = None, digits: int = 6) -> None:
+    if format not in RUN_FORMATS:
+        raise ValueError(f"unknown run format {format!r}; expected one of {RUN_FORMATS}")
+    tag = tag or run.tag
+    if any(c.isspace() for c in tag):
+        raise ValueError(f"run tag {tag!r} must not contain whitespace")
+    with atomic_write(path) as out:
+        for qid, hits in run.ranking.items():
+            for rank, (docid, score) in enumerate(hits, start=1):
+                if format == "trec":
+                    out.write(f"{qid} Q0 {docid} {rank} {score:.{digits}f} {tag}\n")
+                else:
+                    out.write(f"{qid}\t{docid}\t{rank}\n")
+
+
+def read_run(path: str | Path, format: str | None = None) -> Run:
+    """Read a TREC (6 columns) or MS MARCO (3 columns, tab-separated) run; the format is detected if not given.
+
+    MS MARCO runs have no scores: a hit's score is minus its rank, which keeps the file's order.
+    """
+    scores: dict[str, dict[str, float]] = {}
+    tag = None
+    for number, line in numbered_lines(path):
+        parts = line.split()
+        fmt = format or ("trec" if len(parts) == 6 else "msmarco" if len(parts) == 3 else None)
+        if fmt == "trec" and len(parts) == 6:
+            qid, _, docid, rank, score_text, tag = parts
+            score = _number(score_text, path, number, "score", float)
+            _number(rank, path, number, "rank", int)
+        elif fmt == "msmarco" and len(parts) == 3:
+            qid, docid, rank = parts
+            score = -float(_number(rank, path, number, "rank", int))
+        else:
+            expected = {"trec": "6 (qid Q0 docid rank score tag)", "msmarco": "3 (qid pid rank)"}.get(fmt, "6 or 3")
+            raise InputError(path, f"expected {expected} columns, found {len(parts)}", number, "columns")
+        docs = scores.setdefault(qid, {})
+        if docid in docs:
+            raise InputError(path, f"docid {docid!r} appears twice for query {qid!r}", number, "docid")
+        docs[docid] = score
+    return Run.from_scores(scores, tag=tag or "irpipe")
+
+
+def _number(text: str, path, line: int, name: str, kind):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise InputError(path, f"{name} {text!r} is not a number", line, name) from None
+    if kind is float and not math.isfinite(value):
+        raise InputError(path, f"{name} {text!r} is not finite", line, name)
+    return value

@@ -1,0 +1,40 @@
+"""Errors that name the file, line and field at fault.
+
+Every user-facing failure in irpipe raises a subclass of `IrpipeError`; the CLI prints its message and exits
+non-zero. Nothing uses `assert` or `print`/`exit` for user errors.
+"""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+
+class IrpipeError(Exception):
+    """Base class for errors that the command line reports as a one-line message."""
+
+
+class InputError(IrpipeError):
+    """Malformed input file: carries the path, the 1-based line number and the field at fault."""
+
+    def __init__(self, path: str | Path, message: str, line: int | None = None, field: str | None = None):
+        self.path, self.line, self.field = str(path), line, field
+        where = self.path if line is None else f"{self.path}:{line}"
+        what = f" [{field}]" if field else ""
+        super().__init__(f"{where}{what}: {message}")
+
+
+class UnknownNameError(IrpipeError, KeyError):
+    """An unknown registered name (dataset, stage, measure...), with close matches suggested."""
+
+    def __init__(self, kind: str, name: str, known: list[str]):
+        self.kind, self.name = kind, name
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+        hint = f" Did you mean: {', '.join(close)}?" if close else f" Known: {', '.join(sorted(known)[:30])}"
+        super().__init__(f"unknown {kind} {name!r}.{hint}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return self.args[0]
+
+
+class MissingResourceError(IrpipeError):
+    """A dataset file, index or model that cannot be found; the message says what to place where."""

