@@ -38,3 +38,7 @@ class UnknownNameError(IrpipeError, KeyError):
 
 class MissingResourceError(IrpipeError):
     """A dataset file, index or model that cannot be found; the message says what to place where."""
+
+
+class ConfigError(IrpipeError):
+    """A stage, pipeline or experiment configured in a way that cannot run."""

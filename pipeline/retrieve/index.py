@@ -1,0 +1,159 @@
+"""Building Lucene indexes with Anserini's IndexCollection, and `irpipe index`.
+
+Documents are streamed (from JSONL, TSV such as MS MARCO's collection.tsv, TREC SGML or a registered dataset)
+into JSONL part files of CHUNK_DOCS documents in a scratch folder, so memory stays flat whatever the collection
+size; Anserini then indexes the parts in parallel (one thread per part) in a child JVM. The index is built under
+a temporary name and renamed into place, and `irpipe-index.json` beside it records the source, the document
+count and the settings.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from pipeline import java
+from pipeline.data.files import atomic_write
+from pipeline.errors import ConfigError, IrpipeError
+from pipeline.log import logger, progress
+from pipeline.retrieve.lucene import INDEX_METADATA, read_index_metadata
+
+CHUNK_DOCS = 200_000
+LANGUAGES = ("en", "zh", "ar", "bn", "de", "es", "fa", "fi", "fr", "hi", "id", "ja", "ko", "ru", "sw", "te", "th")
+
+
+class IndexingError(IrpipeError):
+    """Anserini's IndexCollection failed; the message carries the end of its log."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("IRPIPE_CACHE") or Path.home() / ".cache" / "irpipe")
+
+
+def _write_parts(docs: Iterable[dict], folder: Path, threads: int) -> int:
+    """Stream docs into part-NNNNN.jsonl files; returns the number of documents written."""
+    count, part, handle = 0, 0, None
+    try:
+        for doc in progress(docs, desc="reading documents", unit="doc"):
+            if count % CHUNK_DOCS == 0:
+                if handle:
+                    handle.close()
+                handle = open(folder / f"part-{part:05d}.jsonl", "w", encoding="utf-8")
+                part += 1
+            handle.write(json.dumps({"id": doc["id"], "contents": doc["contents"]}, ensure_ascii=False) + "\n")
+            count += 1
+    finally:
+        if handle:
+            handle.close()
+    return count
+
+
+def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretokenized: bool,
+                  store_positions: bool, store_docvectors: bool, store_raw: bool) -> None:
+    command = [str(java.java_executable()), "-cp", str(java.anserini_jar()), "io.anserini.index.IndexCollection",
+               "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
+               "-input", str(parts), "-index", str(target), "-threads", str(threads)]
+    command += ["-storePositions"] * store_positions + ["-storeDocvectors"] * store_docvectors + ["-storeRaw"] * store_raw
+    if pretokenized:
+        command.append("-pretokenized")
+    elif language != "en":
+        command += ["-language", language]
+    logger.debug("running %s", " ".join(command))
+    tail: deque[str] = deque(maxlen=30)
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as child:
+        for line in child.stdout:
+            tail.append(line.rstrip())
+            logger.debug("anserini: %s", line.rstrip())
+    if child.returncode != 0 or not any(target.glob("segments_*")):
+        raise IndexingError(f"Anserini IndexCollection failed (exit {child.returncode}):\n" + "\n".join(tail))
+
+
+def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, threads: int = 1, language: str = "en",
+                pretokenized: bool = False, store_positions: bool = True, store_docvectors: bool = True,
+                store_raw: bool = True, overwrite: bool = False) -> dict:
+    """Index `docs` ({"id", "contents"} dicts, streamed) into `index_dir`; returns the recorded metadata."""
+    index_dir = Path(index_dir)
+    if language not in LANGUAGES:
+        raise ConfigError(f"unsupported index language {language!r}; choose one of {', '.join(LANGUAGES)}")
+    if index_dir.exists() and not overwrite:
+        raise ConfigError(f"{index_dir} already exists: pass --overwrite to replace it")
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=".irpipe-index-", dir=index_dir.parent) as scratch:
+        parts, target = Path(scratch) / "parts", Path(scratch) / "index"
+        parts.mkdir()
+        count = _write_parts(docs, parts, threads)
+        if count == 0:
+            raise ConfigError(f"no documents to index from {source}")
+        logger.info("indexing %d documents with Anserini (%d threads)", count, threads)
+        _run_anserini(parts, target, threads, language, pretokenized, store_positions, store_docvectors, store_raw)
+        metadata = {"source": source, "documents": count, "language": language, "pretokenized": pretokenized,
+                    "store_positions": store_positions, "store_docvectors": store_docvectors, "store_raw": store_raw,
+                    "threads": threads, "anserini": java.anserini_jar().name,
+                    "seconds": round(time.perf_counter() - start, 2),
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        with atomic_write(target / INDEX_METADATA) as out:
+            json.dump(metadata, out, indent=2)
+        if index_dir.exists():
+            shutil.rmtree(index_dir)
+        os.replace(target, index_dir)
+    logger.info("index %s: %d documents in %.1fs", index_dir, count, metadata["seconds"])
+    return metadata
+
+
+def dataset_index(dataset, threads: int = 2) -> Path:
+    """The cached index of a registered dataset's corpus, built on first use."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", dataset.name)
+    index_dir = cache_root() / "indexes" / safe
+    if read_index_metadata(index_dir).get("documents"):
+        return index_dir
+    language = getattr(dataset, "language", "en")
+    logger.info("building the index of %s at %s (first use)", dataset.name, index_dir)
+    build_index(dataset.docs(), index_dir, source=f"dataset:{dataset.name}", threads=threads, language=language,
+                overwrite=True)
+    return index_dir
+
+
+# -- irpipe index -------------------------------------------------------------------------------------------
+
+def define_args(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", metavar="PATH", help="JSONL / TSV / TREC SGML file or folder (optionally .gz)")
+    source.add_argument("--dataset", metavar="NAME", help="registered dataset whose corpus to index")
+    parser.add_argument("--index", required=True, metavar="DIR", help="index folder to create")
+    parser.add_argument("--format", choices=("jsonl", "tsv", "trec"), help="input format (default: detected)")
+    parser.add_argument("--threads", type=int, default=2, metavar="N", help="indexing threads (default 2)")
+    parser.add_argument("--language", default="en", choices=LANGUAGES, help="analyzer language (zh: CJK bigrams)")
+    parser.add_argument("--pretokenized", action="store_true", help="text is already segmented: whitespace analyzer")
+    parser.add_argument("--no-positions", dest="store_positions", action="store_false", help="do not store positions")
+    parser.add_argument("--no-docvectors", dest="store_docvectors", action="store_false",
+                        help="do not store document vectors (RM3 needs them)")
+    parser.add_argument("--no-raw", dest="store_raw", action="store_false", help="do not store the raw documents")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
+
+
+def _docs_from_args(args) -> tuple[Iterator[dict], str]:
+    if args.dataset:
+        from pipeline.data.registry import get_dataset
+
+        return get_dataset(args.dataset).docs(), f"dataset:{args.dataset}"
+    from pipeline.data.corpus import iter_docs
+
+    return iter_docs(args.input, args.format), str(Path(args.input).resolve())
+
+
+def main(args: argparse.Namespace) -> int:
+    docs, source = _docs_from_args(args)
+    metadata = build_index(docs, args.index, source, threads=args.threads, language=args.language,
+                           pretokenized=args.pretokenized, store_positions=args.store_positions,
+                           store_docvectors=args.store_docvectors, store_raw=args.store_raw, overwrite=args.overwrite)
+    print(json.dumps(metadata, indent=2))
+    return 0

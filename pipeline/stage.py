@@ -1,0 +1,183 @@
+"""The one abstraction everything composes through: a `Stage` maps (Topics, Run | None) -> Run.
+
+Retrievers ignore the input run, rerankers read it. Operators are defined here and nowhere else:
+
+    a >> b    Compose: b reranks what a retrieved (nested compositions flatten)
+    s % k     keep the top k hits per query (a Cutoff stage composed after s)
+    a + b     Fusion: reciprocal rank fusion (default) or weighted score fusion
+
+Every stage has a registry `name` and a `config()` dict; `repr` prints it in the spec grammar
+(`bm25(k1=0.9, b=0.4) % 100`), and equality/hash follow it, so pipelines print, compare and key caches.
+"""
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+from pipeline.data.runs import Run, Topics
+from pipeline.errors import IrpipeError
+from pipeline.log import logger
+
+
+class StageError(IrpipeError):
+    """A stage was given, or produced, something it cannot work with."""
+
+
+class Stage:
+    name: ClassVar[str] = ""
+    needs_run: ClassVar[bool] = False  # rerankers and cutoffs need an input run; retrievers do not
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.transform is Stage.transform:
+            raise TypeError(f"{cls.__name__} must define transform(self, topics, run) -> Run")
+
+    # -- the contract -----------------------------------------------------------------------------------
+    def transform(self, topics: Topics, run: Run | None) -> Run:
+        raise NotImplementedError
+
+    def config(self) -> dict:
+        """The parameters that determine the output (for repr, equality and cache keys)."""
+        return {}
+
+    def __call__(self, topics: Topics, run: Run | None = None) -> Run:
+        if self.needs_run and run is None:
+            raise StageError(f"{self!r} reranks an input run: compose it after a retriever, e.g. `bm25() >> {self!r}`")
+        start = time.perf_counter()
+        output = self.transform(topics, run)
+        if not isinstance(output, Run):
+            raise StageError(f"{self!r} returned {type(output).__name__}, not a Run")
+        if not isinstance(self, Compose):
+            logger.info("%s: %d queries, %d hits in %.2fs", self, len(output), output.num_hits(), time.perf_counter() - start)
+        return output
+
+    # -- operators ----------------------------------------------------------------------------------------
+    def __rshift__(self, other: "Stage") -> "Compose":
+        return Compose(self, _as_stage(other, ">>"))
+
+    def __mod__(self, k: int) -> "Compose":
+        return Compose(self, Cutoff(k))
+
+    def __add__(self, other: "Stage") -> "Fusion":
+        return Fusion(self, _as_stage(other, "+"))
+
+    # -- identity -----------------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={_format_value(v)}" for k, v in self.config().items())
+        return f"{self.name or type(self).__name__}({args})"
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other) and self.config() == other.config()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, repr(self)))
+
+
+def _format_value(value) -> str:
+    if isinstance(value, str):
+        return value if value.replace("/", "").replace("-", "").replace("_", "").replace(".", "").isalnum() else repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_format_value(v) for v in value) + "]"
+    return repr(value)
+
+
+def _as_stage(other, operator: str) -> Stage:
+    if not isinstance(other, Stage):
+        raise TypeError(f"cannot apply {operator} to a Stage and {type(other).__name__}; both sides must be Stages")
+    return other
+
+
+class Compose(Stage):
+    """Stages applied left to right; `a >> (b >> c)` and `(a >> b) >> c` are the same flat pipeline."""
+
+    name = "compose"
+
+    def __init__(self, *stages: Stage):
+        self.stages: tuple[Stage, ...] = tuple(s for stage in stages for s in (stage.stages if isinstance(stage, Compose) else (stage,)))
+        if not self.stages:
+            raise ValueError("Compose needs at least one stage")
+        self.needs_run = self.stages[0].needs_run
+
+    def transform(self, topics: Topics, run: Run | None) -> Run:
+        for stage in self.stages:
+            run = stage(topics, run)
+        return run
+
+    def config(self) -> dict:
+        return {"stages": [repr(s) for s in self.stages]}
+
+    def __len__(self) -> int:
+        return len(self.stages)
+
+    def __getitem__(self, index: int) -> Stage:
+        return self.stages[index]
+
+    def __repr__(self) -> str:
+        parts = []
+        for stage in self.stages:
+            if isinstance(stage, Cutoff) and parts:
+                parts[-1] = f"{parts[-1]} % {stage.k}"
+            else:
+                parts.append(f"({stage!r})" if isinstance(stage, Fusion) else repr(stage))
+        return " >> ".join(parts)
+
+
+class Cutoff(Stage):
+    """Keep the top k hits of every query."""
+
+    name = "cutoff"
+    needs_run = True
+
+    def __init__(self, k: int):
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValueError(f"cutoff must be a positive integer, got {k!r}")
+        self.k = k
+
+    def transform(self, topics: Topics, run: Run | None) -> Run:
+        return run.cut(self.k)
+
+    def config(self) -> dict:
+        return {"k": self.k}
+
+
+class Fusion(Stage):
+    """Fuse the runs of several stages: reciprocal rank fusion, sum_i 1/(k + rank_i) (Cormack et al. 2009),
+    or, with `method="weighted"`, sum_i w_i * score_i. Candidate texts of all inputs are kept."""
+
+    name = "fusion"
+
+    def __init__(self, *stages: Stage, method: str = "rrf", k: int = 60, weights: tuple[float, ...] | None = None,
+                 depth: int = 1000):
+        self.stages = tuple(s for stage in stages for s in (stage.stages if isinstance(stage, Fusion) and stage._plain() else (stage,)))
+        if method not in ("rrf", "weighted"):
+            raise ValueError(f"fusion method must be 'rrf' or 'weighted', got {method!r}")
+        if weights is not None and len(weights) != len(self.stages):
+            raise ValueError(f"{len(weights)} weights for {len(self.stages)} fused stages")
+        self.method, self.k, self.depth = method, k, depth
+        self.weights = tuple(weights) if weights is not None else (1.0,) * len(self.stages)
+        self.needs_run = any(s.needs_run for s in self.stages)
+
+    def _plain(self) -> bool:
+        return self.method == "rrf" and self.k == 60 and set(self.weights) == {1.0} and self.depth == 1000
+
+    def transform(self, topics: Topics, run: Run | None) -> Run:
+        fused: dict[str, dict[str, float]] = {}
+        texts: dict[str, str] = {}
+        for stage, weight in zip(self.stages, self.weights):
+            output = stage(topics, run)
+            texts.update(output.texts)
+            for qid, hits in output.ranking.items():
+                scores = fused.setdefault(qid, {})
+                for rank, (docid, score) in enumerate(hits[: self.depth], start=1):
+                    gain = 1.0 / (self.k + rank) if self.method == "rrf" else score
+                    scores[docid] = scores.get(docid, 0.0) + weight * gain
+        return Run.from_scores(fused, texts, tag=self.method)
+
+    def config(self) -> dict:
+        return {"stages": [repr(s) for s in self.stages], "method": self.method, "k": self.k,
+                "weights": list(self.weights), "depth": self.depth}
+
+    def __repr__(self) -> str:
+        if self._plain():
+            return " + ".join(f"({s!r})" if isinstance(s, Compose) else repr(s) for s in self.stages)
+        return super().__repr__()
