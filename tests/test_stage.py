@@ -1,0 +1,96 @@
+"""The stage algebra: composition flattens, cutoffs and fusion compute what they say, identity follows config."""
+from __future__ import annotations
+
+import pytest
+
+from pipeline.data.runs import Run, Topics
+from pipeline.stage import Compose, Cutoff, Fusion, Stage, StageError
+
+TOPICS = Topics({"q1": "alpha beta", "q2": "gamma"})
+
+
+class Fixed(Stage):
+    """A retriever that returns a fixed run (a stand-in first stage, not the code under test)."""
+
+    name = "fixed"
+
+    def __init__(self, scores):
+        self.scores = scores
+
+    def transform(self, topics, run):
+        return Run.from_scores({q: self.scores[q] for q in topics})
+
+    def config(self):
+        return {"scores": self.scores}
+
+
+class Negate(Stage):
+    name = "negate"
+    needs_run = True
+
+    def transform(self, topics, run):
+        return Run.from_scores({q: {d: -s for d, s in hits} for q, hits in run.ranking.items()})
+
+
+A = Fixed({"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"x": 1.0, "y": 0.5}})
+B = Fixed({"q1": {"c": 5.0, "a": 4.0}, "q2": {"y": 2.0}})
+
+
+def test_compose_flattens_and_indexes():
+    pipeline = A >> Negate() >> Negate()
+    assert isinstance(pipeline, Compose) and len(pipeline) == 3
+    assert (A >> (Negate() >> Negate())) == pipeline
+    assert pipeline[0] == A
+
+
+def test_cutoff_keeps_top_k():
+    run = (A % 2)(TOPICS)
+    assert [d for d, _ in run["q1"]] == ["a", "b"]
+    assert (A % 2)[1] == Cutoff(2)
+
+
+def test_composition_order():
+    run = (A % 2 >> Negate())(TOPICS)
+    assert [d for d, _ in run["q1"]] == ["b", "a"]
+
+
+def test_rrf_fusion_arithmetic():
+    run = (A + B)(TOPICS)
+    scores = dict(run["q1"])
+    assert scores["a"] == pytest.approx(1 / (60 + 1) + 1 / (60 + 2))
+    assert scores["c"] == pytest.approx(1 / (60 + 3) + 1 / (60 + 1))
+    assert scores["b"] == pytest.approx(1 / (60 + 2))
+    assert [d for d, _ in run["q1"]] == ["a", "c", "b"]
+
+
+def test_weighted_fusion_arithmetic():
+    run = Fusion(A, B, method="weighted", weights=(0.5, 2.0))(TOPICS)
+    assert dict(run["q1"])["a"] == pytest.approx(0.5 * 3.0 + 2.0 * 4.0)
+
+
+def test_repr_eq_hash_follow_config():
+    assert repr(A % 10 >> Negate()).endswith("% 10 >> negate()")
+    assert Cutoff(5) == Cutoff(5) and Cutoff(5) != Cutoff(6)
+    assert len({Cutoff(5), Cutoff(5), Cutoff(6)}) == 2
+
+
+def test_reranker_without_input_run_is_refused():
+    with pytest.raises(StageError, match="compose it after a retriever"):
+        Negate()(TOPICS)
+
+
+def test_contract_checked_at_class_creation():
+    with pytest.raises(TypeError, match="must define transform"):
+        class Broken(Stage):
+            pass
+
+
+@pytest.mark.parametrize("k", [0, -3, 2.5, True])
+def test_bad_cutoff(k):
+    with pytest.raises(ValueError):
+        Cutoff(k)
+
+
+def test_operator_with_non_stage():
+    with pytest.raises(TypeError, match="must be Stages"):
+        A >> 3
