@@ -1,0 +1,114 @@
+"""Benchmark: our BM25 stage vs Pyserini's own CLI, same index, same topics, same machine, one run.
+
+    python -m pipeline.benchmarks.bm25_speed --dataset cacm --repeat 50 --threads 2 --hits 10 1000
+
+Each side runs in its own fresh process (its own JVM); the clock starts after imports and JVM start-up and
+covers opening the index, searching every query and writing the TREC run. Both runs must be byte-identical,
+else the benchmark fails. Prints queries/s for each and the ratio ours / Pyserini, and writes the table to
+eval/benchmarks/bm25-speed.json when --record is given.
+"""
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pipeline.data.files import atomic_write
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _worker(kind: str, index: str, topics: str, output: str, hits: int, threads: int) -> None:
+    from pipeline import java
+
+    java.start()
+    if kind == "pyserini":
+        import runpy
+
+        import pyserini.search.lucene  # noqa: F401  (import cost is not search cost)
+
+        sys.argv = ["pyserini.search.lucene", "--index", index, "--topics", topics, "--output", output, "--bm25",
+                    "--k1", "0.9", "--b", "0.4", "--hits", str(hits), "--threads", str(threads)]
+        start = time.perf_counter()
+        runpy.run_module("pyserini.search.lucene", run_name="__main__")
+    else:
+        from pipeline import log
+        from pipeline.data.topics import read_topics
+        from pipeline.retrieve.bm25 import BM25
+
+        log.configure(quiet=True)
+        start = time.perf_counter()
+        BM25(index, 0.9, 0.4, hits, threads)(read_topics(topics)).write(output, tag="Anserini")
+    print(json.dumps({"seconds": time.perf_counter() - start}))
+
+
+def _timed(kind: str, index: Path, topics: Path, output: Path, hits: int, threads: int) -> float:
+    command = [sys.executable, "-m", "pipeline.benchmarks.bm25_speed", "--worker", kind, "--index", str(index),
+               "--topics", str(topics), "--output", str(output), "--hits", str(hits), "--threads", str(threads)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{kind} worker failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="cacm", help="registered dataset with a corpus (default cacm)")
+    parser.add_argument("--index", help="use this index instead of the dataset's cached one")
+    parser.add_argument("--repeat", type=int, default=50, help="topics repeated this many times (default 50)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--hits", type=int, nargs="+", default=[10, 1000])
+    parser.add_argument("--trials", type=int, default=2, help="best of N runs per side (default 2)")
+    parser.add_argument("--record", action="store_true", help="write eval/benchmarks/bm25-speed.json")
+    parser.add_argument("--worker", choices=("ours", "pyserini"), help=argparse.SUPPRESS)
+    parser.add_argument("--topics", help=argparse.SUPPRESS)
+    parser.add_argument("--output", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker(args.worker, args.index, args.topics, args.output, args.hits[0], args.threads)
+        return 0
+
+    from pipeline.data.registry import get_dataset
+    from pipeline.retrieve.index import dataset_index
+
+    dataset = get_dataset(args.dataset)
+    index = Path(args.index) if args.index else dataset_index(dataset)
+    topics = dataset.topics()
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        topics_file = Path(scratch) / "topics.tsv"
+        with open(topics_file, "w", encoding="utf-8") as out:
+            for copy in range(args.repeat):
+                for qid, text in topics.items():
+                    out.write(f"{qid}-{copy}\t{' '.join(text.split())}\n")
+        queries = len(topics) * args.repeat
+        for hits in args.hits:
+            ours_run, theirs_run = Path(scratch) / "ours.trec", Path(scratch) / "pyserini.trec"
+            ours = min(_timed("ours", index, topics_file, ours_run, hits, args.threads) for _ in range(args.trials))
+            theirs = min(_timed("pyserini", index, topics_file, theirs_run, hits, args.threads) for _ in range(args.trials))
+            identical = filecmp.cmp(ours_run, theirs_run, shallow=False)
+            rows.append({"hits": hits, "queries": queries, "threads": args.threads,
+                         "ours_qps": round(queries / ours, 1), "pyserini_qps": round(queries / theirs, 1),
+                         "ratio": round(theirs / ours, 2), "identical_runs": identical})
+    print(f"{'hits':>6} {'queries':>8} {'ours q/s':>10} {'pyserini q/s':>13} {'ratio':>6}  identical")
+    for row in rows:
+        print(f"{row['hits']:>6} {row['queries']:>8} {row['ours_qps']:>10} {row['pyserini_qps']:>13} "
+              f"{row['ratio']:>6}  {row['identical_runs']}")
+    if args.record:
+        record = {"command": "python -m pipeline.benchmarks.bm25_speed " + " ".join(argv or sys.argv[1:]),
+                  "dataset": args.dataset, "index": str(index), "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
+                  "rows": rows}
+        with atomic_write(REPO / "eval" / "benchmarks" / "bm25-speed.json") as out:
+            json.dump(record, out, indent=2)
+    return 0 if all(row["identical_runs"] for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

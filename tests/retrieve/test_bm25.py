@@ -1,0 +1,78 @@
+"""BM25: identical to Pyserini's own CLI on CACM; Anserini's score-tie arithmetic; errors."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pipeline.cli import main
+from pipeline.data.runs import Topics, read_run
+from pipeline.errors import MissingResourceError
+from pipeline.retrieve.bm25 import BM25
+from pipeline.retrieve.lucene import LuceneIndex, adjust_score_ties
+
+PYSERINI_CLI = """
+import runpy, sys
+from pipeline import java
+java.start()
+index, topics, output, output_rm3 = sys.argv[1:5]
+for extra, output in [([], output), (["--rm3"], output_rm3)]:
+    sys.argv = ["x", "--index", index, "--topics", topics, "--output", output, "--bm25", "--k1", "0.9",
+                "--b", "0.4", "--hits", "1000", "--threads", "2"] + extra
+    runpy.run_module("pyserini.search.lucene", run_name="__main__")
+"""
+
+
+def test_identical_to_pyserini_cli_on_cacm(cacm_index, cacm_topics_file, tmp_path):
+    """Same index, same topic file, k1=0.9 b=0.4, 1,000 hits: byte-identical runs (BM25 and BM25+RM3)."""
+    theirs, theirs_rm3 = tmp_path / "pyserini.trec", tmp_path / "pyserini-rm3.trec"
+    subprocess.run([sys.executable, "-c", PYSERINI_CLI, str(cacm_index), str(cacm_topics_file), str(theirs),
+                    str(theirs_rm3)], check=True, capture_output=True)
+    ours, ours_rm3 = tmp_path / "ours.trec", tmp_path / "ours-rm3.trec"
+    common = ["--index", str(cacm_index), "--topics", str(cacm_topics_file), "--k1", "0.9", "--b", "0.4",
+              "--hits", "1000", "--threads", "2", "--run-tag", "Anserini"]
+    assert main(["-q", "search", *common, "--output", str(ours)]) == 0
+    assert main(["-q", "search", *common, "--rm3", "--output", str(ours_rm3)]) == 0
+    assert len(read_run(theirs)) == 64
+    assert ours.read_text() == theirs.read_text()
+    assert ours_rm3.read_text() == theirs_rm3.read_text()
+
+
+def test_threads_do_not_change_the_run(cacm_index, cacm_topics_file):
+    from pipeline.data.topics import read_topics
+
+    topics = read_topics(cacm_topics_file)
+    one = BM25(cacm_index, hits=100, threads=1)(topics)
+    two = BM25(cacm_index, hits=100, threads=2)(topics)
+    assert one.ranking == two.ranking and list(one.ranking) == list(topics.queries)
+
+
+def test_query_without_indexed_terms_returns_no_hits(cacm_index):
+    run = BM25(cacm_index, hits=10)(Topics({"1": "the of and", "2": "compiler"}))
+    assert run["1"] == [] and len(run["2"]) == 10
+
+
+def test_score_ties_follow_anserini_arithmetic():
+    # rounding to 1e-4 is done in double precision on the float32 score (Anserini 1.7.1 bytecode):
+    # float32(4.76185) is 4.76184988..., so it rounds down, although float32(4.76185 * 1e4) == 47618.5
+    assert adjust_score_ties(np.array([4.76185], dtype=np.float32))[0] == np.float32(4.7618)
+    # each further tie in a streak is lowered by 1e-6
+    tied = adjust_score_ties(np.array([3.0, 2.0, 2.0, 2.00004, 1.0], dtype=np.float32))
+    expected = [3.0, 2.0, np.float32(2.0) - np.float32(1e-6), np.float32(2.0) - np.float32(2e-6), 1.0]
+    assert tied.tolist() == np.array(expected, dtype=np.float32).tolist()
+
+
+def test_missing_index_says_how_to_build_one(tmp_path):
+    with pytest.raises(MissingResourceError, match="irpipe index"):
+        LuceneIndex(tmp_path / "nothing-here")
+
+
+def test_cli_missing_index_exits_nonzero(tmp_path, capsys):
+    topics = tmp_path / "t.tsv"
+    topics.write_text("1\thello\n")
+    code = main(["-q", "search", "--index", str(tmp_path / "none"), "--topics", str(topics),
+                 "--output", str(tmp_path / "run.trec")])
+    assert code == 2 and "no Lucene index" in capsys.readouterr().err
+    assert not (tmp_path / "run.trec").exists()
