@@ -6,10 +6,10 @@ import csv
 import io
 import json
 import math
+import re
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import pytest
 from scipy import stats
@@ -22,7 +22,7 @@ from pipeline.evaluate import (
     Comparison, EvalError, adjust_pvalues, compare, evaluate, evaluated_queries, parse_measures, per_query,
     plot_differences,
 )
-from tests.conftest import SHARED_DATA, needs_shared_data
+from conftest import SHARED_DATA, needs_shared_data
 
 # q1: relevant d1, d3 (d5 judged non-relevant); q2: relevant d2; q3: relevant d9, but the run has no q3.
 QRELS = {"q1": {"d1": 1, "d3": 1, "d5": 0}, "q2": {"d2": 1}, "q3": {"d9": 1}}
@@ -56,7 +56,7 @@ def test_parse_measures(text, rel_level, expected):
     ("", EvalError, "no measure given"),
 ])
 def test_bad_measures(text, error, fragment):
-    with pytest.raises(error, match=".*".join(map(__import__("re").escape, fragment.split(".*")))) as info:
+    with pytest.raises(error, match=re.escape(fragment)) as info:
         parse_measures(text)
     assert isinstance(info.value, IrpipeError)
 
@@ -104,6 +104,12 @@ def test_per_query():
     assert set(per_query(RUN, QRELS, "AP", queries="run")["AP"]) == {"q1", "q2"}
 
 
+def test_ties_broken_the_trec_eval_way_for_every_measure():
+    # a and b tie; trec_eval ranks b (docid descending) first, whatever the file order, for RR@10 as for RR.
+    scores = evaluate({"q1": {"a": 1.0, "b": 1.0}}, {"q1": {"a": 1}}, "RR RR@10 AP P@1")
+    assert scores == pytest.approx({"RR": 1 / 2, "RR@10": 1 / 2, "AP": 1 / 2, "P@1": 0 / 1})
+
+
 def test_unknown_query_set_and_disjoint_run():
     with pytest.raises(UnknownNameError, match="query set"):
         evaluate(RUN, QRELS, "AP", queries="all")
@@ -120,7 +126,9 @@ NDCG = (1 / math.log2(2) + 2 / math.log2(3)) / (2 / math.log2(2) + 1 / math.log2
 def test_rel_level_on_graded_qrels():
     level1 = evaluate(GRADED_RUN, GRADED_QRELS, "AP RR@10 P@2 R@1 nDCG@10", rel_level=1)
     level2 = evaluate(GRADED_RUN, GRADED_QRELS, "AP RR@10 P@2 R@1 nDCG@10 AP(rel=1)", rel_level=2)
-    assert level1 == pytest.approx({"AP": (1 / 1 + 2 / 2) / 2, "RR@10": 1.0, "P@2": 2 / 2, "R@1": 1 / 2, "nDCG@10": NDCG})
+    assert level1 == pytest.approx({
+        "AP": (1 / 1 + 2 / 2) / 2, "RR@10": 1 / 1, "P@2": 2 / 2, "R@1": 1 / 2, "nDCG@10": NDCG,
+    })
     assert level2 == pytest.approx({
         "AP(rel=2)": (1 / 2) / 1, "RR(rel=2)@10": 1 / 2, "P(rel=2)@2": 1 / 2, "R(rel=2)@1": 0 / 1,
         "nDCG@10": NDCG,  # graded gains, unaffected by the level
@@ -330,6 +338,12 @@ def test_cli_usage_errors(irpipe, files, args, fragment):
     assert fragment in err and err.startswith("irpipe eval: error:")
 
 
+def test_cli_run_after_measures_is_reported(irpipe, files):
+    qrels, runs = files
+    code, _, err = irpipe("eval", runs["a"], "--qrels", qrels, "-m", "AP", runs["b"])
+    assert code == 2 and f"{runs['b']} is a file, not a measure" in err
+
+
 def test_cli_bad_run_file_names_file_and_line(irpipe, files, tmp_path):
     qrels, _ = files
     bad = tmp_path / "bad.trec"
@@ -345,7 +359,7 @@ def test_cli_bad_qrels_and_missing_file(irpipe, files, tmp_path):
     bad.write_text("q0 0 r 1\nq1 0 r\n")
     code, _, err = irpipe("eval", runs["a"], "--qrels", bad)
     assert code == 2 and f"{bad}:2 [columns]" in err
-    code, _, err = irpipe("eval", tmp_path / "missing.trec", "--qrels", bad)
+    code, _, err = irpipe("eval", tmp_path / "missing.trec", "--qrels", files[0])
     assert code == 2 and "missing.trec: no such file" in err
 
 
