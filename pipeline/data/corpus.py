@@ -1,0 +1,143 @@
+"""Streaming document readers: JSONL (Pyserini JsonCollection), TSV (`id<TAB>text`), TREC SGML, folders, .gz.
+
+Every reader yields `{"id": str, "contents": str, ...extra fields}` one document at a time: a corpus is never
+held in memory. Malformed input raises `InputError` naming the file, the 1-based line and the field.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Iterator
+
+from pipeline.data.files import numbered_lines
+from pipeline.errors import InputError, MissingResourceError
+
+DOC_FORMATS = ("jsonl", "tsv", "trec")
+_SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".tsv": "tsv", ".trec": "trec", ".sgml": "trec"}
+_TAG = re.compile(r"<[^>]*>")
+_DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO>", re.DOTALL)
+
+
+def iter_docs(path: str | Path, format: str | None = None) -> Iterator[dict]:
+    """Documents of a file or of every file in a folder (recursively, in name order; hidden files skipped)."""
+    path = Path(path)
+    if format is not None and format not in DOC_FORMATS:
+        raise ValueError(f"unknown document format {format!r}; expected one of {DOC_FORMATS}")
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        if not files:
+            raise InputError(path, "folder holds no files")
+        for file in files:
+            yield from iter_docs(file, format)
+        return
+    if not path.is_file():
+        raise MissingResourceError(f"{path}: no such file or folder")
+    fmt = format or detect_doc_format(path)
+    yield from {"jsonl": _jsonl_docs, "tsv": _tsv_docs, "trec": _trec_docs}[fmt](path)
+
+
+def detect_doc_format(path: str | Path) -> str:
+    """The format from the file name (`.jsonl/.json`, `.tsv`, `.trec`, also under `.gz`), else from its first line."""
+    path = Path(path)
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    suffix = Path(name).suffix.lower()
+    if suffix in _SUFFIXES:
+        return _SUFFIXES[suffix]
+    lines = numbered_lines(path)
+    try:
+        number, line = next(lines)  # an empty file raises InputError here
+    finally:
+        lines.close()
+    stripped = line.lstrip()
+    if stripped.startswith("{"):
+        return "jsonl"
+    if stripped.upper().startswith("<DOC"):
+        return "trec"
+    if "\t" in line:
+        return "tsv"
+    raise InputError(path, f"cannot detect the document format (one of {', '.join(DOC_FORMATS)}); pass format=", number)
+
+
+def _jsonl_docs(path: Path) -> Iterator[dict]:
+    for number, line in numbered_lines(path):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(path, f"not a JSON object: {error.msg}", number) from None
+        if not isinstance(obj, dict):
+            raise InputError(path, "expected one JSON object per line", number)
+        doc_id = obj.pop("id", None)
+        if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+            doc_id = str(doc_id)
+        if not isinstance(doc_id, str) or not doc_id.strip():
+            raise InputError(path, "missing or empty document id", number, "id")
+        contents = obj.pop("contents", None)
+        if not isinstance(contents, str):
+            raise InputError(path, "missing \"contents\" string", number, "contents")
+        yield {"id": _check_id(doc_id, path, number, "id"), "contents": contents, **obj}
+
+
+def _tsv_docs(path: Path) -> Iterator[dict]:
+    for number, line in numbered_lines(path):
+        if "\t" not in line:
+            raise InputError(path, "expected id<TAB>text, found no tab", number, "columns")
+        doc_id, contents = line.split("\t", 1)
+        yield {"id": _check_id(doc_id, path, number, "id"), "contents": contents}
+
+
+def _trec_docs(path: Path) -> Iterator[dict]:
+    for number, block in sgml_blocks(path, "DOC"):
+        match = _DOCNO.search(block)
+        if not match:
+            raise InputError(path, "document has no <DOCNO>...</DOCNO>", number, "DOCNO")
+        doc_id = _check_id(match.group(1).strip(), path, number, "DOCNO")
+        body = block[: match.start()] + " " + block[match.end():]
+        yield {"id": doc_id, "contents": normalise(_TAG.sub(" ", body))}
+
+
+def sgml_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str]]:
+    """(line where `<tag ...>` opens, text between it and `</tag>`) for each block, streamed line by line.
+
+    Blocks may span lines or share one; text outside blocks, a nested or an unclosed block is an error.
+    """
+    opening = re.compile(rf"<{tag}(?:\s[^>]*)?>", re.IGNORECASE)
+    closing = re.compile(rf"</{tag}>", re.IGNORECASE)
+    inside, start, parts = False, 0, []
+    for number, line in numbered_lines(path):
+        rest = line
+        while rest:
+            if not inside:
+                match = opening.search(rest)
+                outside = rest if match is None else rest[: match.start()]
+                if outside.strip():
+                    raise InputError(path, f"text outside <{tag}>...</{tag}>: {outside.strip()[:40]!r}", number)
+                if match is None:
+                    break
+                inside, start, parts, rest = True, number, [], rest[match.end():]
+            else:
+                end = closing.search(rest)
+                nested = opening.search(rest)
+                if nested and (end is None or nested.start() < end.start()):
+                    raise InputError(path, f"<{tag}> opened on line {start} is not closed before the next one", number, tag)
+                if end is None:
+                    parts.append(rest)
+                    break
+                parts.append(rest[: end.start()])
+                yield start, "\n".join(parts)
+                inside, rest = False, rest[end.end():]
+    if inside:
+        raise InputError(path, f"<{tag}> is never closed", start, tag)
+
+
+def normalise(text: str) -> str:
+    """Collapse every run of whitespace to one space and strip the ends."""
+    return " ".join(text.split())
+
+
+def _check_id(doc_id: str, path, number: int, field: str) -> str:
+    if not doc_id:
+        raise InputError(path, "empty document id", number, field)
+    if any(c.isspace() for c in doc_id):
+        raise InputError(path, f"document id {doc_id!r} contains whitespace", number, field)
+    return doc_id

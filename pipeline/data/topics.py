@@ -1,0 +1,139 @@
+"""Topic files: TSV (`qid<TAB>text`), TREC SGML (`<top><num>...`), CACM-style `<DOC><DOCNO>`, JSONL.
+
+`read_topics` returns `Topics` in file order, the query text whitespace-normalised for the SGML formats (what
+Anserini's TrecTopicReader / CacmTopicReader give, up to whitespace, which its analyzers ignore). Malformed
+input raises `InputError` naming the file, the line and the field (for SGML: the line where the topic opens).
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from pipeline.data.corpus import normalise, sgml_blocks
+from pipeline.data.files import atomic_write, numbered_lines
+from pipeline.data.runs import Topics
+from pipeline.errors import InputError
+
+TOPIC_FORMATS = ("tsv", "trec", "cacm", "jsonl")
+_SUFFIXES = {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
+_TREC_FIELD = re.compile(r"<(num|title|desc|narr)>", re.IGNORECASE)
+_TREC_CLOSE = re.compile(r"</(num|title|desc|narr)>", re.IGNORECASE)
+# "<num> Number: 301", "<title> Topic: ...", "<desc> Description:", "<narr> Narrative:" (all optional)
+_TREC_PREFIX = {"num": "number:", "title": "topic:", "desc": "description:", "narr": "narrative:"}
+_DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO>", re.IGNORECASE | re.DOTALL)
+
+
+def read_topics(path: str | Path, format: str | None = None) -> Topics:
+    """Read a topic file; `format` is one of TOPIC_FORMATS, detected from the name or first line when None."""
+    if format is not None and format not in TOPIC_FORMATS:
+        raise ValueError(f"unknown topic format {format!r}; expected one of {TOPIC_FORMATS}")
+    path = Path(path)
+    fmt = format or detect_topic_format(path)
+    topics = Topics({})
+    reader = {"tsv": _tsv, "trec": _trec, "cacm": _cacm, "jsonl": _jsonl}[fmt]
+    for number, qid, text, extra, (qid_field, text_field) in reader(path):
+        if not qid:
+            raise InputError(path, "empty query id", number, qid_field)
+        if any(c.isspace() for c in qid):
+            raise InputError(path, f"query id {qid!r} contains whitespace", number, qid_field)
+        if qid in topics.queries:
+            raise InputError(path, f"query id {qid!r} appears twice", number, qid_field)
+        if not text:
+            raise InputError(path, f"query {qid!r} has no text", number, text_field)
+        topics.queries[qid] = text
+        if extra:
+            topics.extra[qid] = extra
+    if not topics.queries:
+        raise InputError(path, f"no topics found (read as {fmt})")
+    return topics
+
+
+def detect_topic_format(path: str | Path) -> str:
+    """`.tsv` / `.jsonl` / `.json` (also under .gz) by name; otherwise from the first non-blank line."""
+    path = Path(path)
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    suffix = Path(name).suffix.lower()
+    if suffix in _SUFFIXES:
+        return _SUFFIXES[suffix]
+    lines = numbered_lines(path)
+    try:
+        number, line = next(lines)  # an empty file raises InputError here
+    finally:
+        lines.close()
+    head = line.lstrip().lower()
+    if head.startswith("{"):
+        return "jsonl"
+    if head.startswith("<top"):
+        return "trec"
+    if head.startswith("<doc"):
+        return "cacm"
+    if "\t" in line:
+        return "tsv"
+    raise InputError(path, f"cannot detect the topic format (one of {', '.join(TOPIC_FORMATS)}); pass format=", number)
+
+
+def write_topics(topics: Topics, path: str | Path) -> Path:
+    """Write `qid<TAB>text` lines atomically (extra fields are not written)."""
+    for qid, text in topics.items():
+        if not qid or any(c.isspace() for c in qid):
+            raise ValueError(f"query id {qid!r} is empty or contains whitespace")
+        if "\t" in text or "\n" in text or "\r" in text:
+            raise ValueError(f"query {qid!r} contains a tab or newline; TSV cannot hold it")
+    with atomic_write(path) as out:
+        for qid, text in topics.items():
+            out.write(f"{qid}\t{text}\n")
+    return Path(path)
+
+
+def _tsv(path: Path):
+    for number, line in numbered_lines(path):
+        if "\t" not in line:
+            raise InputError(path, "expected qid<TAB>query, found no tab", number, "columns")
+        qid, text = line.split("\t", 1)
+        yield number, qid.strip(), text.strip(), None, ("qid", "query")
+
+
+def _trec(path: Path):
+    for number, block in sgml_blocks(path, "top"):
+        fields: dict[str, str] = {}
+        marks = list(_TREC_FIELD.finditer(block))
+        for mark, following in zip(marks, marks[1:] + [None]):
+            name = mark.group(1).lower()
+            value = normalise(_TREC_CLOSE.sub(" ", block[mark.end(): following.start() if following else None]))
+            if value.lower().startswith(_TREC_PREFIX[name]):
+                value = value[len(_TREC_PREFIX[name]):].strip()
+            fields[name] = value
+        if "num" not in fields:
+            raise InputError(path, "topic has no <num>", number, "num")
+        if "title" not in fields:
+            raise InputError(path, f"topic {fields['num']!r} has no <title>", number, "title")
+        extra = {key: fields[tag] for tag, key in (("desc", "description"), ("narr", "narrative")) if fields.get(tag)}
+        yield number, fields["num"], fields["title"], extra, ("num", "title")
+
+
+def _cacm(path: Path):
+    for number, block in sgml_blocks(path, "DOC"):
+        match = _DOCNO.search(block)
+        if not match:
+            raise InputError(path, "topic has no <DOCNO>...</DOCNO>", number, "DOCNO")
+        text = normalise(block[: match.start()] + " " + block[match.end():])
+        yield number, match.group(1).strip(), text, None, ("DOCNO", "text")
+
+
+def _jsonl(path: Path):
+    for number, line in numbered_lines(path):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(path, f"not a JSON object: {error.msg}", number) from None
+        if not isinstance(obj, dict):
+            raise InputError(path, "expected one JSON object per line", number)
+        qid, text = obj.pop("qid", None), obj.pop("query", None)
+        if isinstance(qid, int) and not isinstance(qid, bool):
+            qid = str(qid)
+        if not isinstance(qid, str):
+            raise InputError(path, "missing \"qid\" string", number, "qid")
+        if not isinstance(text, str):
+            raise InputError(path, "missing \"query\" string", number, "query")
+        yield number, qid.strip(), text.strip(), obj, ("qid", "query")
