@@ -18,6 +18,7 @@ COMMANDS = {
     "index": ("pipeline.retrieve.index", "build a Lucene index from JSONL, TSV, TREC SGML or a dataset"),
     "search": ("pipeline.retrieve.bm25", "BM25 (optionally RM3) retrieval into a run file"),
     "eval": ("pipeline.evaluate", "evaluate run files with ir-measures (tables, significance, plots)"),
+    "run": ("pipeline.experiment", "run a pipeline spec or an experiment file end to end (run file + scores)"),
 }
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
+from pipeline import cache
 from pipeline.data.runs import Run, Topics
-from pipeline.errors import IrpipeError
+from pipeline.errors import IrpipeError, UnknownNameError
 from pipeline.log import logger
 
 
@@ -23,9 +24,42 @@ class StageError(IrpipeError):
     """A stage was given, or produced, something it cannot work with."""
 
 
+# -- the stage registry: spec names -> classes ----------------------------------------------------------------
+# Modules that define stages register them on import; the spec parser imports these lazily by name.
+_BUILTIN_MODULES = {
+    "bm25": "pipeline.retrieve.bm25",
+}
+_REGISTRY: dict[str, type] = {}
+
+
+def register(cls: type) -> type:
+    """Class decorator: make a Stage reachable from the spec grammar by its `name`."""
+    if not cls.name:
+        raise TypeError(f"{cls.__name__} needs a `name` to be registered")
+    if _REGISTRY.get(cls.name, cls) is not cls:
+        raise TypeError(f"stage name {cls.name!r} is taken by {_REGISTRY[cls.name].__name__}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def get_stage_class(name: str) -> type:
+    if name not in _REGISTRY and name in _BUILTIN_MODULES:
+        import importlib
+
+        importlib.import_module(_BUILTIN_MODULES[name])
+    if name not in _REGISTRY:
+        raise UnknownNameError("stage", name, sorted(set(_REGISTRY) | set(_BUILTIN_MODULES)))
+    return _REGISTRY[name]
+
+
+def stage_names() -> list[str]:
+    return sorted(set(_REGISTRY) | set(_BUILTIN_MODULES))
+
+
 class Stage:
     name: ClassVar[str] = ""
     needs_run: ClassVar[bool] = False  # rerankers and cutoffs need an input run; retrievers do not
+    cacheable: ClassVar[bool] = False  # output depends only on config + fingerprint() + input: cache it
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -40,15 +74,31 @@ class Stage:
         """The parameters that determine the output (for repr, equality and cache keys)."""
         return {}
 
+    def fingerprint(self) -> str:
+        """What else the output depends on besides config and input (e.g. the index's build stamp)."""
+        return ""
+
+    def bind(self, dataset) -> "Stage":
+        """This stage with what it takes from the dataset the pipeline runs on (e.g. its index); default: itself."""
+        return self
+
     def __call__(self, topics: Topics, run: Run | None = None) -> Run:
         if self.needs_run and run is None:
             raise StageError(f"{self!r} reranks an input run: compose it after a retriever, e.g. `bm25() >> {self!r}`")
         start = time.perf_counter()
-        output = self.transform(topics, run)
-        if not isinstance(output, Run):
-            raise StageError(f"{self!r} returned {type(output).__name__}, not a Run")
+        stage_cache = cache.current() if self.cacheable else None
+        key = stage_cache.key(self, topics, run) if stage_cache else None
+        output = stage_cache.get(key) if stage_cache else None
+        source = "from cache" if output is not None else "computed"
+        if output is None:
+            output = self.transform(topics, run)
+            if not isinstance(output, Run):
+                raise StageError(f"{self!r} returned {type(output).__name__}, not a Run")
+            if stage_cache:
+                stage_cache.put(key, self, output)
         if not isinstance(self, Compose):
-            logger.info("%s: %d queries, %d hits in %.2fs", self, len(output), output.num_hits(), time.perf_counter() - start)
+            logger.info("%s: %d queries, %d hits, %s in %.2fs", self, len(output), output.num_hits(), source,
+                        time.perf_counter() - start)
         return output
 
     # -- operators ----------------------------------------------------------------------------------------
@@ -103,6 +153,9 @@ class Compose(Stage):
             run = stage(topics, run)
         return run
 
+    def bind(self, dataset) -> "Compose":
+        return Compose(*(stage.bind(dataset) for stage in self.stages))
+
     def config(self) -> dict:
         return {"stages": [repr(s) for s in self.stages]}
 
@@ -122,6 +175,7 @@ class Compose(Stage):
         return " >> ".join(parts)
 
 
+@register
 class Cutoff(Stage):
     """Keep the top k hits of every query."""
 
@@ -140,6 +194,18 @@ class Cutoff(Stage):
         return {"k": self.k}
 
 
+@register
+class Candidates(Stage):
+    """The input run as it is: the candidates a dataset ships (DL19/DL20 BM25 top-100, WikiQA, TrecQA)."""
+
+    name = "candidates"
+    needs_run = True
+
+    def transform(self, topics: Topics, run: Run | None) -> Run:
+        return run
+
+
+@register
 class Fusion(Stage):
     """Fuse the runs of several stages: reciprocal rank fusion, sum_i 1/(k + rank_i) (Cormack et al. 2009),
     or, with `method="weighted"`, sum_i w_i * score_i. Candidate texts of all inputs are kept."""
@@ -156,6 +222,10 @@ class Fusion(Stage):
         self.method, self.k, self.depth = method, k, depth
         self.weights = tuple(weights) if weights is not None else (1.0,) * len(self.stages)
         self.needs_run = any(s.needs_run for s in self.stages)
+
+    def bind(self, dataset) -> "Fusion":
+        return Fusion(*(s.bind(dataset) for s in self.stages), method=self.method, k=self.k, weights=self.weights,
+                      depth=self.depth)
 
     def _plain(self) -> bool:
         return self.method == "rrf" and self.k == 60 and set(self.weights) == {1.0} and self.depth == 1000
@@ -180,4 +250,5 @@ class Fusion(Stage):
     def __repr__(self) -> str:
         if self._plain():
             return " + ".join(f"({s!r})" if isinstance(s, Compose) else repr(s) for s in self.stages)
-        return super().__repr__()
+        options = {k: v for k, v in self.config().items() if k != "stages"}
+        return f"fusion({', '.join([*map(repr, self.stages), *(f'{k}={_format_value(v)}' for k, v in options.items())])})"

@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import json
 from pathlib import Path
 
 from pipeline.data.runs import RUN_FORMATS, Run, Topics
 from pipeline.errors import ConfigError
 from pipeline.log import logger, progress
-from pipeline.retrieve.lucene import LuceneIndex
-from pipeline.stage import Stage
+from pipeline.retrieve.lucene import LuceneIndex, read_index_metadata
+from pipeline.stage import Stage, register
 
 
 @functools.lru_cache(maxsize=8)
@@ -23,11 +24,13 @@ def open_index(index_dir: str, language: str | None = None) -> LuceneIndex:
     return LuceneIndex(index_dir, language)
 
 
+@register
 class BM25(Stage):
     """Lucene BM25 over an Anserini index. `index` may be left out when the pipeline runs on a dataset with a
     corpus: the dataset's index is then built (once, cached) and used."""
 
     name = "bm25"
+    cacheable = True
 
     def __init__(self, index: str | Path | None = None, k1: float = 0.9, b: float = 0.4, hits: int = 1000,
                  threads: int = 1, rm3: bool = False, fb_terms: int = 10, fb_docs: int = 10,
@@ -51,10 +54,18 @@ class BM25(Stage):
             config["language"] = self.language
         return {k: v for k, v in config.items() if v is not None}
 
-    def bind(self, index: str | Path) -> "BM25":
-        """This stage over `index` (used when the index comes from the dataset the pipeline runs on)."""
+    def fingerprint(self) -> str:
+        """The index's build record: a rebuilt index invalidates cached runs."""
+        return json.dumps(read_index_metadata(self.index), sort_keys=True) if self.index else ""
+
+    def bind(self, dataset) -> "BM25":
+        """Without an explicit index, search the dataset's own (built on first use, cached)."""
+        if self.index is not None:
+            return self
+        from pipeline.retrieve.index import dataset_index
+
         bound = copy.copy(self)
-        bound.index = str(index)
+        bound.index = str(dataset_index(dataset))
         return bound
 
     def transform(self, topics: Topics, run: Run | None) -> Run:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from pipeline import java
+from pipeline.cache import cache_root
 from pipeline.data.files import atomic_write
 from pipeline.errors import ConfigError, IrpipeError
 from pipeline.log import logger, progress
@@ -32,10 +33,6 @@ LANGUAGES = ("en", "zh", "ar", "bn", "de", "es", "fa", "fi", "fr", "hi", "id", "
 
 class IndexingError(IrpipeError):
     """Anserini's IndexCollection failed; the message carries the end of its log."""
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("IRPIPE_CACHE") or Path.home() / ".cache" / "irpipe")
 
 
 def _write_parts(docs: Iterable[dict], folder: Path, threads: int) -> int:

@@ -1,0 +1,79 @@
+"""The user cache folder, and the cache of stage outputs.
+
+Everything irpipe derives lives under one root: `$IRPIPE_CACHE`, default `~/.cache/irpipe` (datasets/,
+indexes/, stages/, models/). A stage whose output depends only on its config and its input (`cacheable = True`)
+is looked up by key = sha1(stage repr + the stage's own fingerprint, e.g. the index it searches + topics + input
+run); a hit is read back instead of recomputed, so re-running a pipeline whose BM25 step is unchanged does not
+search again. Caching is on inside `using(StageCache(...))` and off elsewhere (`--no-cache` on the CLI).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import gzip
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Iterator
+
+from pipeline.data.files import atomic_write
+from pipeline.data.runs import Run, Topics
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("IRPIPE_CACHE") or Path.home() / ".cache" / "irpipe").expanduser()
+
+
+class StageCache:
+    """Stage outputs as gzipped JSON files under `<root>/stages/`."""
+
+    def __init__(self, root: str | Path | None = None):
+        self.root = Path(root) if root else cache_root() / "stages"
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def key(stage, topics: Topics, run: Run | None) -> str:
+        parts = [repr(stage), stage.fingerprint(), topics.fingerprint(), run.fingerprint() if run is not None else ""]
+        return hashlib.sha1("\x1f".join(parts).encode()).hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json.gz"
+
+    def get(self, key: str) -> Run | None:
+        path = self._path(key)
+        if not path.is_file():
+            self.misses += 1
+            return None
+        try:
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                data = json.load(handle)
+            run = Run({q: [(d, s) for d, s in hits] for q, hits in data["ranking"].items()}, data["texts"], data["tag"])
+        except (OSError, ValueError, KeyError):
+            path.unlink(missing_ok=True)  # a damaged entry is recomputed, never trusted
+            self.misses += 1
+            return None
+        self.hits += 1
+        return run
+
+    def put(self, key: str, stage, run: Run) -> None:
+        with atomic_write(self._path(key), "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as handle:
+            handle.write(json.dumps({"stage": repr(stage), "ranking": run.ranking, "texts": run.texts,
+                                     "tag": run.tag}, ensure_ascii=False).encode())
+
+
+_current: contextvars.ContextVar[StageCache | None] = contextvars.ContextVar("irpipe_stage_cache", default=None)
+
+
+def current() -> StageCache | None:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def using(cache: StageCache | None) -> Iterator[StageCache | None]:
+    """Run stages with `cache` (None: no caching) for the duration of the block."""
+    token = _current.set(cache)
+    try:
+        yield cache
+    finally:
+        _current.reset(token)

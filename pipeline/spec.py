@@ -1,0 +1,179 @@
+"""The pipeline spec grammar: the command line says what Python says, parsed without `eval()`.
+
+    pipeline := fusion ('>>' fusion)*          a >> b        (lowest precedence, as in Python)
+    fusion   := cutoff ('+' cutoff)*           a + b         reciprocal rank fusion
+    cutoff   := atom ('%' INT)*                a % 100       (highest precedence, as in Python)
+    atom     := NAME [ '(' [arg (',' arg)*] ')' ] | '(' pipeline ')'
+    arg      := NAME '=' value | value
+    value    := number | 'quoted string' | true | false | none | bare-word (paths, dataset names: trecqa/train)
+                | '[' [value (',' value)*] ']' | pipeline (a stage as an argument, e.g. of fusion(...))
+
+`parse("bm25(k1=0.9,b=0.4) % 100 >> hcan(ckpt=models/hcan)")` returns the same Stage objects that
+`BM25(k1=0.9, b=0.4) % 100 >> HCAN(ckpt="models/hcan")` builds in Python. Errors point at the bad token.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+
+from pipeline.errors import ConfigError
+from pipeline.stage import Compose, Cutoff, Fusion, Stage, get_stage_class
+
+_TOKEN = re.compile(r"""
+    (?P<space>\s+)
+  | (?P<op>>>|[%+(),=\[\]])
+  | (?P<string>'[^']*'|"[^"]*")
+  | (?P<word>[A-Za-z0-9_.:/~@-]+)
+""", re.VERBOSE)
+
+
+class SpecError(ConfigError):
+    def __init__(self, spec: str, position: int, message: str):
+        self.spec, self.position = spec, position
+        super().__init__(f"{message}\n  {spec}\n  {' ' * position}^")
+
+
+@dataclass
+class _Token:
+    kind: str
+    text: str
+    position: int
+
+
+def _tokenize(spec: str) -> list[_Token]:
+    tokens, position = [], 0
+    while position < len(spec):
+        match = _TOKEN.match(spec, position)
+        if not match:
+            raise SpecError(spec, position, f"unexpected character {spec[position]!r}")
+        if match.lastgroup != "space":
+            tokens.append(_Token(match.lastgroup, match.group(), position))
+        position = match.end()
+    tokens.append(_Token("end", "", len(spec)))
+    return tokens
+
+
+class _Parser:
+    def __init__(self, spec: str):
+        self.spec, self.tokens, self.index = spec, _tokenize(spec), 0
+
+    @property
+    def token(self) -> _Token:
+        return self.tokens[self.index]
+
+    def fail(self, message: str, token: _Token | None = None):
+        raise SpecError(self.spec, (token or self.token).position, message)
+
+    def take(self, text: str | None = None, kind: str | None = None) -> _Token:
+        token = self.token
+        if (text is not None and token.text != text) or (kind is not None and token.kind != kind):
+            expected = repr(text) if text else kind
+            self.fail(f"expected {expected}, found {token.text!r}" if token.kind != "end" else f"expected {expected} at the end")
+        self.index += 1
+        return token
+
+    def accept(self, text: str) -> bool:
+        if self.token.kind == "op" and self.token.text == text:
+            self.index += 1
+            return True
+        return False
+
+    def parse(self) -> Stage:
+        if self.token.kind == "end":
+            self.fail("empty pipeline: expected a stage such as bm25()")
+        stage = self.pipeline()
+        if self.token.kind != "end":
+            self.fail(f"unexpected {self.token.text!r}: stages are joined with >>, + or % k")
+        return stage
+
+    def pipeline(self) -> Stage:
+        stage = self.fusion()
+        while self.accept(">>"):
+            stage = stage >> self.fusion()
+        return stage
+
+    def fusion(self) -> Stage:
+        stage = self.cutoff()
+        while self.accept("+"):
+            stage = stage + self.cutoff()
+        return stage
+
+    def cutoff(self) -> Stage:
+        stage = self.atom()
+        while self.accept("%"):
+            token = self.take(kind="word")
+            if not token.text.isdigit() or int(token.text) < 1:
+                self.fail(f"a cutoff needs a positive integer, found {token.text!r}", token)
+            stage = stage % int(token.text)
+        return stage
+
+    def atom(self) -> Stage:
+        if self.accept("("):
+            stage = self.pipeline()
+            self.take(")")
+            return stage
+        name_token = self.take(kind="word")
+        args, kwargs = [], {}
+        if self.accept("("):
+            while not self.accept(")"):
+                if args or kwargs:
+                    self.take(",")
+                if self.token.kind == "word" and self.tokens[self.index + 1].text == "=":
+                    key = self.take().text
+                    self.take("=")
+                    if key in kwargs:
+                        self.fail(f"argument {key!r} given twice", self.tokens[self.index - 2])
+                    kwargs[key] = self.value()
+                elif kwargs:
+                    self.fail("positional argument after keyword arguments")
+                else:
+                    args.append(self.value())
+        return self._build(name_token, args, kwargs)
+
+    def value(self):
+        token = self.token
+        if token.kind == "word" and self.tokens[self.index + 1].text == "(" or token.text == "(":
+            return self.pipeline()  # a stage as an argument: fusion(bm25(k1=0.9), bm25(k1=1.2), method=weighted)
+        if self.accept("["):
+            items = []
+            while not self.accept("]"):
+                if items:
+                    self.take(",")
+                items.append(self.value())
+            return items
+        if token.kind == "string":
+            self.index += 1
+            return token.text[1:-1]
+        token = self.take(kind="word")
+        lowered = token.text.lower()
+        if lowered in ("true", "false"):
+            return lowered == "true"
+        if lowered == "none":
+            return None
+        for kind in (int, float):
+            try:
+                return kind(token.text)
+            except ValueError:
+                pass
+        return token.text
+
+    def _build(self, token: _Token, args: list, kwargs: dict) -> Stage:
+        try:
+            cls = get_stage_class(token.text)
+        except KeyError as error:
+            self.fail(str(error), token)
+        try:
+            inspect.signature(cls).bind(*args, **kwargs)
+        except TypeError as error:
+            params = ", ".join(p for p in inspect.signature(cls).parameters)
+            self.fail(f"{token.text}: {error} (parameters: {params})", token)
+        try:
+            return cls(*args, **kwargs)
+        except (ValueError, TypeError) as error:
+            self.fail(f"{token.text}: {error}", token)
+
+
+def parse(spec: str) -> Stage:
+    """Parse a pipeline spec into Stage objects (see the module docstring for the grammar)."""
+    return _Parser(spec).parse()
