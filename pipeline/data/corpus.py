@@ -25,7 +25,8 @@ def iter_docs(path: str | Path, format: str | None = None) -> Iterator[dict]:
     if format is not None and format not in DOC_FORMATS:
         raise ValueError(f"unknown document format {format!r}; expected one of {DOC_FORMATS}")
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        files = sorted(p for p in path.rglob("*")
+                       if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
         if not files:
             raise InputError(path, "folder holds no files")
         for file in files:
@@ -119,7 +120,8 @@ def sgml_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str]]:
                 end = closing.search(rest)
                 nested = opening.search(rest)
                 if nested and (end is None or nested.start() < end.start()):
-                    raise InputError(path, f"<{tag}> opened on line {start} is not closed before the next one", number, tag)
+                    message = f"<{tag}> opened on line {start} is not closed before the next one"
+                    raise InputError(path, message, number, tag)
                 if end is None:
                     parts.append(rest)
                     break

@@ -1,0 +1,83 @@
+"""Answer-sentence selection (WikiQA, TrecQA) in the line-aligned a.toks / b.toks / sim.txt / id.txt form.
+
+Line i of each file holds one (question, candidate sentence, 0/1 label, question id) pair; a question's
+candidates are consecutive lines. The candidates of a question, in file order, form its ranking (score =
+-position, so the shipped order is kept), their labels its qrels (0 = judged non-relevant), and every question
+is kept, including those with no correct or only correct candidates (filter at evaluation time if needed).
+Candidate ids are the docid column of id.txt where it has one (TrecQA dev/test: `qid 0 docid label`), else
+`<qid>-<position>` with a 0-based position (WikiQA, TrecQA train).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from pipeline.data.files import numbered_lines
+from pipeline.data.qrels import Qrels
+from pipeline.data.runs import Run, Topics
+from pipeline.data.sets.base import Dataset
+from pipeline.errors import InputError
+
+
+@dataclass
+class _Candidates:
+    topics: Topics
+    qrels: Qrels
+    run: Run
+
+
+class AnswerSelectionDataset(Dataset):
+    provides = ("topics", "qrels", "run", "docs")
+
+    def _read(self) -> _Candidates:
+        keys = ("questions", "answers", "labels", "ids")
+        paths = {key: self.path(key) for key in keys}
+        columns = {key: list(numbered_lines(paths[key], skip_blank=False)) for key in keys}
+        counts = {key: len(lines) for key, lines in columns.items()}
+        if len(set(counts.values())) != 1:
+            shortest = min(counts, key=counts.get)
+            message = f"has {counts[shortest]} lines, but the line counts {counts} should all be equal"
+            raise InputError(paths[shortest], message, counts[shortest] + 1)
+        queries: dict[str, str] = {}
+        qrels: Qrels = {}
+        ranking: dict[str, list[tuple[str, float]]] = {}
+        texts: dict[str, str] = {}
+        previous = None
+        for (number, question), (_, answer), (_, label), (_, ids) in zip(*(columns[key] for key in keys)):
+            parts = ids.split()
+            if not parts:
+                raise InputError(paths["ids"], "empty question id", number, "qid")
+            qid = parts[0]
+            if qid != previous and qid in queries:
+                raise InputError(paths["ids"], f"the candidates of question {qid!r} are not consecutive", number, "qid")
+            previous = qid
+            if label.strip() not in ("0", "1"):
+                raise InputError(paths["labels"], f"label {label!r} is not 0 or 1", number, "label")
+            if not question.strip():
+                raise InputError(paths["questions"], "empty question", number, "question")
+            if queries.setdefault(qid, question.strip()) != question.strip():
+                message = f"question {qid!r} changes text within its candidates"
+                raise InputError(paths["questions"], message, number, "question")
+            hits = ranking.setdefault(qid, [])
+            docid = parts[2] if len(parts) >= 3 else f"{qid}-{len(hits)}"
+            if docid in texts:
+                raise InputError(paths["ids"], f"candidate id {docid!r} appears twice", number, "docid")
+            hits.append((docid, -float(len(hits) + 1)))
+            texts[docid] = answer.strip()
+            qrels.setdefault(qid, {})[docid] = int(label)
+        return _Candidates(Topics(queries), qrels, Run(ranking, texts, tag=self.name.replace("/", "-")))
+
+    def topics(self) -> Topics:
+        return self._read().topics
+
+    def qrels(self) -> Qrels:
+        return self._read().qrels
+
+    def run(self) -> Run:
+        return self._read().run
+
+    def docs(self) -> Iterator[dict]:
+        """The candidate sentences as a small corpus ({"id", "contents", "qid"})."""
+        run = self._read().run
+        return ({"id": docid, "contents": run.texts[docid], "qid": qid}
+                for qid, hits in run.ranking.items() for docid, _ in hits)

@@ -1,0 +1,45 @@
+"""SQuAD v1.1 dev as a retrieval benchmark: paragraphs are the documents, questions the topics, and the
+paragraph a question was written about is its one relevant document.
+
+Paragraph ids are `<article title>-<paragraph index>` (0-based), e.g. `Super_Bowl_50-0`; the article title is
+kept as a document field "title" and the context text is kept verbatim (answer offsets point into it).
+"""
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+from pipeline.data.corpus import normalise
+from pipeline.data.qrels import Qrels
+from pipeline.data.runs import Topics
+from pipeline.data.sets.base import Dataset
+from pipeline.errors import InputError
+
+
+class SquadDataset(Dataset):
+    provides = ("topics", "qrels", "docs")
+
+    def _paragraphs(self) -> Iterator[tuple[str, str, dict]]:
+        """(paragraph id, article title, paragraph object) in file order."""
+        path = self.path("json")
+        with open(path, encoding="utf-8") as handle:
+            try:
+                data = json.load(handle)["data"]
+            except (json.JSONDecodeError, KeyError, TypeError) as error:
+                raise InputError(path, f"not a SQuAD JSON file ({error})", field="data") from None
+        for article in data:
+            title = "_".join(article["title"].split())
+            for index, paragraph in enumerate(article["paragraphs"]):
+                yield f"{title}-{index}", article["title"], paragraph
+
+    def docs(self) -> Iterator[dict]:
+        """{"id", "contents" (the context), "title"} for each paragraph."""
+        return ({"id": pid, "contents": paragraph["context"], "title": title}
+                for pid, title, paragraph in self._paragraphs())
+
+    def topics(self) -> Topics:
+        return Topics({qa["id"]: normalise(qa["question"])
+                       for _, _, paragraph in self._paragraphs() for qa in paragraph["qas"]})
+
+    def qrels(self) -> Qrels:
+        return {qa["id"]: {pid: 1} for pid, _, paragraph in self._paragraphs() for qa in paragraph["qas"]}
