@@ -27,6 +27,7 @@ import math
 import sys
 import warnings
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -137,9 +138,8 @@ def _break_ties(run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]
     """Give each ranking with tied scores strictly decreasing scores in trec_eval's order (score desc, docid desc)."""
     for qid, docs in run.items():
         if len(set(docs.values())) < len(docs):
-            order = sorted(docs, reverse=True)
-            order.sort(key=docs.__getitem__, reverse=True)  # stable: equal scores stay docid-descending
-            run[qid] = {doc: float(len(order) - i) for i, doc in enumerate(order)}
+            order = sorted(docs.items(), key=itemgetter(1, 0), reverse=True)  # (score, docid) descending
+            run[qid] = {doc: float(len(order) - i) for i, (doc, _) in enumerate(order)}
     return run
 
 

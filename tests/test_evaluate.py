@@ -24,6 +24,8 @@ from pipeline.evaluate import (
 )
 from conftest import SHARED_DATA, needs_shared_data
 
+DL = SHARED_DATA / "msmarco-passage-topics-qrels"
+
 # q1: relevant d1, d3 (d5 judged non-relevant); q2: relevant d2; q3: relevant d9, but the run has no q3.
 QRELS = {"q1": {"d1": 1, "d3": 1, "d5": 0}, "q2": {"d2": 1}, "q3": {"d9": 1}}
 # q1 ranks d1, d2, d3 -> relevant at ranks 1 and 3; q2 ranks d7, d2 -> relevant at rank 2; q4 is not judged.
@@ -383,10 +385,17 @@ def test_cli_dataset_gives_qrels_and_rel_level(irpipe, files, monkeypatch):
     assert list(json.loads(out)["measures"]) == ["AP"]
 
 
+@needs_shared_data
+def test_cli_with_registered_dl19(irpipe):
+    run = DL / "bm25-runs-rank_llm_data" / "retrieve_results" / "BM25" / "trec_results_dl19_top100.txt"
+    code, out, err = irpipe("eval", run, "--dataset", "dl19-passage", "-m", "nDCG@10", "AP", "--format", "json")
+    assert code == 0, err
+    line = json.loads(out)
+    assert line["queries"] == 43 and list(line["measures"]) == ["nDCG@10", "AP(rel=2)"]  # the dataset's level 2
+    assert round(line["measures"]["nDCG@10"], 4) == 0.5058
+
+
 # ------------------------------------------------------------------- parity with trec_eval (Anserini jar)
-
-DL = SHARED_DATA / "msmarco-passage-topics-qrels"
-
 
 @pytest.fixture(scope="module")
 def trec_eval():
