@@ -151,8 +151,10 @@ def _as_qrels(qrels: QrelsLike) -> Qrels:
 
 def evaluated_queries(run: RunLike, qrels: QrelsLike, queries: str = "qrels") -> list[str]:
     """The query ids a run is evaluated over under the `queries` convention (see the module docstring)."""
-    run, qrels = _as_run(run), _as_qrels(qrels)
-    return _query_ids(run, qrels, queries)
+    if isinstance(run, (str, Path)):
+        run = read_run(run)
+    ranking = run.ranking if isinstance(run, Run) else run
+    return _query_ids({str(qid): hits for qid, hits in ranking.items()}, _as_qrels(qrels), queries)
 
 
 def _query_ids(run: dict, qrels: Qrels, queries: str) -> list[str]:
