@@ -61,10 +61,6 @@ class DataFile:
     def url(self) -> str:
         return RAW_URL.format(repo=self.repo, commit=self.commit, path=self.path)
 
-    @property
-    def is_archive(self) -> bool:
-        return self.rel.endswith((".zip", ".tar.gz", ".tgz"))
-
 
 def cache_root() -> Path:
     return Path(os.environ.get("IRPIPE_CACHE") or "~/.cache/irpipe").expanduser() / "datasets"
