@@ -19,6 +19,7 @@ COMMANDS = {
     "search": ("pipeline.retrieve.bm25", "BM25 (optionally RM3) retrieval into a run file"),
     "eval": ("pipeline.evaluate", "evaluate run files with ir-measures (tables, significance, plots)"),
     "run": ("pipeline.experiment", "run a pipeline spec or an experiment file end to end (run file + scores)"),
+    "leaderboard": ("pipeline.leaderboard", "regenerate eval/LEADERBOARD.md from eval/results and references"),
 }
 
 

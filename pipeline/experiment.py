@@ -4,15 +4,14 @@
     irpipe run eval/cacm-bm25.yaml [--check]
     irpipe run                                  # the default experiment (DEFAULT_EXPERIMENT)
 
-An experiment file (the shape of Pyserini's 2cr regressions) names the dataset, the pipeline spec, the measures,
-the expected scores with a tolerance and, optionally, the published reference numbers:
+An experiment file (the shape of Pyserini's 2cr regressions) names the dataset, the pipeline spec, the measures
+and the expected scores with a tolerance (published numbers live in eval/references.yaml, for the leaderboard):
 
     dataset: cacm
     pipeline: bm25(k1=0.9, b=0.4, hits=1000)
     measures: [AP, nDCG@10, RR@10, P@10, R@100]
     expected: {AP: 0.3114, nDCG@10: 0.4519}
     tolerance: 0.0001
-    reference: {source: "Pyserini 1.6.0 CLI", scores: {AP: 0.3114}}
 
 Running it writes runs/<name>.trec and eval/results/<name>.json; each expected score is OK (within tolerance),
 OKISH (within 10x tolerance: a warning) or FAIL, and `--check` exits 1 on any FAIL.
@@ -34,7 +33,7 @@ from pipeline.log import logger
 DEFAULT_EXPERIMENT = {"name": "default", "dataset": "cacm", "pipeline": "bm25(k1=0.9, b=0.4, hits=1000)",
                       "measures": ["AP", "nDCG@10", "RR@10", "P@10", "R@100"]}
 OKISH_FACTOR = 10
-_KEYS = {"name", "dataset", "pipeline", "measures", "expected", "tolerance", "reference", "rel_level", "queries",
+_KEYS = {"name", "dataset", "pipeline", "measures", "expected", "tolerance", "rel_level", "queries",
          "output_format", "description"}
 
 
@@ -46,7 +45,6 @@ class Experiment:
     measures: list[str]
     expected: dict[str, float] = field(default_factory=dict)
     tolerance: float = 1e-4
-    reference: dict = field(default_factory=dict)
     rel_level: int | None = None
     queries: str = "qrels"
     output_format: str = "trec"
@@ -76,7 +74,7 @@ class Experiment:
         name = data.get("name") or (Path(path).stem if path else "experiment")
         return cls(name=name, dataset=data["dataset"], pipeline=data["pipeline"], measures=list(measures),
                    expected={str(k): float(v) for k, v in expected.items()},
-                   tolerance=float(data.get("tolerance", 1e-4)), reference=data.get("reference") or {},
+                   tolerance=float(data.get("tolerance", 1e-4)),
                    rel_level=data.get("rel_level"), queries=data.get("queries", "qrels"),
                    output_format=data.get("output_format", "trec"), description=data.get("description", ""),
                    path=path)
@@ -141,10 +139,12 @@ def run_experiment(experiment: Experiment, output: str | Path | None = None, res
         score = scores.get(key)
         checks[key] = {"expected": expected, "score": score,
                        "status": status(score, expected, experiment.tolerance) if score is not None else "FAIL"}
-    result = {"name": experiment.name, "dataset": experiment.dataset, "pipeline": repr(stage),
+    from pipeline.spec import parse
+
+    result = {"name": experiment.name, "dataset": experiment.dataset, "pipeline": repr(parse(experiment.pipeline)),
               "spec": experiment.pipeline, "measures": scores, "rel_level": rel_level,
               "queries": _query_count(run, qrels, experiment.queries), "checks": checks,
-              "tolerance": experiment.tolerance, "reference": experiment.reference,
+              "tolerance": experiment.tolerance,
               "description": experiment.description, "run": str(output),
               "command": f"irpipe run {experiment.path}" if experiment.path else None,
               "seconds": round(time.perf_counter() - start, 2), "irpipe": __version__}

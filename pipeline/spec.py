@@ -117,15 +117,15 @@ class _Parser:
         args, kwargs = [], {}
         if self.accept("("):
             while not self.accept(")"):
-                if args or kwargs:
-                    self.take(",")
+                if (args or kwargs) and not self.accept(","):
+                    self.fail("expected ',' or ')'" + (" at the end" if self.token.kind == "end" else f", found {self.token.text!r}"))
                 if self.token.kind == "word" and self.tokens[self.index + 1].text == "=":
                     key = self.take().text
                     self.take("=")
                     if key in kwargs:
                         self.fail(f"argument {key!r} given twice", self.tokens[self.index - 2])
                     kwargs[key] = self.value()
-                elif kwargs:
+                elif kwargs and self.token.kind in ("word", "string"):
                     self.fail("positional argument after keyword arguments")
                 else:
                     args.append(self.value())
@@ -145,7 +145,9 @@ class _Parser:
         if token.kind == "string":
             self.index += 1
             return token.text[1:-1]
-        token = self.take(kind="word")
+        if token.kind != "word":
+            self.fail(f"expected a value, found {token.text!r}" if token.kind != "end" else "expected a value at the end")
+        self.index += 1
         lowered = token.text.lower()
         if lowered in ("true", "false"):
             return lowered == "true"

@@ -28,6 +28,7 @@ class StageError(IrpipeError):
 # Modules that define stages register them on import; the spec parser imports these lazily by name.
 _BUILTIN_MODULES = {
     "bm25": "pipeline.retrieve.bm25",
+    "overlap": "pipeline.rerank.overlap",
 }
 _REGISTRY: dict[str, type] = {}
 

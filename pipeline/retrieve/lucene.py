@@ -141,9 +141,16 @@ class LuceneIndex:
         results = simple.batch_search(texts, qids, int(k), int(threads))
         return {qid: [(hit.docid, hit.score) for hit in results.get(qid)] for qid in queries}
 
-    def doc_contents(self, docid: str) -> str | None:
-        """The stored `contents` of a document (for rerankers that need candidate texts)."""
-        return self._simple.doc_contents(docid)
-
-    def doc_raw(self, docid: str) -> str | None:
-        return self._simple.doc_raw(docid)
+    def doc_text(self, docid: str) -> str | None:
+        """A document's text for rerankers: the stored `contents`, else the `contents` of its stored raw JSON
+        (our indexes store the raw {"id", "contents"} record, not a second copy of the contents)."""
+        contents = self._simple.doc_contents(docid)
+        if contents is not None:
+            return contents
+        raw = self._simple.doc_raw(docid)
+        if raw is None:
+            return None
+        try:
+            return json.loads(raw)["contents"]
+        except (ValueError, KeyError, TypeError):
+            return raw

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
+from pipeline.cache import cache_root as irpipe_cache_root
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import Run, Topics
 from pipeline.errors import IrpipeError, MissingResourceError
@@ -63,7 +64,8 @@ class DataFile:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("IRPIPE_CACHE") or "~/.cache/irpipe").expanduser() / "datasets"
+    """Where dataset files are cached: `<irpipe cache>/datasets`."""
+    return irpipe_cache_root() / "datasets"
 
 
 def mirror_root() -> Path | None:

@@ -1,0 +1,119 @@
+"""`irpipe run`: Python and CLI pipelines agree, stage outputs are cached, regression configs pass and can fail."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline import cache
+from pipeline.cli import main
+from pipeline.data.runs import read_run
+from pipeline.errors import InputError
+from pipeline.experiment import Experiment, run_experiment, status
+from pipeline.leaderboard import render
+from pipeline.rerank.overlap import Overlap
+from pipeline.retrieve.bm25 import BM25
+from conftest import REPO, needs_shared_data
+
+CONFIGS = sorted(p for p in (REPO / "eval").glob("*.yaml") if p.name != "references.yaml")
+
+
+@needs_shared_data
+def test_python_and_cli_spec_give_the_same_run(tmp_path):
+    from pipeline.data.registry import get_dataset
+
+    dataset = get_dataset("cacm")
+    python_run = (BM25(k1=0.9, b=0.4) % 10 >> Overlap(idf=True)).bind(dataset)(dataset.topics())
+    python_run.write(tmp_path / "python.trec", tag="cli")
+    assert main(["-q", "run", "bm25(k1=0.9, b=0.4) % 10 >> overlap(idf=true)", "--dataset", "cacm",
+                 "--output", str(tmp_path / "cli.trec"), "--eval", "AP", "--no-cache"]) == 0
+    assert (tmp_path / "cli.trec").read_text() == (tmp_path / "python.trec").read_text()
+    assert {len(hits) for hits in read_run(tmp_path / "cli.trec").ranking.values()} == {10}
+
+
+@needs_shared_data
+def test_second_run_is_served_from_the_cache(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    experiment = Experiment.from_dict({"name": "cached", "dataset": "vaswani", "measures": ["AP"],
+                                       "pipeline": "bm25(hits=1000) % 100 >> overlap()"})
+    start = time.perf_counter()
+    first = run_experiment(experiment, tmp_path / "first.trec")
+    first_seconds = time.perf_counter() - start
+    with caplog.at_level(logging.INFO, logger="irpipe"):
+        start = time.perf_counter()
+        second = run_experiment(experiment, tmp_path / "second.trec")
+        second_seconds = time.perf_counter() - start
+    assert second["measures"] == first["measures"]
+    assert (tmp_path / "second.trec").read_text() == (tmp_path / "first.trec").read_text()
+    served = [r.message for r in caplog.records if "from cache" in r.message]
+    assert len(served) == 2 and served[0].startswith("bm25(") and served[1].startswith("overlap(")
+    assert "stage cache: 2 hit(s), 0 miss(es)" in caplog.text
+    assert second_seconds < first_seconds / 2
+    # --no-cache recomputes
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="irpipe"):
+        run_experiment(experiment, tmp_path / "third.trec", use_cache=False)
+    assert "from cache" not in caplog.text
+
+
+@needs_shared_data
+@pytest.mark.parametrize("config", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_committed_configs_pass_their_check(config, tmp_path):
+    assert main(["-q", "run", str(config), "--check", "--results-dir", str(tmp_path),
+                 "--output", str(tmp_path / "run.trec")]) == 0
+    result = json.loads((tmp_path / f"{config.stem}.json").read_text())
+    assert result["checks"] and {c["status"] for c in result["checks"].values()} == {"OK"}
+
+
+@needs_shared_data
+def test_wrong_expected_score_fails_the_check(tmp_path):
+    data = yaml.safe_load((REPO / "eval" / "cacm-bm25.yaml").read_text())
+    data["expected"]["AP"] = 0.35
+    config = tmp_path / "cacm-wrong.yaml"
+    config.write_text(yaml.safe_dump(data))
+    args = ["-q", "run", str(config), "--results-dir", str(tmp_path), "--output", str(tmp_path / "run.trec")]
+    assert main([*args, "--check"]) == 1
+    assert main(args) == 0  # without --check a FAIL is reported, not fatal
+    result = json.loads((tmp_path / "cacm-wrong.json").read_text())
+    assert result["checks"]["AP"]["status"] == "FAIL" and result["checks"]["nDCG@10"]["status"] == "OK"
+
+
+@pytest.mark.parametrize("score, expected, verdict", [
+    (0.31137, 0.3114, "OK"), (0.3118, 0.3114, "OKISH"), (0.3134, 0.3114, "FAIL"), (0.3101, 0.3114, "FAIL")])
+def test_comparator(score, expected, verdict):
+    assert status(score, expected, 1e-4) == verdict
+
+
+@pytest.mark.parametrize("content, field, line", [
+    ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nexpect: {AP: 0.3}\n", "expect", None),
+    ("dataset: cacm\nmeasures: [AP]\n", "pipeline", None),
+    ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nexpected: {AP: high}\n", "expected.AP", None),
+    ("dataset: cacm\npipeline: [bm25(\n  measures: AP\n", None, 3),
+])
+def test_bad_experiment_files(tmp_path, content, field, line):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(InputError) as error:
+        Experiment.load(path)
+    assert error.value.field == field and error.value.line == line and str(path) in str(error.value)
+
+
+def test_leaderboard_puts_published_numbers_beside_ours():
+    results = [{"name": "x-bm25", "dataset": "x", "pipeline": "bm25()", "queries": 10,
+                "measures": {"AP": 0.25, "RR@10": 0.5}, "checks": {"AP": {"status": "OK"}}}]
+    references = {"x": [{"system": "Paper", "scores": {"AP": 0.3, "P@1": "0.1 / 0.2"}, "source": "Someone 2020"}]}
+    table = render(results, references)
+    assert "| **x-bm25** `bm25()` (10 q) | 0.2500 | 0.5000 |  | OK: `irpipe run eval/x-bm25.yaml` |" in table
+    assert "| Paper *(published)* | 0.3000 |  | 0.1 / 0.2 | Someone 2020 |" in table
+
+
+def test_committed_leaderboard_is_current(tmp_path):
+    """eval/LEADERBOARD.md is what `irpipe leaderboard` makes of the committed results."""
+    output = tmp_path / "LEADERBOARD.md"
+    assert main(["-q", "leaderboard", "--results-dir", str(REPO / "eval" / "results"),
+                 "--references", str(REPO / "eval" / "references.yaml"), "--output", str(output)]) == 0
+    assert output.read_text() == (REPO / "eval" / "LEADERBOARD.md").read_text()
