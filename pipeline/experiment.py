@@ -12,6 +12,7 @@ and the expected scores with a tolerance (published numbers live in eval/referen
     measures: [AP, nDCG@10, RR@10, P@10, R@100]
     expected: {AP: 0.3114, nDCG@10: 0.4519}
     tolerance: 0.0001
+    ci: true            # false: too long for the test suite (training); reproduce it by hand
 
 Running it writes runs/<name>.trec and eval/results/<name>.json; each expected score is OK (within tolerance),
 OKISH (within 10x tolerance: a warning) or FAIL, and `--check` exits 1 on any FAIL.
@@ -34,7 +35,7 @@ DEFAULT_EXPERIMENT = {"name": "default", "dataset": "cacm", "pipeline": "bm25(k1
                       "measures": ["AP", "nDCG@10", "RR@10", "P@10", "R@100"]}
 OKISH_FACTOR = 10
 _KEYS = {"name", "dataset", "pipeline", "measures", "expected", "tolerance", "rel_level", "queries",
-         "output_format", "description"}
+         "output_format", "description", "ci"}
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Experiment:
     queries: str = "qrels"
     output_format: str = "trec"
     description: str = ""
+    ci: bool = True  # re-run by the test suite; false for experiments that train for minutes (run them by hand)
     path: str | None = None
 
     @classmethod
@@ -77,7 +79,7 @@ class Experiment:
                    tolerance=float(data.get("tolerance", 1e-4)),
                    rel_level=data.get("rel_level"), queries=data.get("queries", "qrels"),
                    output_format=data.get("output_format", "trec"), description=data.get("description", ""),
-                   path=path)
+                   ci=bool(data.get("ci", True)), path=path)
 
     @classmethod
     def load(cls, path: str | Path) -> "Experiment":
