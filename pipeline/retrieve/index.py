@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -35,7 +36,7 @@ class IndexingError(IrpipeError):
     """Anserini's IndexCollection failed; the message carries the end of its log."""
 
 
-def _write_parts(docs: Iterable[dict], folder: Path, threads: int) -> int:
+def _write_parts(docs: Iterable[dict], folder: Path) -> int:
     """Stream docs into part-NNNNN.jsonl files; returns the number of documents written."""
     count, part, handle = 0, 0, None
     try:
@@ -54,10 +55,12 @@ def _write_parts(docs: Iterable[dict], folder: Path, threads: int) -> int:
 
 
 def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretokenized: bool,
-                  store_positions: bool, store_docvectors: bool, store_raw: bool) -> None:
-    command = [str(java.java_executable()), "-cp", str(java.anserini_jar()), "io.anserini.index.IndexCollection",
-               "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
-               "-input", str(parts), "-index", str(target), "-threads", str(threads)]
+                  store_positions: bool, store_docvectors: bool, store_raw: bool, memory_buffer: int) -> int:
+    """Run IndexCollection in a child JVM whose heap is bounded by the RAM buffer; returns its peak RSS in MB."""
+    command = [str(java.java_executable()), f"-Xmx{2 * memory_buffer + 512}m", "-cp", str(java.anserini_jar()),
+               "io.anserini.index.IndexCollection", "-collection", "JsonCollection",
+               "-generator", "DefaultLuceneDocumentGenerator", "-input", str(parts), "-index", str(target),
+               "-threads", str(threads), "-memoryBuffer", str(memory_buffer)]
     command += ["-storePositions"] * store_positions + ["-storeDocvectors"] * store_docvectors + ["-storeRaw"] * store_raw
     if pretokenized:
         command.append("-pretokenized")
@@ -65,17 +68,21 @@ def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretok
         command += ["-language", language]
     logger.debug("running %s", " ".join(command))
     tail: deque[str] = deque(maxlen=30)
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as child:
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with child.stdout:
         for line in child.stdout:
             tail.append(line.rstrip())
             logger.debug("anserini: %s", line.rstrip())
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0 or not any(target.glob("segments_*")):
         raise IndexingError(f"Anserini IndexCollection failed (exit {child.returncode}):\n" + "\n".join(tail))
+    return usage.ru_maxrss // 1024
 
 
 def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, threads: int = 1, language: str = "en",
                 pretokenized: bool = False, store_positions: bool = True, store_docvectors: bool = True,
-                store_raw: bool = True, overwrite: bool = False) -> dict:
+                store_raw: bool = True, overwrite: bool = False, memory_buffer: int = 1024) -> dict:
     """Index `docs` ({"id", "contents"} dicts, streamed) into `index_dir`; returns the recorded metadata."""
     index_dir = Path(index_dir)
     if language not in LANGUAGES:
@@ -87,15 +94,18 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
     with tempfile.TemporaryDirectory(prefix=".irpipe-index-", dir=index_dir.parent) as scratch:
         parts, target = Path(scratch) / "parts", Path(scratch) / "index"
         parts.mkdir()
-        count = _write_parts(docs, parts, threads)
+        count = _write_parts(docs, parts)
         if count == 0:
             raise ConfigError(f"no documents to index from {source}")
         logger.info("indexing %d documents with Anserini (%d threads)", count, threads)
-        _run_anserini(parts, target, threads, language, pretokenized, store_positions, store_docvectors, store_raw)
+        java_peak_mb = _run_anserini(parts, target, threads, language, pretokenized, store_positions,
+                                     store_docvectors, store_raw, memory_buffer)
         metadata = {"source": source, "documents": count, "language": language, "pretokenized": pretokenized,
                     "store_positions": store_positions, "store_docvectors": store_docvectors, "store_raw": store_raw,
-                    "threads": threads, "anserini": java.anserini_jar().name,
+                    "threads": threads, "memory_buffer_mb": memory_buffer, "anserini": java.anserini_jar().name,
                     "seconds": round(time.perf_counter() - start, 2),
+                    "peak_rss_mb": {"python": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+                                    "java": java_peak_mb},
                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         with atomic_write(target / INDEX_METADATA) as out:
             json.dump(metadata, out, indent=2)
@@ -134,6 +144,8 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-docvectors", dest="store_docvectors", action="store_false",
                         help="do not store document vectors (RM3 needs them)")
     parser.add_argument("--no-raw", dest="store_raw", action="store_false", help="do not store the raw documents")
+    parser.add_argument("--memory-buffer", type=int, default=1024, metavar="MB",
+                        help="Lucene RAM buffer; bounds the indexing JVM's heap (default 1024)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
 
 
@@ -151,6 +163,7 @@ def main(args: argparse.Namespace) -> int:
     docs, source = _docs_from_args(args)
     metadata = build_index(docs, args.index, source, threads=args.threads, language=args.language,
                            pretokenized=args.pretokenized, store_positions=args.store_positions,
-                           store_docvectors=args.store_docvectors, store_raw=args.store_raw, overwrite=args.overwrite)
+                           store_docvectors=args.store_docvectors, store_raw=args.store_raw, overwrite=args.overwrite,
+                           memory_buffer=args.memory_buffer)
     print(json.dumps(metadata, indent=2))
     return 0
