@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import resource
@@ -29,6 +30,7 @@ from pipeline.log import logger, progress
 from pipeline.retrieve.lucene import INDEX_METADATA, read_index_metadata
 
 CHUNK_DOCS = 200_000
+_PROGRESS = re.compile(r"files completed|documents indexed in")
 LANGUAGES = ("en", "zh", "ar", "bn", "de", "es", "fa", "fi", "fr", "hi", "id", "ja", "ko", "ru", "sw", "te", "th")
 
 
@@ -72,7 +74,9 @@ def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretok
     with child.stdout:
         for line in child.stdout:
             tail.append(line.rstrip())
-            logger.debug("anserini: %s", line.rstrip())
+            # Anserini reports its progress per input file ("... files completed, N documents indexed")
+            level = logging.INFO if _PROGRESS.search(line) else logging.DEBUG
+            logger.log(level, "anserini: %s", line.rstrip().split(" - ", 1)[-1])
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0 or not any(target.glob("segments_*")):
