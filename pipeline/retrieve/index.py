@@ -59,7 +59,7 @@ def _write_parts(docs: Iterable[dict], folder: Path) -> int:
 def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretokenized: bool,
                   store_positions: bool, store_docvectors: bool, store_raw: bool, memory_buffer: int) -> int:
     """Run IndexCollection in a child JVM whose heap is bounded by the RAM buffer; returns its peak RSS in MB."""
-    command = [str(java.java_executable()), f"-Xmx{2 * memory_buffer + 512}m", "-cp", str(java.anserini_jar()),
+    command = [str(java.java_executable()), *java.jvm_options(), f"-Xmx{2 * memory_buffer + 512}m", "-cp", str(java.anserini_jar()),
                "io.anserini.index.IndexCollection", "-collection", "JsonCollection",
                "-generator", "DefaultLuceneDocumentGenerator", "-input", str(parts), "-index", str(target),
                "-threads", str(threads), "-memoryBuffer", str(memory_buffer)]
