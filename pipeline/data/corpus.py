@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from pipeline.data.files import numbered_lines
+from pipeline.data.files import first_line, numbered_lines, plain_suffix
 from pipeline.errors import InputError, MissingResourceError
 
 DOC_FORMATS = ("jsonl", "tsv", "trec")
@@ -40,16 +40,10 @@ def iter_docs(path: str | Path, format: str | None = None) -> Iterator[dict]:
 
 def detect_doc_format(path: str | Path) -> str:
     """The format from the file name (`.jsonl/.json`, `.tsv`, `.trec`, also under `.gz`), else from its first line."""
-    path = Path(path)
-    name = path.name[:-3] if path.name.endswith(".gz") else path.name
-    suffix = Path(name).suffix.lower()
+    suffix = plain_suffix(path)
     if suffix in _SUFFIXES:
         return _SUFFIXES[suffix]
-    lines = numbered_lines(path)
-    try:
-        number, line = next(lines)  # an empty file raises InputError here
-    finally:
-        lines.close()
+    number, line = first_line(path)
     stripped = line.lstrip()
     if stripped.startswith("{"):
         return "jsonl"

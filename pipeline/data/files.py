@@ -54,3 +54,18 @@ def numbered_lines(path: str | Path, skip_blank: bool = True) -> Iterator[tuple[
             yield number, line
     if empty:
         raise InputError(path, "file is empty")
+
+
+def plain_suffix(path: str | Path) -> str:
+    """The lower-cased suffix, looking through a final `.gz` (`run.tsv.gz` -> `.tsv`)."""
+    name = Path(path).name
+    return Path(name[:-3] if name.endswith(".gz") else name).suffix.lower()
+
+
+def first_line(path: str | Path) -> tuple[int, str]:
+    """(line number, text) of the first non-blank line; an empty file raises InputError."""
+    lines = numbered_lines(path)
+    try:
+        return next(lines)
+    finally:
+        lines.close()

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from pipeline.data.corpus import normalise, sgml_blocks
-from pipeline.data.files import atomic_write, numbered_lines
+from pipeline.data.files import atomic_write, first_line, numbered_lines, plain_suffix
 from pipeline.data.runs import Topics
 from pipeline.errors import InputError
 
@@ -51,16 +51,10 @@ def read_topics(path: str | Path, format: str | None = None) -> Topics:
 
 def detect_topic_format(path: str | Path) -> str:
     """`.tsv` / `.jsonl` / `.json` (also under .gz) by name; otherwise from the first non-blank line."""
-    path = Path(path)
-    name = path.name[:-3] if path.name.endswith(".gz") else path.name
-    suffix = Path(name).suffix.lower()
+    suffix = plain_suffix(path)
     if suffix in _SUFFIXES:
         return _SUFFIXES[suffix]
-    lines = numbered_lines(path)
-    try:
-        number, line = next(lines)  # an empty file raises InputError here
-    finally:
-        lines.close()
+    number, line = first_line(path)
     head = line.lstrip().lower()
     if head.startswith("{"):
         return "jsonl"
