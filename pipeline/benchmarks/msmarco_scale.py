@@ -13,6 +13,7 @@ synthetic corpus mean nothing, the run's shape does (6,980 queries x 1,000 `qid<
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import re
@@ -33,10 +34,11 @@ def write_synthetic_collection(path: Path, size: int, seed: int = 13) -> None:
 
     counts = Counter(w for doc in get_dataset("squad-v1.1/dev").docs() for w in re.findall(r"\w+", doc["contents"].lower()))
     words, weights = zip(*counts.most_common())
+    cumulative = list(itertools.accumulate(weights))
     rng = random.Random(seed)
     with open(path, "w", encoding="utf-8") as out:
         for pid in range(size):
-            out.write(f"{pid}\t{' '.join(rng.choices(words, weights, k=rng.randint(40, 80)))}\n")
+            out.write(f"{pid}\t{' '.join(rng.choices(words, cum_weights=cumulative, k=rng.randint(40, 80)))}\n")
 
 
 def _irpipe(*args: str) -> float:
