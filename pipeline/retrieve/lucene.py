@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import java
-from pipeline.errors import MissingResourceError
+from pipeline.errors import IrpipeError, MissingResourceError
 
 INDEX_METADATA = "irpipe-index.json"
 _HIT = re.compile(r"doc=\d+ score=\S+ shardIndex=-?\d+ fields=\[(\S+), \[([0-9a-f ]*)\]\]")
@@ -100,6 +100,9 @@ class LuceneIndex:
         query = self._query_generator.buildQuery("contents", self._analyzer, text)
         rendered = self._to_string(self._searcher(k1, b).search(query, k, self._sort, True))
         hits = _HIT.findall(rendered)
+        if len(hits) != rendered.count("doc="):
+            raise IrpipeError(f"{self.path}: hits without an `id` doc-values field; this index was not built by "
+                              "Anserini >= 1.0 (irpipe index builds compatible indexes)")
         if not hits:
             return []
         scores = adjust_score_ties(np.array([score for score, _ in hits], dtype=np.float32))
