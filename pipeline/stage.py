@@ -29,6 +29,7 @@ class StageError(IrpipeError):
 _BUILTIN_MODULES = {
     "bm25": "pipeline.retrieve.bm25",
     "overlap": "pipeline.rerank.overlap",
+    "monobert": "pipeline.rerank.monobert",
 }
 _REGISTRY: dict[str, type] = {}
 

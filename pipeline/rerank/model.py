@@ -43,6 +43,7 @@ class RerankModel(nn.Module):
     name: ClassVar[str] = ""            # registry / spec name, e.g. "hcan"
     config_class: ClassVar[type] = object  # the model's config dataclass
     default_loss: ClassVar[str] = "pointwise"  # "pointwise" (model.loss), "hinge" or "triplet"
+    training_defaults: ClassVar[dict] = {}  # TrainOptions overrides (optimizer, lr, schedule...): see train.py
 
     def __init__(self, config):
         super().__init__()
