@@ -30,6 +30,7 @@ _BUILTIN_MODULES = {
     "bm25": "pipeline.retrieve.bm25",
     "overlap": "pipeline.rerank.overlap",
     "monobert": "pipeline.rerank.monobert",
+    "hcan": "pipeline.rerank.hcan",
 }
 _REGISTRY: dict[str, type] = {}
 

@@ -1,0 +1,301 @@
+"""HCAN: Hybrid Co-Attention Network (Rao, Liu, Tay, Yang, Shi & Lin, EMNLP 2019), as read in MODELS.md §1.
+
+Query and candidate share a word embedding and an encoder that yields levels 0..N (level 0 = the embeddings,
+level l covers (l+1)-grams). Per level: relevance matching (RM, no parameters: similarity matrix, softmax,
+max/mean pooling, IDF weights) and, for l >= 1, semantic matching (SM: BiDAF-style co-attention + BiLSTM).
+All features -> MLP 150-50-2 -> log-softmax; NLL loss; ranking score = P(relevant).
+
+Shapes: B pairs, n query tokens, m candidate tokens, E embedding width, F filters, L = max_query_length.
+Padding (id 0) is masked in every softmax (-inf), pooling and LSTM (packed sequences): appending padding to a
+query or candidate does not change its score (tests/rerank/test_hcan.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from pipeline.errors import ConfigError
+from pipeline.log import logger
+from pipeline.rerank.model import Batch, RerankModel
+from pipeline.rerank.neural import register_model
+from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
+
+_CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"), "idf_stat": ("df", "cf"),
+            "rm_softmax": ("query", "context"), "rm_mode": ("paper", "code"), "sm_mode": ("paper", "code")}
+
+
+@dataclass
+class HCANConfig:
+    embeddings: str = "glove"        # glove | bert | word2vec | random (paper: 300-d word2vec; not available here)
+    bert_path: str = ""              # embeddings="bert": a BERT checkpoint folder; "" = the packaged all-MiniLM-L6-v2
+    embedding_dim: int = 0           # 0 = the table's width, fixed when the vocabulary is built (word2vec/random: 300)
+    pretrained_vocab: int = 100_000  # also admit the table's first N words (GloVe: most frequent first): words of
+                                     # the test set unseen in a small training set keep their own pretrained vector
+    min_count: int = 1               # training words seen in fewer texts are unknown (unless the table has them)
+    freeze_embeddings: bool = False  # the paper trains them; the padding row stays zero either way
+    encoder: str = "deep"            # deep (all paper tables) | wide | contextual
+    levels: int = 4                  # N conv levels used (the authors' code builds 5 and never uses the last)
+    filters: int = 128               # F: the code's default (its README says 256)
+    kernel: int = 2
+    dropout: float = 0.3
+    max_query_length: int = 100         # RM features are per query position: the classifier's width depends on it
+    max_doc_length: int = 100
+    idf_stat: str = "df"             # df | cf (the code's collection frequency)
+    rm_softmax: str = "query"        # the code normalises over the query axis; one sentence of the paper row-wise
+    rm_mode: str = "paper"           # paper: max + mean pooling; code: max only
+    sm_mode: str = "paper"           # paper: last real BiLSTM states; code: ReLU(H), max + mean over time
+    sm_hidden: int = 150             # d, both directions together
+    rm_only: bool = False
+    sm_only: bool = False
+    seed: int = 0                    # unknown-word rows and word2vec
+
+    def check(self) -> None:
+        for name, allowed in _CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"hcan: {name}={getattr(self, name)!r}; choose one of {', '.join(allowed)}")
+        if self.rm_only and self.sm_only:
+            raise ConfigError("hcan: rm_only and sm_only exclude each other (that would leave no features)")
+        if min(self.levels, self.filters, self.kernel, self.max_query_length, self.max_doc_length, self.sm_hidden) < 1:
+            raise ConfigError("hcan: levels, filters, kernel, max lengths and sm_hidden must be positive")
+        if (self.encoder == "contextual" and self.filters % 2) or self.sm_hidden % 2:
+            raise ConfigError("hcan: filters (contextual encoder) and sm_hidden must be even: F/2, d/2 per direction")
+
+
+def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """Softmax over `dim` where `mask` (broadcastable, True = real) is False gets -inf, i.e. weight 0."""
+    return torch.softmax(x.masked_fill(~mask, float("-inf")), dim=dim)
+
+
+def run_lstm(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor):
+    """A batch-first (Bi)LSTM over the real steps only: (B, T, 2h) outputs, zero at padding, and h_n."""
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, (h_n, _) = lstm(packed)
+    return pad_packed_sequence(out, batch_first=True, total_length=x.size(1))[0], h_n  # h_n in input order
+
+
+# -- encoders: (B, T, E) embeddings + (B, T) mask -> [level 0 (B, T, E), level 1..N (B, T, F)] -------------------
+class DeepEncoder(nn.Module):
+    """Level l = Dropout(ReLU(Conv1d(level l-1, F, k))), 'same' padding 0 left / k-1 right: (l+1)-grams for k=2."""
+
+    def __init__(self, c: HCANConfig, dim: int):
+        super().__init__()
+        self.stacked, self.pads = True, [c.kernel - 1] * c.levels
+        self.convs = nn.ModuleList(nn.Conv1d(dim if l == 0 else c.filters, c.filters, c.kernel) for l in range(c.levels))
+        self.dropout = nn.Dropout(c.dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
+        levels, keep = [x], mask.unsqueeze(-1)
+        for pad, conv in zip(self.pads, self.convs):
+            h = conv(F.pad((levels[-1] if self.stacked else x).transpose(1, 2), (0, pad)))  # (B, F, T)
+            levels.append(self.dropout(F.relu(h)).transpose(1, 2) * keep)  # (B, T, F), padding back to zero
+        return levels
+
+
+class WideEncoder(DeepEncoder):
+    """Level l = one conv on the embeddings with kernel k+l-1 (2, 3, 4, 5): also (l+1)-grams for k=2."""
+
+    def __init__(self, c: HCANConfig, dim: int):
+        super().__init__(c, dim)
+        self.stacked, self.pads = False, [c.kernel + l - 2 for l in range(1, c.levels + 1)]
+        self.convs = nn.ModuleList(nn.Conv1d(dim, c.filters, c.kernel + l - 1) for l in range(1, c.levels + 1))
+
+
+class ContextualEncoder(nn.Module):
+    """Level l = BiLSTM(level l-1), F/2 units per direction (stacked)."""
+
+    def __init__(self, c: HCANConfig, dim: int):
+        super().__init__()
+        self.lstms = nn.ModuleList(nn.LSTM(dim if l == 0 else c.filters, c.filters // 2, batch_first=True,
+                                           bidirectional=True) for l in range(c.levels))
+        self.dropout = nn.Dropout(c.dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
+        levels = [x]
+        for lstm in self.lstms:
+            levels.append(self.dropout(run_lstm(lstm, levels[-1], lengths)[0]))  # (B, T, F), zero at padding
+        return levels
+
+
+ENCODERS = {"deep": DeepEncoder, "wide": WideEncoder, "contextual": ContextualEncoder}
+
+
+# -- relevance matching (no parameters) -------------------------------------------------------------------------
+def relevance_matching(uq, uc, qmask, cmask, idf, c: HCANConfig) -> torch.Tensor:
+    """(B, n, *) x (B, m, *) -> (B, 2n) IDF-weighted [max; mean] over the candidate axis (code mode: (B, n) max)."""
+    s = uq @ uc.transpose(1, 2)                                            # (B, n, m)  S = U_q U_c^T
+    rows, cols = qmask.unsqueeze(2), cmask.unsqueeze(1)
+    s = masked_softmax(s, rows, 1) if c.rm_softmax == "query" else masked_softmax(s, cols, 2)
+    features = [s.masked_fill(~cols, float("-inf")).amax(2) * idf]        # (B, n)  Max, times IDF weights
+    if c.rm_mode == "paper":
+        features.append((s * cols).sum(2) / cols.sum(2) * idf)            # (B, n)  Mean over real columns
+    return torch.cat([F.pad(f, (0, c.max_query_length - f.size(1))) for f in features], 1)  # (B, 2L): fixed width
+
+
+# -- semantic matching -------------------------------------------------------------------------------------------
+class CoAttention(nn.Module):
+    """A = REP(U_q w_q) + REP(U_c w_c) + U_q W_b U_c^T; Ũ_q = A^T U_q; Ũ_c BiDAF-style; H (B, m, 4F)."""
+
+    def __init__(self, f: int):
+        super().__init__()
+        self.w_q = nn.Linear(f, 1, bias=False)
+        self.w_c = nn.Linear(f, 1, bias=False)
+        self.w_b = nn.Parameter(nn.init.xavier_uniform_(torch.empty(f, f)))
+
+    def forward(self, uq, uc, qmask, cmask) -> torch.Tensor:
+        a_raw = self.w_q(uq) + self.w_c(uc).transpose(1, 2) + uq @ self.w_b @ uc.transpose(1, 2)  # (B, n, m)
+        rows = qmask.unsqueeze(2)
+        a = masked_softmax(a_raw, rows, 1)                                 # (B, n, m)  softmax over the query axis
+        uq_att = a.transpose(1, 2) @ uq                                    # (B, m, F)  Ũ_q = A^T U_q, a real transpose
+        b = masked_softmax(a_raw.masked_fill(~rows, float("-inf")).amax(1), cmask, 1)  # (B, m)  softmax_m(max_n A)
+        uc_att = (b.unsqueeze(1) @ uc).expand_as(uc)                       # (B, m, F)  Ũ_c = REP(b U_c)
+        return torch.cat([uc, uq_att, uc * uq_att, uc_att * uq_att], 2)   # (B, m, 4F)  H
+
+
+class SemanticMatching(nn.Module):
+    """O_SM = BiLSTM(H): the last real hidden state of each direction (B, d); code mode: max + mean (B, 2d)."""
+
+    def __init__(self, c: HCANConfig):
+        super().__init__()
+        self.code = c.sm_mode == "code"
+        self.coattention = CoAttention(c.filters)
+        self.dropout = nn.Dropout(c.dropout)  # the code's LSTM input dropout
+        self.lstm = nn.LSTM(4 * c.filters, c.sm_hidden // 2, batch_first=True, bidirectional=True)
+
+    def forward(self, uq, uc, qmask, cmask, lengths) -> torch.Tensor:
+        h = self.coattention(uq, uc, qmask, cmask)                         # (B, m, 4F)
+        out, h_n = run_lstm(self.lstm, self.dropout(F.relu(h) if self.code else h), lengths)  # (B, m, d), (2, B, d/2)
+        if not self.code:
+            return torch.cat([h_n[0], h_n[1]], 1)                          # (B, d)  forward end, backward start
+        keep = cmask.unsqueeze(2)
+        top = out.masked_fill(~keep, float("-inf")).amax(1)                # (B, d)
+        return torch.cat([top, out.sum(1) / keep.sum(1)], 1)               # (B, 2d)
+
+
+# -- the model ---------------------------------------------------------------------------------------------------
+class HCAN(RerankModel):
+    name = "hcan"
+    config_class = HCANConfig
+    default_loss = "pointwise"
+    # the authors' code: SGD + Nesterov, batch 256, <= 20 epochs, early stop on dev loss (patience 4), LR x0.5 on a
+    # dev plateau (patience 2); no weight decay and no gradient clipping
+    training_defaults = {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": True, "train_batch_size": 256,
+                         "epochs": 20, "measure": "loss", "patience": 4, "schedule": "plateau", "plateau_factor": 0.5,
+                         "plateau_patience": 2, "weight_decay": 0.0, "max_grad_norm": None, "eval_batch_size": 256}
+
+    def __init__(self, config: HCANConfig, vocab: Vocabulary, idf: IdfTable, embeddings: np.ndarray | None = None):
+        super().__init__(config)
+        c = config
+        c.check()
+        dim = embeddings.shape[1] if embeddings is not None else c.embedding_dim
+        if not dim or idf.max_order < self.idf_order(c):
+            raise ConfigError("hcan: build the model with HCAN.from_training_data (vocabulary, IDF, embeddings)")
+        self.vocab, self.idf = vocab, idf
+        self.embedding = nn.Embedding(len(vocab), dim, padding_idx=0)  # padding row zero, never updated
+        if embeddings is not None:
+            self.embedding.weight.data.copy_(torch.from_numpy(embeddings))
+        self.embedding.weight.requires_grad_(not c.freeze_embeddings)
+        self.encoder = ENCODERS[c.encoder](c, dim)
+        self.sm = nn.ModuleList([] if c.rm_only else [SemanticMatching(c) for _ in range(c.levels)])
+        width = 0 if c.sm_only else (c.levels + 1) * c.max_query_length * (2 if c.rm_mode == "paper" else 1)
+        width += 0 if c.rm_only else c.levels * c.sm_hidden * (2 if c.sm_mode == "code" else 1)
+        self.classifier = nn.Sequential(nn.Linear(width, 150), nn.ReLU(), nn.Linear(150, 50), nn.ReLU(),
+                                        nn.Linear(50, 2))
+
+    @staticmethod
+    def idf_order(c: HCANConfig) -> int:
+        return 1 if c.encoder == "contextual" else c.levels + 1  # contextual: unigram IDF at every level
+
+    # -- building -----------------------------------------------------------------------------------------------
+    @classmethod
+    def from_training_data(cls, config: HCANConfig, queries: list[str], docs: list[str]) -> "HCAN":
+        """Vocabulary, IDF tables (over the distinct training texts) and initial embeddings, then the net."""
+        config.check()
+        token_lists = [tokenize(t) for t in dict.fromkeys([*queries, *docs])]
+        dim = config.embedding_dim or 300
+        table = word_table(config.embeddings, config.bert_path or None, token_lists, dim, config.seed)
+        extra = table.words[:config.pretrained_vocab] if table is not None else []
+        vocab = Vocabulary.build(token_lists, config.min_count, extra)
+        matrix, found = embedding_matrix(vocab, table, dim, np.random.default_rng(config.seed))
+        idf = IdfTable.build(token_lists, cls.idf_order(config), config.idf_stat)
+        logger.info("hcan: %d training texts, vocabulary %d words (%d from %s), embeddings %d-d", len(token_lists),
+                    len(vocab), found, config.embeddings, matrix.shape[1])
+        return cls(dataclasses.replace(config, embedding_dim=matrix.shape[1]), vocab, idf, matrix)
+
+    def save_assets(self, directory: Path) -> None:
+        self.vocab.save(Path(directory) / "vocab.txt")
+        self.idf.save(Path(directory) / "idf.tsv")
+
+    @classmethod
+    def load_assets(cls, config: HCANConfig, directory: Path) -> "HCAN":
+        from pipeline.rerank.checkpoint import CheckpointError
+
+        paths = [Path(directory) / "vocab.txt", Path(directory) / "idf.tsv"]
+        for path in paths:
+            if not path.is_file():
+                raise CheckpointError(path, "missing: HCAN's vocabulary (vocab.txt) and IDF table (idf.tsv)")
+        idf = IdfTable.load(paths[1])
+        if idf.max_order < cls.idf_order(config):
+            raise CheckpointError(paths[1], f"IDF up to {idf.max_order}-grams; levels={config.levels} needs "
+                                  f"{cls.idf_order(config)}")
+        return cls(config, Vocabulary.load(paths[0]), idf)
+
+    # -- inputs ---------------------------------------------------------------------------------------------------
+    def prepare(self, queries: list[str], docs: list[str]) -> Batch:
+        """Token ids padded to the batch's longest (<= max lengths), and per-level IDF weights of query positions."""
+        c, memo, truncated = self.config, {}, 0
+
+        def tokens(text: str, limit: int) -> tuple[list[str], bool]:
+            if (text, limit) not in memo:
+                words = tokenize(text) or [Vocabulary.UNK]  # an empty text reads as one unknown word
+                memo[text, limit] = (words[:limit], len(words) > limit)
+            return memo[text, limit]
+
+        qs, ds = [tokens(q, c.max_query_length) for q in queries], [tokens(d, c.max_doc_length) for d in docs]
+        n, m = max((len(q) for q, _ in qs), default=1), max((len(d) for d, _ in ds), default=1)
+        query_ids = torch.zeros(len(qs), n, dtype=torch.long)
+        doc_ids = torch.zeros(len(ds), m, dtype=torch.long)
+        query_idf = torch.zeros(len(qs), c.levels + 1, n)
+        weights: dict[tuple, list[list[float]]] = {}
+        for i, ((q, q_cut), (d, d_cut)) in enumerate(zip(qs, ds)):
+            truncated += q_cut or d_cut
+            query_ids[i, :len(q)] = torch.tensor(self.vocab.encode(q))
+            doc_ids[i, :len(d)] = torch.tensor(self.vocab.encode(d))
+            key = tuple(q)
+            if key not in weights:
+                weights[key] = [self.idf.positions(q, 0 if c.encoder == "contextual" else l) for l in range(c.levels + 1)]
+            query_idf[i, :, :len(q)] = torch.tensor(weights[key])
+        return Batch({"query_ids": query_ids, "doc_ids": doc_ids, "query_idf": query_idf}, truncated, len(qs))
+
+    # -- the network ----------------------------------------------------------------------------------------------
+    def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_idf: torch.Tensor) -> torch.Tensor:
+        """(B, n), (B, m), (B, N+1, n) -> (B, 2) log-probabilities of (non-relevant, relevant)."""
+        c = self.config
+        qmask, cmask = query_ids != 0, doc_ids != 0                         # (B, n), (B, m)
+        qlen, clen = qmask.sum(1).cpu(), cmask.sum(1).cpu()
+        uqs = self.encoder(self.embedding(query_ids), qmask, qlen)          # N+1 x (B, n, E|F)
+        ucs = self.encoder(self.embedding(doc_ids), cmask, clen)            # N+1 x (B, m, E|F)
+        features = []
+        if not c.sm_only:
+            features += [relevance_matching(uqs[l], ucs[l], qmask, cmask, query_idf[:, l], c) for l in range(c.levels + 1)]
+        if not c.rm_only:
+            features += [sm(uqs[l], ucs[l], qmask, cmask, clen) for l, sm in enumerate(self.sm, 1)]
+        return F.log_softmax(self.classifier(torch.cat(features, 1)), 1)   # (B, 2)
+
+    def score(self, output: torch.Tensor) -> torch.Tensor:
+        return output[:, 1].double().exp()  # P(relevant); float64 keeps near-1 probabilities apart
+
+    def margin_scores(self, output: torch.Tensor) -> torch.Tensor:
+        return output[:, 1] - output[:, 0]  # the logit, for pairwise hinge training
+
+    def loss(self, output: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return F.nll_loss(output, (labels > 0).long())
+
+
+HCANReranker = register_model(HCAN)
