@@ -6,7 +6,9 @@ dev-small topics over it produce the leaderboard-format run.
 The real collection.tsv (8.8M passages) is not available offline, so this writes synthetic `pid<TAB>passage`
 files of each size: passages of 40-80 words drawn from the word distribution of the SQuAD v1.1 dev paragraphs
 (seeded). Each size is indexed by `irpipe index` in a fresh process; the peak resident memory of the Python
-process and of the Anserini JVM are read from the index's irpipe-index.json. The largest index is then searched
+process and of the Anserini JVM are read from the index's irpipe-index.json. The JVM's heap is bounded by the
+Lucene RAM buffer (`--memory-buffer`), so once a collection is large enough to fill the buffer the JVM's peak stops
+growing; the Python side streams and stays flat at any size. The largest index is then searched
 with the 6,980 MS MARCO dev-small queries (`irpipe search --output-format msmarco`, 1,000 hits): scores on a
 synthetic corpus mean nothing, the run's shape does (6,980 queries x 1,000 `qid<TAB>pid<TAB>rank` lines).
 """
@@ -49,8 +51,10 @@ def _irpipe(*args: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 3_000_000])
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--memory-buffer", type=int, default=256, metavar="MB",
+                        help="Lucene RAM buffer (bounds the JVM heap; default 256, small enough to fill)")
     parser.add_argument("--workdir", help="keep files here (default: a temporary folder)")
     parser.add_argument("--record", action="store_true", help="write eval/benchmarks/msmarco-scale.json")
     args = parser.parse_args(argv)
@@ -63,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             if not collection.exists():
                 write_synthetic_collection(collection, size)
             seconds = _irpipe("index", "--input", str(collection), "--index", str(index), "--threads",
-                              str(args.threads), "--overwrite")
+                              str(args.threads), "--memory-buffer", str(args.memory_buffer), "--overwrite")
             meta = json.loads((index / "irpipe-index.json").read_text())
             rows.append({"lines": size, "tsv_mb": round(collection.stat().st_size / 2**20, 1),
                          "index_seconds": round(seconds, 1), "documents": meta["documents"],
