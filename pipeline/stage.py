@@ -29,6 +29,9 @@ class StageError(IrpipeError):
 _BUILTIN_MODULES = {
     "bm25": "pipeline.retrieve.bm25",
     "overlap": "pipeline.rerank.overlap",
+    "keywords": "pipeline.retrieve.keywords",
+    "bm25kw": "pipeline.retrieve.keywords",
+    "exclude": "pipeline.data.sets.questions",
     "monobert": "pipeline.rerank.monobert",
     "hcan": "pipeline.rerank.hcan",
 }
@@ -255,3 +258,11 @@ class Fusion(Stage):
             return " + ".join(f"({s!r})" if isinstance(s, Compose) else repr(s) for s in self.stages)
         options = {k: v for k, v in self.config().items() if k != "stages"}
         return f"fusion({', '.join([*map(repr, self.stages), *(f'{k}={_format_value(v)}' for k, v in options.items())])})"
+
+
+def rrf(*stages: Stage, k: int = 60, depth: int = 1000) -> Fusion:
+    """`rrf(a, b, k=60)`: reciprocal rank fusion by name in the spec grammar (the same stage as `a + b`)."""
+    return Fusion(*stages, method="rrf", k=k, depth=depth)
+
+
+_REGISTRY["rrf"] = rrf

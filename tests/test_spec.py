@@ -59,3 +59,8 @@ def test_errors_point_at_the_token(spec, position, message):
 
 def test_cutoff_is_a_stage_in_the_pipeline():
     assert parse("bm25() % 7")[1] == Cutoff(7)
+
+
+def test_rrf_by_name_is_plus():
+    assert parse("rrf(bm25(), bm25(k1=1.2))") == parse("bm25() + bm25(k1=1.2)")
+    assert parse("rrf(bm25(), bm25(k1=1.2), k=10)") == Fusion(BM25(), BM25(k1=1.2), k=10)
