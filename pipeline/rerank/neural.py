@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import dataclasses
 import difflib
 from dataclasses import dataclass
@@ -157,6 +158,24 @@ class NeuralReranker(Reranker):
         TrainOptions(**self.train_options)  # type checks now, not after minutes of work
         self.truncated = 0  # pairs truncated by the last transform
         self._model = None
+        self._dataset = None  # bound dataset: its index is built only if a candidate lacks a text
+
+    def bind(self, dataset) -> "NeuralReranker":
+        """Remember the dataset; unlike `Reranker.bind`, build its index only when the run lacks texts (datasets
+        that ship candidates with texts -- WikiQA, TrecQA, DL19/20 -- never need one)."""
+        if self.index is not None or "docs" not in getattr(dataset, "provides", ()):
+            return self
+        bound = copy.copy(self)
+        bound._dataset = dataset
+        return bound
+
+    def candidate_texts(self, run):
+        if self.index is None and self._dataset is not None and any(
+                d not in run.texts for hits in run.ranking.values() for d, _ in hits):
+            from pipeline.retrieve.index import dataset_index
+
+            self.index = str(dataset_index(self._dataset))
+        return super().candidate_texts(run)
 
     def config(self) -> dict:
         config = {"ckpt": self.ckpt} if self.ckpt is not None else {"train": self.train, "dev": self.dev}
@@ -172,7 +191,8 @@ class NeuralReranker(Reranker):
         from pipeline.rerank.checkpoint import checkpoint_digest
 
         model = checkpoint_digest(self.ckpt) if self.ckpt else self.recipe().key()
-        return f"{model}\x1f{super().fingerprint()}"
+        dataset = self._dataset.name if self._dataset is not None else ""
+        return f"{model}\x1f{dataset}\x1f{super().fingerprint()}"
 
     def recipe(self):
         from pipeline.rerank.train import Recipe
@@ -229,12 +249,10 @@ def register_model(model_class: type["RerankModel"]) -> type[NeuralReranker]:
 
 def reranker_for_checkpoint(directory: str | Path, **kwargs) -> NeuralReranker:
     """The stage of whatever model the checkpoint folder holds (named in its config.json)."""
-    from pipeline.rerank.checkpoint import CONFIG_FILE, read_checkpoint_config
+    from pipeline.rerank.checkpoint import CONFIG_FILE, model_class, read_checkpoint_config
     from pipeline.stage import get_stage_class
 
     name = read_checkpoint_config(directory)["model"]
-    from pipeline.rerank.checkpoint import model_class
-
     model_class(name, Path(directory) / CONFIG_FILE)  # a clear error for an unknown model
     try:
         return get_stage_class(name)(ckpt=str(directory), **kwargs)
@@ -290,8 +308,7 @@ def main(args: argparse.Namespace) -> int:
         shipped = dataset.run()
         if shipped is not None:  # candidates with texts: no index needed for the docids they cover
             run.texts = {d: shipped.texts[d] for hits in run.ranking.values() for d, _ in hits if d in shipped.texts}
-        if len(run.texts) < len({d for hits in run.ranking.values() for d, _ in hits}):
-            reranker = reranker.bind(dataset)
+        reranker = reranker.bind(dataset)  # the dataset's index, only for candidates still without a text
     else:
         topics = read_topics(args.topics)
     missing = [qid for qid in run.ranking if qid not in topics.queries]

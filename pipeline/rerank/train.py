@@ -82,6 +82,7 @@ class TrainOptions:
     patience: int | None = None      # stop after this many epochs without a better dev score; None: never
     max_grad_norm: float | None = 1.0
     eval_batch_size: int = 64
+    bucket: int = 50                 # sort pairs by length within windows of this many batches (1: off): less padding
     device: str = "auto"
     amp: str | None = None           # bf16 | fp16 autocast
 
@@ -91,7 +92,7 @@ class TrainOptions:
             value = getattr(self, name)
             if value is not None and value not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-        for name in ("epochs", "train_batch_size", "depth", "negatives_per_positive", "eval_batch_size"):
+        for name in ("epochs", "train_batch_size", "depth", "negatives_per_positive", "eval_batch_size", "bucket"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -592,25 +593,32 @@ def _epoch_size(examples: Examples, loss_kind: str, options: TrainOptions) -> in
 
 
 def _batches(examples: Examples, loss_kind: str, options: TrainOptions, generator) -> list[list[tuple]]:
-    """One epoch of batches in a seeded order: shuffled pairs (pointwise, hinge), or whole queries kept
-    together in shuffled query order (triplet, so that in-batch mining sees several pairs per query)."""
+    """One epoch of batches in a seeded order. Pointwise and hinge: shuffled pairs, sorted by length within windows
+    of `bucket` batches (less padding), batches in shuffled order. Triplet: whole queries kept together in
+    shuffled query order, so that in-batch mining sees several pairs per query."""
     import torch
 
     size = options.train_batch_size
+    shuffle = lambda items: [items[i] for i in torch.randperm(len(items), generator=generator).tolist()]  # noqa: E731
+    if loss_kind == "triplet":
+        by_query: dict[str, list] = {}
+        for triple in examples.pairs(generator, options.negatives_per_positive):
+            by_query.setdefault(triple[0], []).append(triple)
+        items = [t for qid in shuffle(list(by_query)) for t in by_query[qid]]
+        return [items[i:i + size] for i in range(0, len(items), size)]
     if loss_kind == "pointwise":
-        items = examples.pointwise()
-        items = [items[i] for i in torch.randperm(len(items), generator=generator).tolist()]
+        items = shuffle(examples.pointwise())
+        length = lambda item: len(examples.queries[item[0]]) + len(examples.texts[item[1]])  # noqa: E731
     else:
-        triples = examples.pairs(generator, options.negatives_per_positive)
-        if loss_kind == "hinge":
-            items = [triples[i] for i in torch.randperm(len(triples), generator=generator).tolist()]
-        else:
-            by_query: dict[str, list] = {}
-            for triple in triples:
-                by_query.setdefault(triple[0], []).append(triple)
-            order = list(by_query)
-            items = [t for i in torch.randperm(len(order), generator=generator).tolist() for t in by_query[order[i]]]
-    return [items[i:i + size] for i in range(0, len(items), size)]
+        items = shuffle(examples.pairs(generator, options.negatives_per_positive))
+        length = lambda item: len(examples.queries[item[0]]) + max(len(examples.texts[d]) for d in item[1:])  # noqa: E731
+    if options.bucket == 1:
+        return [items[i:i + size] for i in range(0, len(items), size)]
+    batches = []
+    for start in range(0, len(items), size * options.bucket):
+        window = sorted(items[start:start + size * options.bucket], key=length)
+        batches += [window[i:i + size] for i in range(0, len(window), size)]
+    return shuffle(batches)
 
 
 def _batch_loss(model, examples: Examples, batch: list[tuple], loss_kind: str, options: TrainOptions,

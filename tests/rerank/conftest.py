@@ -57,7 +57,7 @@ def tiny_bert(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tiny-bert")
     tokenizer = AutoTokenizer.from_pretrained(bert_folder(DEFAULT_BERT), local_files_only=True)
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
+                        intermediate_size=64, max_position_embeddings=512)
     torch.manual_seed(0)
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -1,0 +1,135 @@
+"""The neural reranker stage: batched scoring independent of batch size, truncation reported, a run sorted by the
+new score, the spec grammar and `irpipe rerank`/`irpipe train` on the command line."""
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from pipeline.data.runs import Run, Topics, read_run
+from pipeline.errors import ConfigError
+from pipeline.rerank.checkpoint import save_checkpoint
+from pipeline.rerank.monobert import MonoBERT, MonoBERTConfig, MonoBERTReranker
+from pipeline.rerank.neural import autocast, predict, resolve_device
+from pipeline.spec import SpecError, parse
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tiny_bert, tmp_path_factory):
+    torch.manual_seed(0)
+    return save_checkpoint(MonoBERT(MonoBERTConfig(bert=str(tiny_bert), max_length=24)),
+                           tmp_path_factory.mktemp("neural") / "ckpt")
+
+
+def test_scores_do_not_depend_on_batch_size_or_order(checkpoint, tiny_qa):
+    run = tiny_qa.run()
+    pairs = [(tiny_qa.topics()[q], run.texts[d]) for q, hits in run.ranking.items() for d, _ in hits]
+    reranker = MonoBERTReranker(ckpt=str(checkpoint))
+    model = reranker.load()
+    one = predict(model, *map(list, zip(*pairs)), batch_size=1).scores
+    many = predict(model, *map(list, zip(*pairs)), batch_size=64).scores
+    backwards = predict(model, *map(list, zip(*pairs[::-1])), batch_size=7).scores[::-1]
+    assert one == pytest.approx(many, abs=1e-5) and one == pytest.approx(backwards, abs=1e-5)
+
+
+def test_stage_returns_the_run_sorted_by_the_new_score(checkpoint, tiny_qa):
+    reranker = MonoBERTReranker(ckpt=str(checkpoint), batch_size=3)
+    output = reranker(tiny_qa.topics(), tiny_qa.run())
+    model = reranker.load()
+    for qid, hits in output.ranking.items():
+        scores = [s for _, s in hits]
+        assert scores == sorted(scores, reverse=True) and len(hits) == 5
+        docid, score = hits[0]
+        expected = predict(model, [tiny_qa.topics()[qid]], [tiny_qa.run().texts[docid]]).scores[0]
+        assert score == pytest.approx(expected, abs=1e-5)
+    assert output.texts == tiny_qa.run().texts and output.tag == "monobert"
+
+
+def test_truncation_is_counted_and_reported(checkpoint, caplog):
+    topics = Topics({"q": "what colour is the sky"})
+    run = Run({"q": [("short", 2.0), ("long", 1.0)]}, {"short": "blue", "long": "the sky is " + "very " * 40 + "blue"})
+    reranker = MonoBERTReranker(ckpt=str(checkpoint))
+    with caplog.at_level(logging.WARNING, logger="irpipe"):
+        reranker(topics, run)
+    assert reranker.truncated == 1
+    assert "monobert: 1 of 2 pairs were truncated to fit the model (max_length=24, max_query_length=64)" in caplog.text
+    longer = MonoBERTReranker(ckpt=str(checkpoint), max_length=128)  # a config override at load time
+    longer(topics, run)
+    assert longer.truncated == 0 and longer.load().config.max_length == 128
+
+
+def test_spec_builds_the_stage_and_checks_options(checkpoint):
+    stage = parse(f"monobert(ckpt={checkpoint}, max_length=64)")
+    assert stage == MonoBERTReranker(ckpt=str(checkpoint), max_length=64)
+    assert repr(stage) == f"monobert(ckpt={checkpoint}, max_length=64)"
+    recipe = parse("monobert(train=wikiqa/train, dev=wikiqa/dev, epochs=2, seed=1)")
+    assert recipe.config() == {"train": "wikiqa/train", "dev": "wikiqa/dev", "epochs": 2, "seed": 1}
+    for spec, message in [("monobert()", "needs a checkpoint folder"),
+                          ("monobert(ckpt=x, train=wikiqa/train)", "not both"),
+                          ("monobert(ckpt=x, epochs=2)", "training option"),
+                          ("monobert(train=wikiqa/train, epoch=2)", "did you mean epochs"),
+                          ("monobert(train=wikiqa/train, max_length=long)", "should be a int"),
+                          ("monobert(train=wikiqa/train, loss=listwise)", "loss must be one of")]:
+        with pytest.raises(SpecError, match=message):
+            parse(spec)
+
+
+def test_devices_and_autocast():
+    assert resolve_device("cpu").type == "cpu"
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="no CUDA device"):
+            resolve_device("cuda")
+        with pytest.raises(ConfigError, match="fp16 autocast needs a CUDA device"):
+            autocast(torch.device("cpu"), "fp16")
+    with pytest.raises(ConfigError, match="amp must be one of"):
+        autocast(torch.device("cpu"), "fp8")
+
+
+def test_bf16_autocast_scores_close_to_float32(checkpoint, tiny_qa):
+    run = tiny_qa.run()
+    queries = [tiny_qa.topics()[q] for q, hits in run.ranking.items() for _ in hits]
+    docs = [run.texts[d] for hits in run.ranking.values() for d, _ in hits]
+    model = MonoBERTReranker(ckpt=str(checkpoint)).load()
+    exact = predict(model, queries, docs).scores
+    assert predict(model, queries, docs, amp="bf16").scores == pytest.approx(exact, abs=0.05)
+
+
+def test_rerank_command_with_a_dataset(checkpoint, tmp_path, capsys, shared_data):
+    from pipeline.cli import main
+    from pipeline.data.registry import get_dataset
+
+    shipped = get_dataset("wikiqa/dev").run()
+    first = dict(list(shipped.ranking.items())[:5])
+    Run(first).write(tmp_path / "in.trec")
+    assert main(["-q", "rerank", "--model", str(checkpoint), "--run", str(tmp_path / "in.trec"), "--dataset",
+                 "wikiqa/dev", "--output", str(tmp_path / "out.trec"), "--batch-size", "4", "--eval", "AP,RR"]) == 0
+    output = read_run(tmp_path / "out.trec")
+    assert output.ranking.keys() == first.keys() and output.num_hits() == sum(map(len, first.values()))
+    assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()] == ["AP", "RR"]
+    assert main(["-q", "rerank", "--model", str(tmp_path), "--run", str(tmp_path / "in.trec"), "--dataset",
+                 "wikiqa/dev", "--output", str(tmp_path / "x.trec")]) == 2  # not a checkpoint: a one-line error
+
+
+def test_train_command_writes_a_checkpoint(tiny_bert, tmp_path, capsys, shared_data):
+    from pipeline.cli import main
+    from pipeline.rerank.checkpoint import load_checkpoint
+
+    out = tmp_path / "model"
+    assert main(["-q", "train", "monobert", "--train", "wikiqa/dev", "--out", str(out), "--epochs", "1",
+                 "--train-queries", "3", "--batch-size", "8", "--seed", "2", "--option", "warmup=0",
+                 "--set", f"bert={tiny_bert}", "--set", "max_length=32"]) == 0
+    assert "best epoch 1 of 1" in capsys.readouterr().out
+    model = load_checkpoint(out)
+    assert model.config.max_length == 32
+    assert main(["-q", "train", "monobert", "--train", "wikiqa/dev", "--out", str(tmp_path / "x"),
+                 "--set", "max_lenght=3"]) == 2
+
+
+def test_importing_the_cli_imports_no_torch():
+    code = "import sys, pipeline.cli as c; c.build_parser(); print('torch' in sys.modules, 'transformers' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
