@@ -165,12 +165,11 @@ class SemanticMatching(nn.Module):
         super().__init__()
         self.code = c.sm_mode == "code"
         self.coattention = CoAttention(c.filters)
-        self.dropout = nn.Dropout(c.dropout)  # the code's LSTM input dropout
         self.lstm = nn.LSTM(4 * c.filters, c.sm_hidden // 2, batch_first=True, bidirectional=True)
 
     def forward(self, uq, uc, qmask, cmask, lengths) -> torch.Tensor:
         h = self.coattention(uq, uc, qmask, cmask)                         # (B, m, 4F)
-        out, h_n = run_lstm(self.lstm, self.dropout(F.relu(h) if self.code else h), lengths)  # (B, m, d), (2, B, d/2)
+        out, h_n = run_lstm(self.lstm, F.relu(h) if self.code else h, lengths)  # (B, m, d), (2, B, d/2)
         if not self.code:
             return torch.cat([h_n[0], h_n[1]], 1)                          # (B, d)  forward end, backward start
         keep = cmask.unsqueeze(2)
