@@ -11,7 +11,8 @@ With `train=DATASET` (+ `dev=`, and any `TrainOptions` field: epochs, lr, seed, 
 model is trained once and kept under `<irpipe cache>/models/<key>`, key = model + recipe + model config + the
 data's checksums; later runs load it from there. Other keyword arguments set fields of the model's config
 (`monobert(ckpt=DIR, max_length=512)`, `hcan(train=trecqa/train, encoder=wide)`). `batch_size`, `device`
-("auto": CUDA when present) and `amp` ("bf16" | "fp16" autocast) are about inference only.
+("auto": CUDA when present), `amp` ("bf16" | "fp16" autocast) and `threads` (torch CPU threads) are about how the
+model runs (inference, and a recipe's training too), not what it computes: they are not part of a recipe's key.
 
 Scoring (`predict`) sorts the pairs by length so that a batch holds similar lengths (less padding), runs under
 `torch.inference_mode` (and autocast when asked), and counts the pairs the model had to truncate; the stage logs
@@ -127,8 +128,8 @@ class NeuralReranker(Reranker):
     model_class: ClassVar[type]  # set by register_model
 
     def __init__(self, ckpt: str | None = None, train: str | None = None, dev: str | None = None,
-                 batch_size: int = 64, device: str = "auto", amp: str | None = None, index: str | None = None,
-                 **options):
+                 batch_size: int = 64, device: str = "auto", amp: str | None = None, threads: int | None = None,
+                 index: str | None = None, **options):
         from pipeline.rerank.train import TrainOptions
 
         if (ckpt is None) == (train is None):
@@ -141,9 +142,12 @@ class NeuralReranker(Reranker):
         if device not in DEVICES and not str(device).startswith("cuda:"):
             raise ValueError(f"device must be auto, cpu, cuda or cuda:N, got {device!r}")
         self.ckpt, self.train, self.dev = (str(ckpt) if ckpt is not None else None), train, dev
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be a positive integer, got {threads!r}")
         self.batch_size, self.device, self.amp, self.index = int(batch_size), device, check_amp(amp), index
+        self.threads = threads
         config_fields = {f.name for f in dataclasses.fields(self.model_class.config_class)}
-        train_fields = {f.name for f in dataclasses.fields(TrainOptions)} - {"device", "amp"}
+        train_fields = {f.name for f in dataclasses.fields(TrainOptions)} - {"device", "amp", "threads"}
         self.overrides = {k: v for k, v in options.items() if k in config_fields}
         self.train_options = {k: v for k, v in options.items() if k not in config_fields}
         for key in self.train_options:
@@ -198,7 +202,7 @@ class NeuralReranker(Reranker):
         from pipeline.rerank.train import Recipe
 
         return Recipe(self.name, self.train, self.dev, self.train_options, self.overrides, device=self.device,
-                      amp=self.amp)
+                      amp=self.amp, threads=self.threads)
 
     def checkpoint(self) -> Path:
         """The checkpoint folder: `ckpt`, or the recipe's cached model (trained now if it is not there yet)."""
@@ -214,6 +218,10 @@ class NeuralReranker(Reranker):
 
     def score_pairs(self, queries: list[str], texts: list[str]) -> list[float]:
         model = self.load()
+        if self.threads:
+            import torch
+
+            torch.set_num_threads(self.threads)
         scored = predict(model, queries, texts, self.batch_size, resolve_device(self.device), self.amp, desc=self.name)
         self.truncated = scored.truncated
         if scored.truncated:
@@ -277,6 +285,7 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-length", type=int, metavar="TOKENS", help="the model's max input length (its config's max_length)")
     parser.add_argument("--device", default="auto", metavar="DEV", help="auto (default: CUDA when present), cpu, cuda, cuda:N")
     parser.add_argument("--amp", choices=AMP_DTYPES, help="autocast dtype (bf16 on CPU or CUDA, fp16 on CUDA)")
+    parser.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: all cores)")
     parser.add_argument("--eval", metavar="MEASURES", help="with --dataset: evaluate the output (e.g. RR@10,AP,nDCG@10)")
 
 
@@ -297,7 +306,7 @@ def main(args: argparse.Namespace) -> int:
             raise ConfigError(f"--max-length: {config_class.__name__} has no max_length field; set its own length "
                               "fields in a spec instead")
     reranker = reranker_for_checkpoint(args.model, batch_size=args.batch_size, device=args.device, amp=args.amp,
-                                       index=args.index, **options)
+                                       threads=args.threads, index=args.index, **options)
     run = read_run(args.run)
     dataset = None
     if args.dataset:

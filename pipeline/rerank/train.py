@@ -51,6 +51,7 @@ LOSSES = ("pointwise", "hinge", "triplet")
 NEGATIVES = ("labelled", "bm25")
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("linear", "plateau", "constant")
+RUNTIME_OPTIONS = ("device", "eval_batch_size", "threads")  # how, not what: neither in recipe keys nor resume checks
 LOG_FILE = "train.jsonl"
 STATE_DIR = "state"
 
@@ -85,6 +86,8 @@ class TrainOptions:
     bucket: int = 50                 # sort pairs by length within windows of this many batches (1: off): less padding
     device: str = "auto"
     amp: str | None = None           # bf16 | fp16 autocast
+    threads: int | None = None       # torch CPU threads; None: torch's default (all cores). On a busy machine 1 can be
+                                     # several times faster than 2 (threads wait for each other at every op)
 
     def __post_init__(self):
         for name, allowed in (("loss", LOSSES), ("negatives", NEGATIVES), ("optimizer", OPTIMIZERS),
@@ -92,8 +95,11 @@ class TrainOptions:
             value = getattr(self, name)
             if value is not None and value not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-        for name in ("epochs", "train_batch_size", "depth", "negatives_per_positive", "eval_batch_size", "bucket"):
+        for name in ("epochs", "train_batch_size", "depth", "negatives_per_positive", "eval_batch_size", "bucket",
+                     "threads"):
             value = getattr(self, name)
+            if value is None and name == "threads":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         for name in ("lr", "margin", "weight_decay", "momentum", "warmup", "plateau_factor"):
@@ -451,12 +457,14 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
               "options": dataclasses.asdict(options) | {"loss": loss_kind}, "config": config_to_dict(config),
               "data": {"train": dataset_fingerprint(train_set), "dev": dataset_fingerprint(dev) if dev else None}}
     comparable = {k: v for k, v in recipe.items() if k != "options"} | {
-        "options": {k: v for k, v in recipe["options"].items() if k not in ("device", "eval_batch_size")}}
+        "options": {k: v for k, v in recipe["options"].items() if k not in RUNTIME_OPTIONS}}
 
     examples = examples_from(train_set, options.negatives, options.depth, options.min_rel, options.train_queries)
     dev_set = DevSet.of(dev, options.depth) if dev is not None else None
     selection = dev_set.key(options.measure) if dev_set is not None else None  # a bad measure fails here, not later
     device = resolve_device(options.device)
+    if options.threads:
+        torch.set_num_threads(options.threads)
     maximize = dev_set is not None and options.measure != "loss"  # without dev: the train loss, lower is better
     generator = torch.Generator()
 
@@ -644,9 +652,9 @@ class Recipe:
     """A training recipe of the reranker stage (`monobert(train=wikiqa/train, dev=wikiqa/dev, epochs=2)`)."""
 
     def __init__(self, model: str, train: str, dev: str | None, options: dict, overrides: dict,
-                 device: str = "auto", amp: str | None = None):
+                 device: str = "auto", amp: str | None = None, threads: int | None = None):
         self.model, self.train, self.dev = model, train, dev
-        self.options = dict(options) | {"device": device, "amp": amp}
+        self.options = dict(options) | {"device": device, "amp": amp, "threads": threads}
         self.overrides = dict(overrides)
 
     def key(self) -> str:
@@ -656,7 +664,8 @@ class Recipe:
         cls = model_class(self.model)
         config = cls.config_class(**self.overrides)
         options = dataclasses.asdict(resolve_options(cls, config, self.options))
-        options.pop("device")
+        for name in RUNTIME_OPTIONS:
+            options.pop(name)
         options["loss"] = options["loss"] or cls.default_loss
         data = {"train": dataset_fingerprint(_dataset(self.train)),
                 "dev": dataset_fingerprint(_dataset(self.dev)) if self.dev else None}
@@ -714,6 +723,7 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-queries", type=int, metavar="N", help="use only the first N training queries")
     parser.add_argument("--device", metavar="DEV", help="auto (default), cpu, cuda, cuda:N")
     parser.add_argument("--amp", choices=("bf16", "fp16"), help="autocast dtype")
+    parser.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: all cores)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="any other training option (optimizer=sgd, warmup=0.1, margin=0.5, ...); repeatable")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="config",
@@ -734,7 +744,8 @@ def _pairs(items: list[str], flag: str) -> dict:
 def main(args: argparse.Namespace) -> int:
     options = _pairs(args.option, "--option")
     options.update({k: getattr(args, k) for k in ("epochs", "lr", "train_batch_size", "seed", "loss", "negatives",
-                                                  "depth", "measure", "patience", "train_queries", "device", "amp")
+                                                  "depth", "measure", "patience", "train_queries", "device", "amp",
+                                                  "threads")
                     if getattr(args, k) is not None})
     try:
         result = train(args.model, args.train, args.out, dev=args.dev, options=options,

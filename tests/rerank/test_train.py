@@ -134,6 +134,8 @@ def test_examples_with_bm25_negatives_on_dl19(shared_data):
 def test_bad_options_fail_before_training(tiny_bert, tiny_qa, tmp_path):
     with pytest.raises(ValueError, match="loss must be one of"):
         TrainOptions(loss="listwise")
+    with pytest.raises(ValueError, match="threads must be a positive integer"):
+        TrainOptions(threads=0)
     with pytest.raises(ConfigError, match="unknown training option"):
         _train(tiny_bert, tiny_qa, tmp_path / "x", options={"epoch": 2})
     with pytest.raises(Exception, match="measure"):

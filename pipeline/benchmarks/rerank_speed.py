@@ -1,0 +1,128 @@
+"""Benchmark: training seconds per epoch and inference pairs/s of the neural rerankers on this machine.
+
+    python -m pipeline.benchmarks.rerank_speed [--models monobert hcan] [--threads 1] [--record]
+
+For each model (default: monobert, and hcan when it is installed) with its default config and training options:
+- training: `--steps` optimizer steps on batches of the training set (`--train`, default wikiqa/train) drawn exactly
+  as the training loop draws them (same loss, batch size, length bucketing), timed after `--warmup` steps;
+  seconds/epoch = seconds/step x the epoch's steps (an extrapolation, printed as such);
+- inference: `predict` over the first `--pairs` candidate pairs of `--test` (default wikiqa/test), length-sorted
+  batches of `--batch-size`, under torch.inference_mode, after one warm-up batch.
+The machine is described in the output (cores, threads, load average: other processes slow everything down).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from pipeline.data.files import atomic_write
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_MODELS = ("monobert", "hcan")
+
+
+def _available(name: str) -> bool:
+    from pipeline.errors import IrpipeError
+    from pipeline.rerank.checkpoint import model_class
+
+    try:
+        model_class(name)
+    except (IrpipeError, ImportError):
+        return False
+    return True
+
+
+def bench_model(name: str, train: str, test: str, steps: int, warmup: int, pairs: int, batch_size: int,
+                threads: int | None, device: str = "auto") -> dict:
+    import torch
+
+    from pipeline.data.registry import get_dataset
+    from pipeline.rerank.checkpoint import model_class
+    from pipeline.rerank.neural import predict, resolve_device
+    from pipeline.rerank.train import (_batch_loss, _batches, _epoch_size, examples_from, make_optimizer,
+                                       resolve_options)
+
+    if threads:
+        torch.set_num_threads(threads)
+    cls = model_class(name)
+    config = cls.config_class()
+    options = resolve_options(cls, config, {"device": device})
+    loss_kind = options.loss or cls.default_loss
+    examples = examples_from(get_dataset(train), options.negatives, options.depth, options.min_rel)
+    torch.manual_seed(0)
+    model = cls.from_training_data(config, list(examples.queries.values()), list(examples.texts.values()))
+    device = resolve_device(device)
+    model.to(device).train()
+    optimizer = make_optimizer(model, options)
+    batches = _batches(examples, loss_kind, options, torch.Generator().manual_seed(0))[:warmup + steps]
+    for i, batch in enumerate(batches):
+        if i == warmup:
+            start = time.perf_counter()
+        loss = _batch_loss(model, examples, batch, loss_kind, options, device)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    step_seconds = (time.perf_counter() - start) / max(1, len(batches) - warmup)
+    epoch_steps = -(-_epoch_size(examples, loss_kind, options) // options.train_batch_size)
+
+    candidates = get_dataset(test).run()
+    topics = get_dataset(test).topics()
+    scored = [(topics[q], candidates.texts[d]) for q, hits in candidates.ranking.items() for d, _ in hits][:pairs]
+    queries, docs = [q for q, _ in scored], [d for _, d in scored]
+    predict(model, queries[:batch_size], docs[:batch_size], batch_size, device)  # warm-up
+    start = time.perf_counter()
+    result = predict(model, queries, docs, batch_size, device)
+    infer_seconds = time.perf_counter() - start
+    return {"model": name, "device": str(device), "threads": torch.get_num_threads(), "train": train,
+            "loss": loss_kind, "train_batch_size": options.train_batch_size, "timed_steps": len(batches) - warmup,
+            "seconds_per_step": round(step_seconds, 3), "train_pairs_per_s": round(options.train_batch_size / step_seconds, 1),
+            "epoch_steps": epoch_steps, "seconds_per_epoch": round(step_seconds * epoch_steps, 1),
+            "test": test, "pairs": len(queries), "batch_size": batch_size, "truncated": result.truncated,
+            "inference_pairs_per_s": round(len(queries) / infer_seconds, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", help=f"model names (default: {', '.join(DEFAULT_MODELS)} where installed)")
+    parser.add_argument("--train", default="wikiqa/train", metavar="DATASET")
+    parser.add_argument("--test", default="wikiqa/test", metavar="DATASET")
+    parser.add_argument("--steps", type=int, default=20, help="timed training steps (default 20)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed training steps first (default 2)")
+    parser.add_argument("--pairs", type=int, default=1000, help="pairs scored for inference (default 1000)")
+    parser.add_argument("--batch-size", type=int, default=64, help="inference batch size (default 64)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's own, all cores)")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--record", action="store_true", help="write eval/benchmarks/rerank-speed.json")
+    args = parser.parse_args(argv)
+
+    from pipeline import log
+
+    log.configure(quiet=True)
+    names = args.models or [name for name in DEFAULT_MODELS if _available(name)]
+    rows = [bench_model(name, args.train, args.test, args.steps, args.warmup, args.pairs, args.batch_size,
+                        args.threads, args.device) for name in names]
+    machine = (f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
+               f"load average {os.getloadavg()[0]:.1f} at the end")
+    print(machine)
+    print(f"{'model':<10} {'dev':>4} {'thr':>3} {'train pairs/s':>13} {'s/step':>7} {'steps/epoch':>11} "
+          f"{'s/epoch (extrapolated)':>22} {'infer pairs/s':>13}")
+    for row in rows:
+        print(f"{row['model']:<10} {row['device']:>4} {row['threads']:>3} {row['train_pairs_per_s']:>13} "
+              f"{row['seconds_per_step']:>7} {row['epoch_steps']:>11} {row['seconds_per_epoch']:>22} "
+              f"{row['inference_pairs_per_s']:>13}")
+    if args.record:
+        record = {"command": "python -m pipeline.benchmarks.rerank_speed " + " ".join(argv or sys.argv[1:]),
+                  "machine": machine, "rows": rows}
+        with atomic_write(REPO / "eval" / "benchmarks" / "rerank-speed.json") as out:
+            json.dump(record, out, indent=2)
+            out.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
