@@ -43,9 +43,9 @@ class HCANConfig:
     encoder: str = "deep"            # deep (all paper tables) | wide | contextual
     levels: int = 4                  # N conv levels used (the authors' code builds 5 and never uses the last)
     filters: int = 128               # F: the code's default (its README says 256)
-    kernel: int = 2
+    kernel: int = 2                  # level l covers (l+1)-grams and gets their IDF (other kernels keep that IDF)
     dropout: float = 0.3
-    max_query_length: int = 100         # RM features are per query position: the classifier's width depends on it
+    max_query_length: int = 100      # RM features are per query position: the classifier's width depends on it
     max_doc_length: int = 100
     idf_stat: str = "df"             # df | cf (the code's collection frequency)
     rm_softmax: str = "query"        # the code normalises over the query axis; one sentence of the paper row-wise
@@ -54,7 +54,7 @@ class HCANConfig:
     sm_hidden: int = 150             # d, both directions together
     rm_only: bool = False
     sm_only: bool = False
-    seed: int = 0                    # unknown-word rows and word2vec
+    seed: int = 0                    # unknown-word rows and word2vec (`hcan(seed=N)` also seeds the training run)
 
     def check(self) -> None:
         for name, allowed in _CHOICES.items():
