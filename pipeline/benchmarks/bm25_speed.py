@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         record = {"command": "python -m pipeline.benchmarks.bm25_speed " + " ".join(argv or sys.argv[1:]),
                   "dataset": args.dataset, "index": str(index), "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
+                  "load_average_1m_at_end": round(os.getloadavg()[0], 2),
                   "rows": rows}
         with atomic_write(REPO / "eval" / "benchmarks" / "bm25-speed.json") as out:
             json.dump(record, out, indent=2)
