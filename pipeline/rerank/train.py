@@ -309,6 +309,51 @@ class _LinearWarmupDecay:
         return max(0.0, (self.total - step) / max(1, self.total - self.warmup))
 
 
+class _Stepper:
+    """Optimizer, LR schedule and (fp16 on CUDA) gradient scaler: one step per batch, one schedule step per epoch
+    for the plateau schedule, and their state for resuming."""
+
+    def __init__(self, model, options: TrainOptions, total_steps: int, maximize: bool, device):
+        import torch
+
+        self.model, self.options = model, options
+        self.optimizer = make_optimizer(model, options)
+        self.scheduler = make_scheduler(self.optimizer, options, total_steps, maximize)
+        self.scaler = torch.amp.GradScaler("cuda") if options.amp == "fp16" and device.type == "cuda" else None
+
+    def step(self, loss) -> None:
+        import torch
+
+        self.optimizer.zero_grad(set_to_none=True)
+        (self.scaler.scale(loss) if self.scaler else loss).backward()
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        if self.options.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.options.max_grad_norm)
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        if self.scheduler is not None and self.options.schedule == "linear":
+            self.scheduler.step()
+
+    def end_epoch(self, value: float) -> None:
+        """The plateau schedule steps on the epoch's selection value (dev measure or loss)."""
+        if self.scheduler is not None and self.options.schedule == "plateau":
+            self.scheduler.step(value)
+
+    def state_dict(self) -> dict:
+        parts = {"optimizer": self.optimizer, "scheduler": self.scheduler, "scaler": self.scaler}
+        return {name: part.state_dict() for name, part in parts.items() if part is not None}
+
+    def load_state_dict(self, state: dict) -> None:
+        parts = {"optimizer": self.optimizer, "scheduler": self.scheduler, "scaler": self.scaler}
+        for name, part in parts.items():
+            if part is not None and name in state:
+                part.load_state_dict(state[name])
+
+
 def pair_loss(positive: "torch.Tensor", negative: "torch.Tensor", qids: list[str], kind: str,
               margin: float) -> "torch.Tensor":
     """Hinge over (q, d+, d-) pairs, or triplet with the hardest positive and negative of each query."""
@@ -490,15 +535,9 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
                    "finished": False}
     model.to(device)
     steps_per_epoch = math.ceil(_epoch_size(examples, loss_kind, options) / options.train_batch_size)
-    optimizer = make_optimizer(model, options)
-    scheduler = make_scheduler(optimizer, options, steps_per_epoch * options.epochs, maximize)
-    scaler = torch.amp.GradScaler("cuda") if options.amp == "fp16" and device.type == "cuda" else None
+    stepper = _Stepper(model, options, steps_per_epoch * options.epochs, maximize, device)
     if trainer["epoch"]:
-        optimizer.load_state_dict(trainer["optimizer"])
-        if scheduler is not None:
-            scheduler.load_state_dict(trainer["scheduler"])
-        if scaler is not None and trainer.get("scaler"):
-            scaler.load_state_dict(trainer["scaler"])
+        stepper.load_state_dict(trainer["stepper"])
         _set_rng_state(trainer["rng"], generator)
     logger.info("training %s on %s (%s): %s, %s loss, %d steps/epoch, %s", model_name, train_set.name,
                 ", ".join(f"{k} {v}" for k, v in examples.summary().items()), options.optimizer, loss_kind,
@@ -514,32 +553,18 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
             for batch in batches:
                 with autocast(device, options.amp):
                     loss = _batch_loss(model, examples, batch, loss_kind, options, device)
-                optimizer.zero_grad(set_to_none=True)
-                (scaler.scale(loss) if scaler else loss).backward()
-                if scaler:
-                    scaler.unscale_(optimizer)
-                if options.max_grad_norm:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), options.max_grad_norm)
-                if scaler:
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
-                if scheduler is not None and options.schedule == "linear":
-                    scheduler.step()
+                stepper.step(loss)
                 total, count = total + loss.item(), count + 1
                 bar.update(1)
                 bar.set_postfix(loss=f"{total / count:.4f}")
-        train_seconds = time.perf_counter() - start
-        record = {"epoch": epoch, "loss": total / max(1, count), "lr": optimizer.param_groups[0]["lr"],
-                  "steps": count, "train_seconds": round(train_seconds, 2)}
+        record = {"epoch": epoch, "loss": total / max(1, count), "lr": stepper.optimizer.param_groups[0]["lr"],
+                  "steps": count, "train_seconds": round(time.perf_counter() - start, 2)}
         if dev_set is not None:
             record["dev"] = dev_set.evaluate(model, options, device)
             value = record["dev"][selection]
         else:
             value = None
-        if scheduler is not None and options.schedule == "plateau":
-            scheduler.step(value if value is not None else record["loss"])
+        stepper.end_epoch(value if value is not None else record["loss"])
         improved = value is None or trainer["best"] is None or (value > trainer["best"] if maximize else value < trainer["best"])
         if improved:
             trainer.update(best=value, best_epoch=epoch, bad_epochs=0)
@@ -554,9 +579,7 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
                         options.patience)
             trainer["finished"] = True
         _write_log(out, trainer["history"])
-        trainer.update(optimizer=optimizer.state_dict(), rng=_rng_state(generator),
-                       scheduler=scheduler.state_dict() if scheduler is not None else None,
-                       scaler=scaler.state_dict() if scaler is not None else None)
+        trainer.update(stepper=stepper.state_dict(), rng=_rng_state(generator))
         _save_state(state_dir, model, trainer)
         logger.info("epoch %d: loss %.4f%s%s (%.0fs)", epoch, record["loss"],
                     "".join(f", dev {k} {v:.4f}" for k, v in record.get("dev", {}).items() if v is not None),
