@@ -63,7 +63,7 @@ def bench_model(name: str, train: str, test: str, steps: int, warmup: int, pairs
     for i, batch in enumerate(batches):
         if i == warmup:
             start = time.perf_counter()
-        loss = _batch_loss(model, examples, batch, loss_kind, options, device)
+        loss, _ = _batch_loss(model, examples, batch, loss_kind, options, device)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -221,6 +221,7 @@ class DevSet:
     run: "Run"
     qrels: dict
     rel_level: int
+    truncated: int = 0  # dev inputs the model truncated at the last evaluation
 
     @classmethod
     def of(cls, dataset, depth: int = 100) -> "DevSet":
@@ -244,6 +245,7 @@ class DevSet:
         measures = ["AP", "RR@10", "nDCG@10"] + ([options.measure] if options.measure != "loss" else [])
         result = evaluate(Run.from_scores(scores), self.qrels, list(dict.fromkeys(measures)), rel_level=self.rel_level)
         result["loss"] = scored.loss
+        self.truncated = scored.truncated
         return result
 
     def key(self, measure: str) -> str:
@@ -548,19 +550,22 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
         start = time.perf_counter()
         model.train()
         batches = _batches(examples, loss_kind, options, generator)
-        total, count = 0.0, 0
+        total, count, truncated = 0.0, 0, 0
         with progress(desc=f"epoch {epoch}/{options.epochs}", total=len(batches), unit="batch") as bar:
             for batch in batches:
                 with autocast(device, options.amp):
-                    loss = _batch_loss(model, examples, batch, loss_kind, options, device)
+                    loss, cut = _batch_loss(model, examples, batch, loss_kind, options, device)
                 stepper.step(loss)
-                total, count = total + loss.item(), count + 1
+                total, count, truncated = total + loss.item(), count + 1, truncated + cut
                 bar.update(1)
                 bar.set_postfix(loss=f"{total / count:.4f}")
         record = {"epoch": epoch, "loss": total / max(1, count), "lr": stepper.optimizer.param_groups[0]["lr"],
-                  "steps": count, "train_seconds": round(time.perf_counter() - start, 2)}
+                  "steps": count, "truncated": truncated, "train_seconds": round(time.perf_counter() - start, 2)}
+        if truncated:
+            logger.warning("epoch %d: %d training inputs were truncated to fit the model", epoch, truncated)
         if dev_set is not None:
             record["dev"] = dev_set.evaluate(model, options, device)
+            record["dev_truncated"] = dev_set.truncated
             value = record["dev"][selection]
         else:
             value = None
@@ -653,20 +658,21 @@ def _batches(examples: Examples, loss_kind: str, options: TrainOptions, generato
 
 
 def _batch_loss(model, examples: Examples, batch: list[tuple], loss_kind: str, options: TrainOptions,
-                device) -> "torch.Tensor":
+                device) -> tuple["torch.Tensor", int]:
+    """The batch's loss, and how many of its model inputs were truncated."""
     import torch
 
     if loss_kind == "pointwise":
         prepared = model.prepare([examples.queries[q] for q, _, _ in batch], [examples.texts[d] for _, d, _ in batch])
         output = model(**prepared.to(device).tensors)
         labels = torch.tensor([float(label) for *_, label in batch], device=device)
-        return model.loss(output, labels)
+        return model.loss(output, labels), prepared.truncated
     queries = [examples.queries[q] for q, _, _ in batch]
     docs = [examples.texts[p] for _, p, _ in batch] + [examples.texts[n] for _, _, n in batch]
     prepared = model.prepare(queries + queries, docs)  # positives and negatives in one forward pass
     scores = model.margin_scores(model(**prepared.to(device).tensors)).float()
     positive, negative = scores[:len(batch)], scores[len(batch):]
-    return pair_loss(positive, negative, [q for q, _, _ in batch], loss_kind, options.margin)
+    return pair_loss(positive, negative, [q for q, _, _ in batch], loss_kind, options.margin), prepared.truncated
 
 
 # -- recipes: a model trained once, then loaded from the cache ---------------------------------------------------

@@ -68,7 +68,8 @@ def test_log_checkpoint_and_best_epoch(tiny_bert, tiny_qa, tmp_path):
     result = _train(tiny_bert, tiny_qa, tmp_path / "out")
     log = [json.loads(line) for line in (tmp_path / "out" / "train.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1, 2, 3]
-    assert all({"loss", "lr", "dev", "train_seconds", "best"} <= set(r) for r in log)
+    assert all({"loss", "lr", "dev", "train_seconds", "best", "truncated", "dev_truncated"} <= set(r) for r in log)
+    assert log[0]["truncated"] == 0 and log[0]["dev_truncated"] == 0
     assert set(log[0]["dev"]) == {"AP", "RR@10", "nDCG@10", "loss"}
     best = max(range(3), key=lambda i: (log[i]["dev"]["AP"], -i))  # first epoch reaching the highest dev AP
     assert result.best_epoch == best + 1 and result.best == log[best]["dev"]
@@ -165,3 +166,12 @@ def test_recipe_is_trained_once_then_loaded_from_the_cache(tiny_bert, tmp_path, 
     other = stage.recipe()
     other.options["seed"] = 9
     assert other.directory() != folders[0]
+
+
+def test_training_truncation_is_counted_and_reported(tiny_bert, tiny_qa, tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="irpipe"):
+        result = train("monobert", tiny_qa, tmp_path / "out", dev=tiny_qa, options=_options(epochs=1),
+                       overrides={"bert": str(tiny_bert), "max_length": 10})
+    # "[CLS] what colour is the sky [SEP]" leaves 3 pieces of a 10-piece input: every filler sentence is cut
+    assert result.history[0]["truncated"] >= 32 and result.history[0]["dev_truncated"] >= 32
+    assert "training inputs were truncated to fit the model" in caplog.text
