@@ -17,6 +17,7 @@ COMMANDS = {
     "datasets": ("pipeline.data.registry", "list, describe and fetch registered datasets"),
     "index": ("pipeline.retrieve.index", "build a Lucene index from JSONL, TSV, TREC SGML or a dataset"),
     "search": ("pipeline.retrieve.bm25", "BM25 (optionally RM3) retrieval into a run file"),
+    "keywords": ("pipeline.retrieve.keywords", "diff-idf domain keyword dictionaries: build, extract keywords"),
     "eval": ("pipeline.evaluate", "evaluate run files with ir-measures (tables, significance, plots)"),
     "run": ("pipeline.experiment", "run a pipeline spec or an experiment file end to end (run file + scores)"),
     "leaderboard": ("pipeline.leaderboard", "regenerate eval/LEADERBOARD.md from eval/results and references"),

@@ -21,6 +21,7 @@ from pipeline.data.sets.chinese import BqDataset, InsuranceQaZhDataset, LcqmcDat
 from pipeline.data.sets.cranfield import CranfieldDataset
 from pipeline.data.sets.irds import PREFIX as IRDS_PREFIX, IrdsDataset
 from pipeline.data.sets.msmarco import BM25TopDataset
+from pipeline.data.sets.questions import QuestionRetrievalDataset
 from pipeline.data.sets.squad import SquadDataset
 from pipeline.data.sets.standard import StandardDataset
 from pipeline.errors import UnknownNameError
@@ -36,6 +37,7 @@ FAMILIES: dict[str, type[Dataset]] = {
     "bq": BqDataset,
     "thucnews": ThucnewsDataset,
     "insuranceqa-zh": InsuranceQaZhDataset,
+    "question-retrieval": QuestionRetrievalDataset,
 }
 
 

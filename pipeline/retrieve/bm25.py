@@ -18,6 +18,23 @@ from pipeline.retrieve.lucene import LuceneIndex, read_index_metadata
 from pipeline.stage import Stage, register
 
 
+# How a Chinese dataset's own index splits text into terms: jieba words (indexed pre-tokenized, queries cut the
+# same way) or Lucene's CJK bigrams. jieba is the default: better on LCQMC question retrieval (eval/KEYWORDS.md).
+CHINESE_TERMS = ("jieba", "bigram")
+DEFAULT_CHINESE_TERMS = "jieba"
+
+
+def dataset_index_for(dataset, segment: str | None = None) -> Path:
+    """The dataset's own index (built on first use); for a Chinese dataset, of jieba words or CJK bigrams."""
+    from pipeline.retrieve.index import dataset_index
+
+    language = getattr(dataset, "language", "en")
+    if segment is not None and language != "zh":
+        raise ConfigError(f"segment={segment} is for Chinese datasets; {dataset.name} is {language}")
+    segment = segment or (DEFAULT_CHINESE_TERMS if language == "zh" else None)
+    return dataset_index(dataset, segmenter="jieba" if segment == "jieba" else None)
+
+
 @functools.lru_cache(maxsize=8)
 def open_index(index_dir: str, language: str | None = None) -> LuceneIndex:
     """Indexes stay open for the life of the process (one JVM, many stages)."""
@@ -34,7 +51,7 @@ class BM25(Stage):
 
     def __init__(self, index: str | Path | None = None, k1: float = 0.9, b: float = 0.4, hits: int = 1000,
                  threads: int = 1, rm3: bool = False, fb_terms: int = 10, fb_docs: int = 10,
-                 original_query_weight: float = 0.5, language: str | None = None):
+                 original_query_weight: float = 0.5, language: str | None = None, segment: str | None = None):
         if hits < 1:
             raise ValueError(f"hits must be >= 1, got {hits}")
         if threads < 1:
@@ -44,6 +61,9 @@ class BM25(Stage):
         self.rm3, self.fb_terms, self.fb_docs = bool(rm3), int(fb_terms), int(fb_docs)
         self.original_query_weight = float(original_query_weight)
         self.language = language
+        if segment is not None and segment not in CHINESE_TERMS:
+            raise ValueError(f"segment must be one of {', '.join(CHINESE_TERMS)}, got {segment!r}")
+        self.segment = segment  # Chinese datasets: index jieba words or CJK bigrams (default: DEFAULT_CHINESE_TERMS)
 
     def config(self) -> dict:
         config = {"index": self.index, "k1": self.k1, "b": self.b, "hits": self.hits}
@@ -52,6 +72,8 @@ class BM25(Stage):
                           original_query_weight=self.original_query_weight)
         if self.language:
             config["language"] = self.language
+        if self.segment:
+            config["segment"] = self.segment
         return {k: v for k, v in config.items() if v is not None}
 
     def fingerprint(self) -> str:
@@ -62,10 +84,8 @@ class BM25(Stage):
         """Without an explicit index, search the dataset's own (built on first use, cached)."""
         if self.index is not None:
             return self
-        from pipeline.retrieve.index import dataset_index
-
         bound = copy.copy(self)
-        bound.index = str(dataset_index(dataset))
+        bound.index = str(dataset_index_for(dataset, self.segment))
         return bound
 
     def transform(self, topics: Topics, run: Run | None) -> Run:
@@ -99,6 +119,8 @@ def define_search_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--original-query-weight", type=float, default=0.5, metavar="W",
                         help="RM3 weight of the original query (default 0.5)")
     parser.add_argument("--language", metavar="LANG", help="analyzer language (default: as the index was built)")
+    parser.add_argument("--segment", choices=CHINESE_TERMS, help=f"Chinese --dataset: index jieba words or CJK bigrams "
+                                                                 f"(default {DEFAULT_CHINESE_TERMS})")
     parser.add_argument("--output-format", choices=RUN_FORMATS, default="trec", help="trec (default) or msmarco")
     parser.add_argument("--run-tag", default="bm25", metavar="TAG", help="run tag in the TREC file (default bm25)")
 
@@ -108,7 +130,6 @@ define_args = define_search_args
 
 def main(args: argparse.Namespace) -> int:
     from pipeline.data.topics import read_topics
-    from pipeline.retrieve.index import dataset_index
 
     if args.topics:
         topics = read_topics(args.topics)
@@ -118,7 +139,7 @@ def main(args: argparse.Namespace) -> int:
 
         dataset = get_dataset(args.dataset)
         topics = dataset.topics()
-        index = args.index or dataset_index(dataset)
+        index = args.index or dataset_index_for(dataset, args.segment)
     if not index:
         raise ConfigError("--index DIR is required with --topics")
     stage = BM25(index, args.k1, args.b, args.hits, args.threads, args.rm3, args.fb_terms, args.fb_docs,

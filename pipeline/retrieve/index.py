@@ -20,14 +20,14 @@ import tempfile
 import time
 from collections import deque
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from pipeline import java
 from pipeline.cache import cache_root
 from pipeline.data.files import atomic_write
 from pipeline.errors import ConfigError, IrpipeError
 from pipeline.log import logger, progress
-from pipeline.retrieve.lucene import INDEX_METADATA, read_index_metadata
+from pipeline.retrieve.lucene import INDEX_METADATA, SEGMENTERS, read_index_metadata
 
 CHUNK_DOCS = 200_000
 _PROGRESS = re.compile(r"files completed|documents indexed in")
@@ -38,8 +38,9 @@ class IndexingError(IrpipeError):
     """Anserini's IndexCollection failed; the message carries the end of its log."""
 
 
-def _write_parts(docs: Iterable[dict], folder: Path) -> int:
-    """Stream docs into part-NNNNN.jsonl files; returns the number of documents written."""
+def _write_parts(docs: Iterable[dict], folder: Path, segment: Callable[[str], str] | None = None) -> int:
+    """Stream docs into part-NNNNN.jsonl files; returns the number of documents written. With `segment`, the
+    indexed `contents` is the segmented text and the original is kept in the stored raw record as `text`."""
     count, part, handle = 0, 0, None
     try:
         for doc in progress(docs, desc="reading documents", unit="doc"):
@@ -48,7 +49,10 @@ def _write_parts(docs: Iterable[dict], folder: Path) -> int:
                     handle.close()
                 handle = open(folder / f"part-{part:05d}.jsonl", "w", encoding="utf-8")
                 part += 1
-            handle.write(json.dumps({"id": doc["id"], "contents": doc["contents"]}, ensure_ascii=False) + "\n")
+            record = {"id": doc["id"], "contents": doc["contents"]}
+            if segment is not None:
+                record = {"id": doc["id"], "contents": segment(doc["contents"]), "text": doc["contents"]}
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
             count += 1
     finally:
         if handle:
@@ -86,11 +90,22 @@ def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretok
 
 def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, threads: int = 1, language: str = "en",
                 pretokenized: bool = False, store_positions: bool = True, store_docvectors: bool = True,
-                store_raw: bool = True, overwrite: bool = False, memory_buffer: int = 1024) -> dict:
-    """Index `docs` ({"id", "contents"} dicts, streamed) into `index_dir`; returns the recorded metadata."""
+                store_raw: bool = True, overwrite: bool = False, memory_buffer: int = 1024,
+                segmenter: str | None = None) -> dict:
+    """Index `docs` ({"id", "contents"} dicts, streamed) into `index_dir`; returns the recorded metadata.
+
+    `segmenter="jieba"` indexes jieba-segmented text pre-tokenized (whitespace analyzer); searches then segment
+    queries the same way (the metadata records the segmenter)."""
     index_dir = Path(index_dir)
     if language not in LANGUAGES:
         raise ConfigError(f"unsupported index language {language!r}; choose one of {', '.join(LANGUAGES)}")
+    segment = None
+    if segmenter is not None:
+        if segmenter not in SEGMENTERS:
+            raise ConfigError(f"unknown segmenter {segmenter!r}; choose one of {', '.join(SEGMENTERS)}")
+        from pipeline.retrieve.segment import segment
+
+        pretokenized = True
     if index_dir.exists() and not overwrite:
         raise ConfigError(f"{index_dir} already exists: pass --overwrite to replace it")
     index_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -98,7 +113,7 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
     with tempfile.TemporaryDirectory(prefix=".irpipe-index-", dir=index_dir.parent) as scratch:
         parts, target = Path(scratch) / "parts", Path(scratch) / "index"
         parts.mkdir()
-        count = _write_parts(docs, parts)
+        count = _write_parts(docs, parts, segment)
         if count == 0:
             raise ConfigError(f"no documents to index from {source}")
         logger.info("indexing %d documents with Anserini (%d threads)", count, threads)
@@ -111,6 +126,8 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
                     "peak_rss_mb": {"python": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
                                     "java": java_peak_mb},
                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        if segmenter is not None:
+            metadata["segmenter"] = segmenter
         with atomic_write(target / INDEX_METADATA) as out:
             json.dump(metadata, out, indent=2)
         if index_dir.exists():
@@ -120,16 +137,16 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
     return metadata
 
 
-def dataset_index(dataset, threads: int = 2) -> Path:
-    """The cached index of a registered dataset's corpus, built on first use."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", dataset.name)
+def dataset_index(dataset, threads: int = 2, segmenter: str | None = None) -> Path:
+    """The cached index of a registered dataset's corpus, built on first use (`segmenter`: see build_index)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", dataset.name) + (f".{segmenter}" if segmenter else "")
     index_dir = cache_root() / "indexes" / safe
     if read_index_metadata(index_dir).get("documents"):
         return index_dir
     language = getattr(dataset, "language", "en")
     logger.info("building the index of %s at %s (first use)", dataset.name, index_dir)
     build_index(dataset.docs(), index_dir, source=f"dataset:{dataset.name}", threads=threads, language=language,
-                overwrite=True)
+                overwrite=True, segmenter=segmenter)
     return index_dir
 
 
@@ -144,6 +161,8 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=2, metavar="N", help="indexing threads (default 2)")
     parser.add_argument("--language", default="en", choices=LANGUAGES, help="analyzer language (zh: CJK bigrams)")
     parser.add_argument("--pretokenized", action="store_true", help="text is already segmented: whitespace analyzer")
+    parser.add_argument("--segment", choices=SEGMENTERS, metavar="SEGMENTER",
+                        help="segment the text first and index it pre-tokenized (jieba: Chinese words)")
     parser.add_argument("--no-positions", dest="store_positions", action="store_false", help="do not store positions")
     parser.add_argument("--no-docvectors", dest="store_docvectors", action="store_false",
                         help="do not store document vectors (RM3 needs them)")
@@ -168,6 +187,6 @@ def main(args: argparse.Namespace) -> int:
     metadata = build_index(docs, args.index, source, threads=args.threads, language=args.language,
                            pretokenized=args.pretokenized, store_positions=args.store_positions,
                            store_docvectors=args.store_docvectors, store_raw=args.store_raw, overwrite=args.overwrite,
-                           memory_buffer=args.memory_buffer)
+                           memory_buffer=args.memory_buffer, segmenter=args.segment)
     print(json.dumps(metadata, indent=2))
     return 0

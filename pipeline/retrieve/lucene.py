@@ -11,14 +11,22 @@ identical to `python -m pyserini.search.lucene` with the same settings. Threads:
 during Java calls, so a thread pool runs queries in parallel.
 
 RM3 needs Anserini's feedback cascade and goes through `SimpleSearcher.batch_search` (Pyserini's own path).
+
+Weighted queries (`search_terms`: term -> boost, e.g. a query with its keywords boosted) are built in Java too: the
+terms, escaped, go to Lucene's classic QueryParser over a whitespace analyzer as `t1^w1 t2^w2 ...` -- one call that
+returns the BooleanQuery of SHOULD BoostQuery(TermQuery) clauses that BagOfWordsQueryGenerator would build from
+counts -- and the search and read-back are the same as above. Indexes built from jieba-segmented text (metadata
+`"segmenter": "jieba"`) are searched with queries segmented the same way (pipeline/retrieve/segment.py).
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -27,6 +35,37 @@ from pipeline.errors import IrpipeError, MissingResourceError
 
 INDEX_METADATA = "irpipe-index.json"
 _HIT = re.compile(r"doc=\d+ score=\S+ shardIndex=-?\d+ fields=\[(\S+), \[([0-9a-f ]*)\]\]")
+_QUERY_SYNTAX = re.compile(r'([+\-!(){}\[\]^"~*?:\\/&|])')
+_OPERATOR = re.compile(r"(?<!\S)(AND|OR|NOT)(?!\S)")  # QueryParser's operators; every analyzer lower-cases them
+SEGMENTERS = ("jieba",)
+T = TypeVar("T")
+
+
+def escape_term(term: str) -> str:
+    """`term` in classic QueryParser syntax (Lucene's QueryParser.escape): parses back to exactly that term."""
+    return _QUERY_SYNTAX.sub(r"\\\1", term)
+
+
+def boosted_texts_string(parts: Sequence[tuple[str, float]]) -> str:
+    """`(text1) (text2)^0.5 ...` for QueryParser over the index's analyzer: texts escaped, operators lower-cased."""
+    clauses = []
+    for text, weight in parts:
+        text = _OPERATOR.sub(lambda match: match.group().lower(), escape_term(text)).strip()
+        if weight > 0 and text:
+            clauses.append(f"({text})" if weight == 1 else f"({text})^{weight:.6f}")
+    return " ".join(clauses)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _clause(term: str, weight: float) -> str:
+    if not term or any(c.isspace() for c in term):
+        return ""
+    return escape_term(term) if weight == 1 else f"{escape_term(term)}^{weight:.6f}"
+
+
+def boosted_query_string(weights: Mapping[str, float]) -> str:
+    """`t1 t2^0.5 ...` for QueryParser: terms with a positive weight, boosts to 1e-6 (1 is left implicit)."""
+    return " ".join(filter(None, (_clause(term, weight) for term, weight in weights.items() if weight > 0)))
 
 
 def adjust_score_ties(scores: np.ndarray) -> np.ndarray:
@@ -71,6 +110,8 @@ class LuceneIndex:
             self._simple.set_language(self.language)
         self._analyzer = self._simple.get_analyzer()
         self._query_generator = java.autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
+        self._analyze = java.autoclass("io.anserini.analysis.AnalyzerUtils").analyze
+        self._list_to_string = java.autoclass("java.util.Objects").toString
         paths = java.autoclass("java.nio.file.Paths")
         directory = java.autoclass("org.apache.lucene.store.FSDirectory").open(paths.get(str(self.path)))
         self._reader = java.autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
@@ -80,6 +121,14 @@ class LuceneIndex:
         self._to_string = java.autoclass("org.apache.commons.lang3.builder.ReflectionToStringBuilder").toString
         self._searchers: dict[tuple[float, float], object] = {}
         self._lock = threading.Lock()
+        self.segmenter = self.metadata.get("segmenter")  # "jieba": the stored text was segmented in Python
+        if self.segmenter is not None and self.segmenter not in SEGMENTERS:
+            raise MissingResourceError(f"{self.path}: unknown segmenter {self.segmenter!r} in {INDEX_METADATA}; "
+                                       f"known: {', '.join(SEGMENTERS)}")
+        self._parsers: dict[str, object] = {}  # QueryParsers, made on first use; each parses one query at a time
+        self._parse_lock = threading.Lock()
+        # `analyze` memoised: for words and short texts that repeat (keywords, English query words)
+        self.analyze_cached = functools.lru_cache(maxsize=1 << 17)(self.analyze)
 
     @property
     def num_docs(self) -> int:
@@ -97,7 +146,53 @@ class LuceneIndex:
 
     def search(self, text: str, k: int, k1: float = 0.9, b: float = 0.4) -> list[tuple[str, float]]:
         """Top-k (docid, score) for one query, identical to Pyserini's LuceneSearcher.search."""
+        if self.segmenter is not None:
+            text = " ".join(self.analyze(text))
         query = self._query_generator.buildQuery("contents", self._analyzer, text)
+        return self._top_docs(query, k, k1, b)
+
+    def analyze(self, text: str) -> list[str]:
+        """The index terms of `text`, in order: the index's Lucene analyzer (one crossing), or for a jieba index
+        the jieba words of the text (as it was indexed)."""
+        if self.segmenter == "jieba":
+            from pipeline.retrieve.segment import default_segmenter
+
+            return default_segmenter().words(text)
+        # Worker threads call only static methods and methods of shared objects: pyjnius binds an instance method
+        # to its object on the shared method descriptor, so calls on two objects of one class from two threads race.
+        rendered = self._list_to_string(self._analyze(self._analyzer, text))  # "[t1, t2]"; terms hold no spaces
+        return rendered[1:-1].split(", ") if len(rendered) > 2 else []
+
+    def search_terms(self, weights: Mapping[str, float], k: int, k1: float = 0.9,
+                     b: float = 0.4) -> list[tuple[str, float]]:
+        """Top-k for a weighted bag of index terms (term -> boost; terms with weight <= 0 are left out):
+        sum over terms of boost * BM25(term, doc). Counts as weights give the same query as `search`."""
+        text = boosted_query_string(weights)
+        return self._top_docs(self._parse(text, "terms"), k, k1, b) if text else []
+
+    def search_texts(self, parts: Sequence[tuple[str, float]], k: int, k1: float = 0.9,
+                     b: float = 0.4) -> list[tuple[str, float]]:
+        """Top-k for texts with boosts, each analyzed by the index (segmented first for a jieba index):
+        sum over parts of boost * BM25(text); [(query, 1), (keywords, w)] appends the keywords boosted by w. The
+        analysis happens inside the one parse call (Chinese keywords re-analyze exactly; English stems do not:
+        use search_terms for those)."""
+        if self.segmenter is not None:
+            parts = [(" ".join(self.analyze_cached(text)), weight) for text, weight in parts]
+        text = boosted_texts_string(parts)
+        return self._top_docs(self._parse(text, "texts"), k, k1, b) if text else []
+
+    def _parse(self, text: str, kind: str):
+        """QueryParser over the whitespace analyzer ("terms") or the index's own ("texts")."""
+        with self._parse_lock:  # QueryParser is not thread-safe (and see `analyze` on pyjnius and threads)
+            if kind not in self._parsers:
+                analyzer = (java.autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")() if kind == "terms"
+                            else self._analyzer)
+                self._parsers[kind] = java.autoclass("org.apache.lucene.queryparser.classic.QueryParser")(
+                    "contents", analyzer)
+            return self._parsers[kind].parse(text)
+
+    def _top_docs(self, query, k: int, k1: float, b: float) -> list[tuple[str, float]]:
+        """Run `query` and read the whole top-k back in one call (see the module docstring)."""
         rendered = self._to_string(self._searcher(k1, b).search(query, k, self._sort, True))
         hits = _HIT.findall(rendered)
         if len(hits) != rendered.count("doc="):
@@ -111,11 +206,30 @@ class LuceneIndex:
     def search_many(self, queries: dict[str, str], k: int, k1: float = 0.9, b: float = 0.4, threads: int = 1,
                     progress=None) -> dict[str, list[tuple[str, float]]]:
         """Search every query (in `threads` Java-parallel threads); results in the order of `queries`."""
+        return self._parallel(queries, lambda text: self.search(text, k, k1, b), k1, b, threads, progress)
+
+    def search_many_terms(self, queries: Mapping[str, T], weigh: Callable[[T], Mapping[str, float]], k: int,
+                          k1: float = 0.9, b: float = 0.4, threads: int = 1,
+                          progress=None) -> dict[str, list[tuple[str, float]]]:
+        """`search_terms(weigh(query))` for every query, in `threads` threads: `weigh` (e.g. keyword extraction)
+        runs in the worker threads, so its Python work overlaps other threads' Java searches."""
+        return self._parallel(queries, lambda query: self.search_terms(weigh(query), k, k1, b), k1, b, threads,
+                              progress)
+
+    def search_many_texts(self, queries: Mapping[str, T], split: Callable[[T], Sequence[tuple[str, float]]], k: int,
+                          k1: float = 0.9, b: float = 0.4, threads: int = 1,
+                          progress=None) -> dict[str, list[tuple[str, float]]]:
+        """`search_texts(split(query))` for every query, in `threads` threads (as search_many_terms)."""
+        return self._parallel(queries, lambda query: self.search_texts(split(query), k, k1, b), k1, b, threads,
+                              progress)
+
+    def _parallel(self, queries: Mapping[str, T], search: Callable[[T], list], k1: float, b: float, threads: int,
+                  progress) -> dict[str, list[tuple[str, float]]]:
         self._searcher(k1, b)
         items = list(queries.items())
 
         def one(item):
-            hits = self.search(item[1], k, k1, b)
+            hits = search(item[1])
             if progress is not None:
                 progress.update(1)
             return hits
@@ -154,6 +268,7 @@ class LuceneIndex:
         if raw is None:
             return None
         try:
-            return json.loads(raw)["contents"]
+            record = json.loads(raw)
+            return record["text"] if self.segmenter is not None and "text" in record else record["contents"]
         except (ValueError, KeyError, TypeError):
             return raw

@@ -1,0 +1,73 @@
+"""Question retrieval over a question-pair set (the keyword-BERT paper's Table 3 setting), and `exclude()`.
+
+The documents are the unique questions of all the listed splits (dev + test), numbered `q0, q1, ...` in order of
+first appearance (each pair's first question, then its second). Every positive pair is a query: its first
+question is the query text, its second question the one relevant document, and the query's own question, which
+is in the index too, is listed in `Topics.extra[qid]["exclude"]` for the `exclude()` stage to drop from the
+ranking (`bm25() >> exclude()`). Query ids are `<split>-<pair index>` (0-based position in the split's file);
+pairs whose two questions are the same text are left out (their answer would be the excluded question itself).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Iterator
+
+from pipeline.data.qrels import Qrels
+from pipeline.data.runs import Run, Topics
+from pipeline.data.sets.base import Dataset, Pair
+from pipeline.data.sets.chinese import BqDataset, LcqmcDataset
+from pipeline.stage import Stage, register
+
+PAIR_FAMILIES: dict[str, type[Dataset]] = {"lcqmc": LcqmcDataset, "bq": BqDataset}
+
+
+class QuestionRetrievalDataset(Dataset):
+    provides = ("docs", "topics", "qrels")
+
+    def _pairs(self) -> Iterator[tuple[str, int, Pair]]:
+        """(split, index in split, pair) over the splits in the order of the spec's files."""
+        family = PAIR_FAMILIES[self.spec["pairs_family"]]
+        for split in self.files:
+            pairs = family(f"{self.name}:{split}", self.spec, {"pairs": self.files[split]})
+            for index, pair in enumerate(pairs.pairs()):
+                yield split, index, pair
+
+    @functools.cached_property
+    def _built(self) -> tuple[dict[str, str], dict[str, str], dict[str, dict], Qrels]:
+        ids: dict[str, str] = {}  # question text -> docid
+        queries, extra, qrels = {}, {}, {}
+        for split, index, pair in self._pairs():
+            for text in (pair.text_a, pair.text_b):
+                ids.setdefault(text, f"q{len(ids)}")
+            if pair.label == 1 and pair.text_a != pair.text_b:
+                qid = f"{split}-{index}"
+                queries[qid] = pair.text_a
+                extra[qid] = {"exclude": [ids[pair.text_a]]}
+                qrels[qid] = {ids[pair.text_b]: 1}
+        return ids, queries, extra, qrels
+
+    def docs(self) -> Iterator[dict]:
+        return ({"id": docid, "contents": text} for text, docid in self._built[0].items())
+
+    def topics(self) -> Topics:
+        _, queries, extra, _ = self._built
+        return Topics(dict(queries), {qid: dict(fields) for qid, fields in extra.items()})
+
+    def qrels(self) -> Qrels:
+        return {qid: dict(judged) for qid, judged in self._built[3].items()}
+
+
+@register
+class Exclude(Stage):
+    """Drop from each query's hits the docids listed in its `exclude` field (Topics.extra), e.g. the query's own
+    copy in a question-retrieval index. Queries without the field keep all their hits."""
+
+    name = "exclude"
+    needs_run = True
+
+    def transform(self, topics: Topics, run: Run | None) -> Run:
+        ranking = {}
+        for qid, hits in run.ranking.items():
+            excluded = set(topics.extra.get(qid, {}).get("exclude", ()))
+            ranking[qid] = [hit for hit in hits if hit[0] not in excluded] if excluded else hits
+        return Run(ranking, run.texts, run.tag)

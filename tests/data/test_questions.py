@@ -1,0 +1,31 @@
+"""Question retrieval views of LCQMC/BQ: one query per positive pair, the query's own question excluded."""
+from __future__ import annotations
+
+from pipeline.data.runs import Run, Topics
+from pipeline.data.sets.questions import Exclude
+from pipeline.spec import parse
+from conftest import needs_shared_data
+
+
+def test_exclude_drops_the_listed_documents_only():
+    topics = Topics({"a": "x", "b": "y"}, {"a": {"exclude": ["d1"]}})
+    run = Run({"a": [("d1", 3.0), ("d2", 2.0)], "b": [("d1", 1.0)]}, {"d1": "t1", "d2": "t2"})
+    out = Exclude()(topics, run)
+    assert out.ranking == {"a": [("d2", 2.0)], "b": [("d1", 1.0)]} and out.texts == run.texts
+    assert parse("bm25() >> exclude()")[1] == Exclude()
+
+
+@needs_shared_data
+def test_lcqmc_questions_pair_structure(shared_data):
+    from pipeline.data.registry import get_dataset
+
+    dataset = get_dataset("lcqmc/questions")
+    docs = {doc["contents"]: doc["id"] for doc in dataset.docs()}
+    topics, qrels = dataset.topics(), dataset.qrels()
+    pairs = [p for split in ("dev", "test") for p in get_dataset(f"lcqmc/{split}").pairs()]
+    assert len(docs) == len({t for p in pairs for t in (p.text_a, p.text_b)})  # every question once
+    positives = [p for p in pairs if p.label == 1]
+    assert len(topics) == len(positives) - sum(p.text_a == p.text_b for p in positives) == 10649
+    for qid in ("dev-0", "test-12499"):
+        own, (answer,) = topics.extra[qid]["exclude"], qrels[qid]
+        assert own == [docs[topics[qid]]] and answer != own[0]
