@@ -67,13 +67,10 @@ def config_from_dict(config_class: type, fields: dict, where: str | Path, strict
         raise CheckpointError(where, "the model config is not a JSON object", field="config")
     known = {f.name: f for f in dataclasses.fields(config_class)}
     for name, value in fields.items():
-        if name not in known:
-            raise CheckpointError(where, f"{config_class.__name__} has no field {name!r} (fields: {', '.join(known)}): "
-                                  "a checkpoint of another model or version?", field=f"config.{name}")
-        default = _default(known[name])
-        if not _same_kind(value, default):
-            raise CheckpointError(where, f"{name}={value!r} should be a {type(default).__name__} like the default "
-                                  f"{default!r}", field=f"config.{name}")
+        problem = field_problem(config_class, name, value)
+        if problem:
+            hint = ": a checkpoint of another model or version?" if name not in known else ""
+            raise CheckpointError(where, problem + hint, field=f"config.{name}")
     missing = [name for name, f in known.items() if name not in fields and (strict or _default(f) is dataclasses.MISSING)]
     if missing:
         raise CheckpointError(where, f"the model config lacks the field(s) {', '.join(missing)} of "
@@ -81,6 +78,17 @@ def config_from_dict(config_class: type, fields: dict, where: str | Path, strict
     values = {name: tuple(v) if isinstance(_default(known[name]), tuple) and isinstance(v, list) else v
               for name, v in fields.items()}
     return config_class(**values)
+
+
+def field_problem(config_class: type, name: str, value) -> str | None:
+    """Why `value` cannot be the field `name` of the config dataclass, or None when it can."""
+    fields = {f.name: f for f in dataclasses.fields(config_class)}
+    if name not in fields:
+        return f"{config_class.__name__} has no field {name!r} (fields: {', '.join(fields)})"
+    default = _default(fields[name])
+    if not _same_kind(value, default):
+        return f"{name}={value!r} should be of type {type(default).__name__}, like the default {default!r}"
+    return None
 
 
 def _default(field: dataclasses.Field):

@@ -233,15 +233,12 @@ class NeuralReranker(Reranker):
 
 def check_overrides(config_class: type, overrides: dict) -> None:
     """Model config fields given as options: known names, values of the field's kind (ValueError otherwise)."""
-    from pipeline.rerank.checkpoint import _default, _same_kind
+    from pipeline.rerank.checkpoint import field_problem
 
-    fields = {f.name: f for f in dataclasses.fields(config_class)}
     for key, value in overrides.items():
-        if key not in fields:
-            raise ValueError(f"{config_class.__name__} has no field {key!r} (fields: {', '.join(fields)})")
-        default = _default(fields[key])
-        if not _same_kind(value, default):
-            raise ValueError(f"{key}={value!r} should be a {type(default).__name__} like the default {default!r}")
+        problem = field_problem(config_class, key, value)
+        if problem:
+            raise ValueError(problem)
 
 
 def register_model(model_class: type["RerankModel"]) -> type[NeuralReranker]:

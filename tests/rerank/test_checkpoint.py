@@ -81,7 +81,7 @@ def _wider_bert(folder: Path):
     (_edit_config(model="monobret"), "config.json", "unknown model 'monobret'"),
     (_edit_config(model="bm25"), "config.json", "not a neural reranker model"),
     (_edit_config(**{"config.hidden": 64}), "config.json", "has no field 'hidden'"),
-    (_edit_config(**{"config.max_length": "long"}), "config.json", "max_length='long' should be a int"),
+    (_edit_config(**{"config.max_length": "long"}), "config.json", "max_length='long' should be of type int"),
     (_edit_config(format=7), "config.json", "format 7"),
     (_drop_tensor, "model.safetensors", "missing tensors classifier.weight"),
     (_pickled_weights, "model.safetensors", "not a readable safetensors file"),

@@ -71,7 +71,7 @@ def test_spec_builds_the_stage_and_checks_options(checkpoint):
                           ("monobert(ckpt=x, train=wikiqa/train)", "not both"),
                           ("monobert(ckpt=x, epochs=2)", "training option"),
                           ("monobert(train=wikiqa/train, epoch=2)", "did you mean epochs"),
-                          ("monobert(train=wikiqa/train, max_length=long)", "should be a int"),
+                          ("monobert(train=wikiqa/train, max_length=long)", "should be of type int"),
                           ("monobert(train=wikiqa/train, loss=listwise)", "loss must be one of")]:
         with pytest.raises(SpecError, match=message):
             parse(spec)
