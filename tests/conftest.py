@@ -1,21 +1,11 @@
 """Shared fixtures: the dataset mirror (../shared/data), skipped with a reason where it is absent."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = Path(os.environ.get("IRPIPE_MIRROR") or REPO.parent / "shared" / "data")
-
-if SHARED_DATA.is_dir():
-    os.environ.setdefault("IRPIPE_MIRROR", str(SHARED_DATA))
-
-needs_shared_data = pytest.mark.skipif(
-    not SHARED_DATA.is_dir(),
-    reason=f"dataset mirror not found at {SHARED_DATA} (set IRPIPE_MIRROR to a folder laid out like ../shared/data)",
-)
+from support import REPO, SHARED_DATA, needs_shared_data  # noqa: F401  (re-exported for fixtures below)
 
 
 @pytest.fixture(scope="session")

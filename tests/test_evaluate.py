@@ -22,7 +22,7 @@ from pipeline.evaluate import (
     Comparison, EvalError, adjust_pvalues, compare, evaluate, evaluated_queries, parse_measures, per_query,
     plot_differences,
 )
-from conftest import SHARED_DATA, needs_shared_data
+from support import SHARED_DATA, needs_shared_data
 
 DL = SHARED_DATA / "msmarco-passage-topics-qrels"
 

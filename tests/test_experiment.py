@@ -17,7 +17,7 @@ from pipeline.experiment import Experiment, run_experiment, status
 from pipeline.leaderboard import render
 from pipeline.rerank.overlap import Overlap
 from pipeline.retrieve.bm25 import BM25
-from conftest import REPO, needs_shared_data
+from support import REPO, needs_shared_data
 
 CONFIGS = sorted(p for p in (REPO / "eval").glob("*.yaml")
                  if p.name != "references.yaml" and yaml.safe_load(p.read_text()).get("ci", True))

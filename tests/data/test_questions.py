@@ -4,7 +4,7 @@ from __future__ import annotations
 from pipeline.data.runs import Run, Topics
 from pipeline.data.sets.questions import Exclude
 from pipeline.spec import parse
-from conftest import needs_shared_data
+from support import needs_shared_data
 
 
 def test_exclude_drops_the_listed_documents_only():
