@@ -8,6 +8,11 @@ All features -> MLP 150-50-2 -> log-softmax; NLL loss; ranking score = P(relevan
 Shapes: B pairs, n query tokens, m candidate tokens, E embedding width, F filters, L = max_query_length.
 Padding (id 0) is masked in every softmax (-inf), pooling and LSTM (packed sequences): appending padding to a
 query or candidate does not change its score (tests/rerank/test_hcan.py).
+
+Resolutions beyond MODELS.md: RM features are computed at the batch's query length and zero-padded to
+max_query_length (padding weighs 0 anyway); an empty text reads as one unknown word; sm_mode="code" also applies
+the code's ReLU to H; the code's embedding dropout and its IDF weighting of levels 0-1 only are not reproduced;
+the vocabulary, IDF collection and embedding choices are in pipeline/rerank/text.py and HCANConfig.
 """
 from __future__ import annotations
 
