@@ -1,6 +1,6 @@
 """Benchmark: training seconds per epoch and inference pairs/s of the neural rerankers on this machine.
 
-    python -m pipeline.benchmarks.rerank_speed [--models monobert hcan] [--threads 1] [--record]
+    python -m pipeline.benchmarks.rerank_speed [--models monobert hcan] [--threads 1 2] [--record]
 
 For each model (default: monobert, and hcan when it is installed) with its default config and training options:
 - training: `--steps` optimizer steps on batches of the training set (`--train`, default wikiqa/train) drawn exactly
@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="untimed training steps first (default 2)")
     parser.add_argument("--pairs", type=int, default=1000, help="pairs scored for inference (default 1000)")
     parser.add_argument("--batch-size", type=int, default=64, help="inference batch size (default 64)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's own, all cores)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[None], metavar="N",
+                        help="torch CPU threads, one row per value (default: torch's own, all cores)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--record", action="store_true", help="write eval/benchmarks/rerank-speed.json")
     args = parser.parse_args(argv)
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     log.configure(quiet=True)
     names = args.models or [name for name in DEFAULT_MODELS if _available(name)]
     rows = [bench_model(name, args.train, args.test, args.steps, args.warmup, args.pairs, args.batch_size,
-                        args.threads, args.device) for name in names]
+                        threads, args.device) for name in names for threads in args.threads]
     machine = (f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
                f"load average {os.getloadavg()[0]:.1f} at the end")
     print(machine)

@@ -133,3 +133,18 @@ def test_importing_the_cli_imports_no_torch():
     code = "import sys, pipeline.cli as c; c.build_parser(); print('torch' in sys.modules, 'transformers' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
+
+
+def test_bm25_then_monobert_takes_texts_from_the_index(checkpoint, cacm_index, cacm_topics_file):
+    """`bm25 % k >> monobert(ckpt=...)`: BM25 hits carry no text, so the reranker reads them from the index."""
+    from pipeline.data.topics import read_topics
+
+    topics = read_topics(cacm_topics_file).subset(["1", "2", "3"])
+    pipeline = parse(f"bm25(index={cacm_index}) % 5 >> monobert(ckpt={checkpoint}, index={cacm_index})")
+    first = pipeline[0](topics)
+    output = pipeline(topics)
+    assert output.ranking.keys() == first.ranking.keys()
+    assert all({d for d, _ in output[q]} == {d for d, _ in first[q][:5]} for q in first.ranking)
+    without_index = MonoBERTReranker(ckpt=str(checkpoint))
+    with pytest.raises(ConfigError, match="no index is given"):
+        without_index(topics, first.cut(5))
