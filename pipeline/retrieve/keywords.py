@@ -356,9 +356,15 @@ class KeywordExtractor:
         return tuple(self.dictionary.lookup(terms)[: self.max_keywords])
 
 
-@functools.lru_cache(maxsize=16)
 def extractor_for(name_or_path: str, max_keywords: int | None = None) -> KeywordExtractor:
-    return KeywordExtractor(load_dictionary(name_or_path), max_keywords)
+    """The extractor of a dictionary (preset or file), made once per loaded dictionary: a rewritten file gets a
+    new one."""
+    return _extractor(load_dictionary(name_or_path), max_keywords)
+
+
+@functools.lru_cache(maxsize=16)
+def _extractor(dictionary: KeywordDictionary, max_keywords: int | None) -> KeywordExtractor:
+    return KeywordExtractor(dictionary, max_keywords)
 
 
 @register

@@ -91,6 +91,18 @@ def test_keywords_of_a_text_ranked_by_score():
     assert extractor.keywords("今天天气不错") == ()
 
 
+def test_a_rewritten_dictionary_file_is_read_again(tmp_path):
+    import os
+
+    from pipeline.retrieve.keywords import extractor_for
+
+    path = _dictionary([("英雄", "game", 3.3)]).save(tmp_path / "d.tsv")
+    assert [k.word for k in extractor_for(str(path)).keywords("英雄联盟")] == ["英雄"]
+    _dictionary([("联盟", "sports", 2.0)]).save(path)
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    assert [k.word for k in extractor_for(str(path)).keywords("英雄联盟")] == ["联盟"]
+
+
 def test_keywords_stage_attaches_keywords_to_topics(zh_file):
     topics = Topics({"1": "英雄联盟什么英雄最好", "2": "今天天气不错"})
     stage = Keywords(zh_file)
