@@ -5,12 +5,11 @@ held in memory. Malformed input raises `InputError` naming the file, the 1-based
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Iterator
 
-from pipeline.data.files import first_line, numbered_lines, plain_suffix
+from pipeline.data.files import first_line, json_lines, numbered_lines, plain_suffix
 from pipeline.errors import InputError, MissingResourceError
 
 DOC_FORMATS = ("jsonl", "tsv", "trec")
@@ -55,13 +54,7 @@ def detect_doc_format(path: str | Path) -> str:
 
 
 def _jsonl_docs(path: Path) -> Iterator[dict]:
-    for number, line in numbered_lines(path):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(path, f"not a JSON object: {error.msg}", number) from None
-        if not isinstance(obj, dict):
-            raise InputError(path, "expected one JSON object per line", number)
+    for number, obj in json_lines(path):
         doc_id = obj.pop("id", None)
         if isinstance(doc_id, int) and not isinstance(doc_id, bool):
             doc_id = str(doc_id)

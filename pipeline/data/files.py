@@ -69,3 +69,17 @@ def first_line(path: str | Path) -> tuple[int, str]:
         return next(lines)
     finally:
         lines.close()
+
+
+def json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each line of a JSON-lines file; a line that is not a JSON object is an error."""
+    import json
+
+    for number, line in numbered_lines(path):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(path, f"not a JSON object: {error.msg}", number) from None
+        if not isinstance(record, dict):
+            raise InputError(path, "expected one JSON object per line", number)
+        yield number, record

@@ -6,12 +6,11 @@ input raises `InputError` naming the file, the line and the field (for SGML: the
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from pipeline.data.corpus import normalise, sgml_blocks
-from pipeline.data.files import atomic_write, first_line, numbered_lines, plain_suffix
+from pipeline.data.files import atomic_write, first_line, json_lines, numbered_lines, plain_suffix
 from pipeline.data.runs import Topics
 from pipeline.errors import InputError
 
@@ -116,13 +115,7 @@ def _cacm(path: Path):
 
 
 def _jsonl(path: Path):
-    for number, line in numbered_lines(path):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(path, f"not a JSON object: {error.msg}", number) from None
-        if not isinstance(obj, dict):
-            raise InputError(path, "expected one JSON object per line", number)
+    for number, obj in json_lines(path):
         qid, text = obj.pop("qid", None), obj.pop("query", None)
         if isinstance(qid, int) and not isinstance(qid, bool):
             qid = str(qid)

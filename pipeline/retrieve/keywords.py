@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from pipeline.cache import cache_root
-from pipeline.data.files import atomic_write, numbered_lines
+from pipeline.data.files import atomic_write, json_lines, numbered_lines
 from pipeline.data.runs import Run, Topics
 from pipeline.errors import ConfigError, InputError, UnknownNameError
 from pipeline.log import logger, progress
@@ -273,13 +273,9 @@ def _dataset_documents(names: Iterable[str], part: str | None, text_field: str |
 
 def _file_documents(path: Path, text_field: str, domain_field: str) -> Iterator[tuple[str, str]]:
     """(domain, text) from a JSONL file of objects with `text_field` and `domain_field`."""
-    for number, line in numbered_lines(path):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(path, f"not a JSON object: {error.msg}", number) from None
+    for number, record in json_lines(path):
         for field in (text_field, domain_field):
-            if not isinstance(record, dict) or not isinstance(record.get(field), str):
+            if not isinstance(record.get(field), str):
                 raise InputError(path, f"missing {field!r} string (choose the field with --text-field / "
                                        "--domain-field)", number, field)
         yield record[domain_field], record[text_field]
