@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from pipeline.errors import ConfigError
-from pipeline.stage import Compose, Cutoff, Fusion, Stage, get_stage_class
+from pipeline.stage import Stage, get_stage_class
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)
