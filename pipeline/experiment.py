@@ -177,7 +177,7 @@ def format_result(result: dict) -> str:
 
 def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", nargs="?", metavar="SPEC|YAML",
-                        help="a pipeline spec such as \"bm25(k1=0.9,b=0.4) % 100\", or an experiment file (.yaml); "
+                        help="a pipeline spec such as \"bm25(k1=0.9,b=0.4) %% 100\", or an experiment file (.yaml); "
                              "none: the default experiment")
     parser.add_argument("--dataset", metavar="NAME", help="dataset to run a spec on (topics, qrels, corpus)")
     parser.add_argument("--output", metavar="RUN", help="run file (default runs/<name>.trec)")
