@@ -22,5 +22,6 @@ def configure(quiet: bool = False, verbose: bool = False) -> None:
 
 
 def progress(iterable=None, desc: str = "", total: int | None = None, unit: str = "it"):
-    """A tqdm bar on stderr, hidden with -q and when stderr is not a terminal-like stream."""
-    return tqdm(iterable, desc=desc, total=total, unit=unit, disable=_quiet, leave=False, dynamic_ncols=True)
+    """A tqdm bar on stderr, hidden with -q and when stderr is not a terminal (logs and CI stay clean)."""
+    return tqdm(iterable, desc=desc, total=total, unit=unit, disable=True if _quiet else None, leave=False,
+                dynamic_ncols=True)
