@@ -2,7 +2,8 @@
 
 A reranker scores (query, candidate text) pairs. Texts come from the run itself (datasets that ship candidates:
 DL19/DL20 top-100, WikiQA, TrecQA) or, for candidates the run carries no text for, from the Lucene index the
-run came from: `index=DIR`, or the dataset's own index when the pipeline runs on a dataset (`bind`).
+run came from: `index=DIR`, or the dataset's own index when the pipeline runs on a dataset (`bind`), built only
+when some candidate of the run actually lacks a text.
 Subclasses implement `score_pairs(queries, texts) -> list[float]` (one score per pair) and `config()`.
 """
 from __future__ import annotations
@@ -19,17 +20,17 @@ class Reranker(Stage):
     cacheable = True
 
     index: str | None = None
+    _dataset = None  # the bound dataset, whose index is built only if a candidate lacks a text
 
     def score_pairs(self, queries: list[str], texts: list[str]) -> list[float]:
         raise NotImplementedError
 
     def bind(self, dataset) -> "Reranker":
+        """Remember the dataset (for its index, should a candidate of the run come without a text)."""
         if self.index is not None or "docs" not in getattr(dataset, "provides", ()):
             return self
-        from pipeline.retrieve.index import dataset_index
-
         bound = copy.copy(self)
-        bound.index = str(dataset_index(dataset))
+        bound._dataset = dataset
         return bound
 
     def candidate_texts(self, run: Run) -> dict[str, str]:
@@ -37,6 +38,10 @@ class Reranker(Stage):
         missing = {d for hits in run.ranking.values() for d, _ in hits if d not in run.texts}
         if not missing:
             return run.texts
+        if self.index is None and self._dataset is not None:
+            from pipeline.retrieve.index import dataset_index
+
+            self.index = str(dataset_index(self._dataset))
         if self.index is None:
             raise ConfigError(f"{self!r}: the run carries no text for {len(missing)} candidates (e.g. "
                               f"{sorted(missing)[0]!r}) and no index is given: pass index=DIR")
@@ -61,6 +66,8 @@ class Reranker(Stage):
         return Run.from_scores(reranked, run.texts, tag=self.name)
 
     def fingerprint(self) -> str:
+        """The bound dataset and the build record of the index texts come from."""
         from pipeline.retrieve.lucene import read_index_metadata
 
-        return repr(read_index_metadata(self.index)) if self.index else ""
+        dataset = self._dataset.name if self._dataset is not None else ""
+        return f"{dataset}\x1f{read_index_metadata(self.index) if self.index else ''}"

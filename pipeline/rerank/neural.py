@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import dataclasses
 import difflib
 from dataclasses import dataclass
@@ -162,24 +161,6 @@ class NeuralReranker(Reranker):
         TrainOptions(**self.train_options)  # type checks now, not after minutes of work
         self.truncated = 0  # pairs truncated by the last transform
         self._model = None
-        self._dataset = None  # bound dataset: its index is built only if a candidate lacks a text
-
-    def bind(self, dataset) -> "NeuralReranker":
-        """Remember the dataset; unlike `Reranker.bind`, build its index only when the run lacks texts (datasets
-        that ship candidates with texts -- WikiQA, TrecQA, DL19/20 -- never need one)."""
-        if self.index is not None or "docs" not in getattr(dataset, "provides", ()):
-            return self
-        bound = copy.copy(self)
-        bound._dataset = dataset
-        return bound
-
-    def candidate_texts(self, run):
-        if self.index is None and self._dataset is not None and any(
-                d not in run.texts for hits in run.ranking.values() for d, _ in hits):
-            from pipeline.retrieve.index import dataset_index
-
-            self.index = str(dataset_index(self._dataset))
-        return super().candidate_texts(run)
 
     def config(self) -> dict:
         config = {"ckpt": self.ckpt} if self.ckpt is not None else {"train": self.train, "dev": self.dev}
@@ -195,8 +176,7 @@ class NeuralReranker(Reranker):
         from pipeline.rerank.checkpoint import checkpoint_digest
 
         model = checkpoint_digest(self.ckpt) if self.ckpt else self.recipe().key()
-        dataset = self._dataset.name if self._dataset is not None else ""
-        return f"{model}\x1f{dataset}\x1f{super().fingerprint()}"
+        return f"{model}\x1f{super().fingerprint()}"
 
     def recipe(self):
         from pipeline.rerank.train import Recipe
