@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.data.files import atomic_write, numbered_lines
+from pipeline.data.files import numbered_lines
 from pipeline.errors import InputError
 
 Qrels = dict[str, dict[str, int]]
@@ -26,9 +26,3 @@ def read_qrels(path: str | Path) -> Qrels:
         judged[docid] = level
     return qrels
 
-
-def write_qrels(qrels: Qrels, path: str | Path) -> None:
-    with atomic_write(path) as out:
-        for qid, judged in qrels.items():
-            for docid, level in judged.items():
-                out.write(f"{qid} 0 {docid} {level}\n")

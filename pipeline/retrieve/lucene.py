@@ -238,7 +238,7 @@ class LuceneIndex:
             results = [one(item) for item in items]
         else:
             with ThreadPoolExecutor(threads) as pool:
-                results = list(pool.map(one, items, chunksize=max(1, min(64, len(items) // (threads * 4) or 1))))
+                results = list(pool.map(one, items))
         return {qid: hits for (qid, _), hits in zip(items, results)}
 
     def search_rm3(self, queries: dict[str, str], k: int, k1: float, b: float, threads: int, fb_terms: int = 10,
