@@ -11,6 +11,7 @@ Every stage has a registry `name` and a `config()` dict; `repr` prints it in the
 """
 from __future__ import annotations
 
+import math
 import time
 from typing import ClassVar
 
@@ -214,24 +215,32 @@ class Candidates(Stage):
 @register
 class Fusion(Stage):
     """Fuse the runs of several stages: reciprocal rank fusion, sum_i 1/(k + rank_i) (Cormack et al. 2009),
-    or, with `method="weighted"`, sum_i w_i * score_i. Candidate texts of all inputs are kept."""
+    or, with `method="weighted"`, sum_i w_i * norm(score_i) (CombSUM; a document absent from a run adds 0).
+    `norm` rescales each run's scores per query before weighting, so that scores on different scales (a
+    probability, a BM25 sum) can be interpolated: "none", "minmax" ((s - min) / (max - min)) or "zscore"
+    ((s - mean) / population std); a query whose scores are all equal gets 0 for each. Candidate texts of all
+    inputs are kept."""
 
     name = "fusion"
 
     def __init__(self, *stages: Stage, method: str = "rrf", k: int = 60, weights: tuple[float, ...] | None = None,
-                 depth: int = 1000):
+                 depth: int = 1000, norm: str = "none"):
         self.stages = tuple(s for stage in stages for s in (stage.stages if isinstance(stage, Fusion) and stage._plain() else (stage,)))
         if method not in ("rrf", "weighted"):
             raise ValueError(f"fusion method must be 'rrf' or 'weighted', got {method!r}")
+        if norm not in NORMS:
+            raise ValueError(f"fusion norm must be one of {', '.join(NORMS)}, got {norm!r}")
+        if norm != "none" and method != "weighted":
+            raise ValueError("fusion norm applies to method=weighted (reciprocal rank fusion uses ranks, not scores)")
         if weights is not None and len(weights) != len(self.stages):
             raise ValueError(f"{len(weights)} weights for {len(self.stages)} fused stages")
-        self.method, self.k, self.depth = method, k, depth
+        self.method, self.k, self.depth, self.norm = method, k, depth, norm
         self.weights = tuple(weights) if weights is not None else (1.0,) * len(self.stages)
         self.needs_run = any(s.needs_run for s in self.stages)
 
     def bind(self, dataset) -> "Fusion":
         return Fusion(*(s.bind(dataset) for s in self.stages), method=self.method, k=self.k, weights=self.weights,
-                      depth=self.depth)
+                      depth=self.depth, norm=self.norm)
 
     def _plain(self) -> bool:
         return self.method == "rrf" and self.k == 60 and set(self.weights) == {1.0} and self.depth == 1000
@@ -244,20 +253,36 @@ class Fusion(Stage):
             texts.update(output.texts)
             for qid, hits in output.ranking.items():
                 scores = fused.setdefault(qid, {})
-                for rank, (docid, score) in enumerate(hits[: self.depth], start=1):
-                    gain = 1.0 / (self.k + rank) if self.method == "rrf" else score
+                hits = hits[: self.depth]
+                gains = [1.0 / (self.k + rank) for rank in range(1, len(hits) + 1)] if self.method == "rrf" else \
+                    NORMS[self.norm]([score for _, score in hits])
+                for (docid, _), gain in zip(hits, gains):
                     scores[docid] = scores.get(docid, 0.0) + weight * gain
         return Run.from_scores(fused, texts, tag=self.method)
 
     def config(self) -> dict:
         return {"stages": [repr(s) for s in self.stages], "method": self.method, "k": self.k,
-                "weights": list(self.weights), "depth": self.depth}
+                "weights": list(self.weights), "depth": self.depth} | ({"norm": self.norm} if self.norm != "none" else {})
 
     def __repr__(self) -> str:
         if self._plain():
             return " + ".join(f"({s!r})" if isinstance(s, Compose) else repr(s) for s in self.stages)
         options = {k: v for k, v in self.config().items() if k != "stages"}
         return f"fusion({', '.join([*map(repr, self.stages), *(f'{k}={_format_value(v)}' for k, v in options.items())])})"
+
+
+def _minmax(scores: list[float]) -> list[float]:
+    low, high = min(scores, default=0.0), max(scores, default=0.0)
+    return [(s - low) / (high - low) if high > low else 0.0 for s in scores]
+
+
+def _zscore(scores: list[float]) -> list[float]:
+    mean = math.fsum(scores) / len(scores) if scores else 0.0
+    std = math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / len(scores)) if scores else 0.0
+    return [(s - mean) / std if std > 0 else 0.0 for s in scores]
+
+
+NORMS = {"none": list, "minmax": _minmax, "zscore": _zscore}  # per-query score normalisation for weighted fusion
 
 
 def rrf(*stages: Stage, k: int = 60, depth: int = 1000) -> Fusion:

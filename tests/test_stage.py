@@ -94,3 +94,20 @@ def test_bad_cutoff(k):
 def test_operator_with_non_stage():
     with pytest.raises(TypeError, match="must be Stages"):
         A >> 3
+
+
+def test_weighted_fusion_normalises_per_query():
+    minmax = Fusion(A, B, method="weighted", weights=(1.0, 1.0), norm="minmax")(TOPICS)
+    # q1: A minmax a=1, b=0.5, c=0; B minmax c=1, a=0 -> a 1.0, c 1.0, b 0.5; q2: B has one hit -> 0
+    assert dict(minmax["q1"]) == pytest.approx({"a": 1.0, "c": 1.0, "b": 0.5})
+    assert dict(minmax["q2"]) == pytest.approx({"x": 1.0, "y": 0.0})
+    zscore = Fusion(A, B, method="weighted", weights=(0.5, 2.0), norm="zscore")(TOPICS)
+    std = (2 / 3) ** 0.5  # A's q1 scores 3, 2, 1
+    assert dict(zscore["q1"]) == pytest.approx({"a": 0.5 * 1 / std - 2.0, "b": 0.0, "c": 0.5 * -1 / std + 2.0})
+    assert "norm=zscore" in repr(Fusion(A, B, method="weighted", norm="zscore"))
+
+
+@pytest.mark.parametrize("options", [{"norm": "max"}, {"method": "rrf", "norm": "minmax"}])
+def test_bad_fusion_norm(options):
+    with pytest.raises(ValueError, match="norm"):
+        Fusion(A, B, **options)
