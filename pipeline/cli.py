@@ -20,6 +20,7 @@ COMMANDS = {
     "keywords": ("pipeline.retrieve.keywords", "diff-idf domain keyword dictionaries: build, extract keywords"),
     "eval": ("pipeline.evaluate", "evaluate run files with ir-measures (tables, significance, plots)"),
     "run": ("pipeline.experiment", "run a pipeline spec or an experiment file end to end (run file + scores)"),
+    "tune": ("pipeline.tune", "grid-search a spec's {placeholders} on a tuning set (e.g. fusion weights on dev)"),
     "leaderboard": ("pipeline.leaderboard", "regenerate eval/LEADERBOARD.md from eval/results and references"),
     "rerank": ("pipeline.rerank.neural", "rerank a run file with a neural model checkpoint"),
     "train": ("pipeline.rerank.train", "train a neural reranker (checkpoint folder, train.jsonl log, --resume)"),

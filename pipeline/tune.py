@@ -1,0 +1,114 @@
+"""`irpipe tune`: grid search of a pipeline's parameters on a tuning set (PyTerrier's GridSearch, from a spec).
+
+The spec names each tuned value with a `{placeholder}`; every combination of the `--grid` values is substituted,
+run on the dataset and scored with one measure. Example — the weight of a neural score against IDF overlap,
+tuned on the dev questions (only the ratio of the two weights matters for the ranking):
+
+    irpipe tune "fusion(hcan(ckpt=DIR), overlap(idf=true), method=weighted, weights=[{w}, 1], norm=zscore)" \\
+        --dataset trecqa/raw-dev --grid w=0.5,1,2,3 --measure AP
+
+Stage outputs are cached, so a stage whose spec does not change across the grid (here hcan and overlap) runs
+once. Ties keep the first combination in grid order. The winning spec is printed last; `--output` writes every
+row as JSON (atomically).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import re
+
+from pipeline.data.files import atomic_write
+from pipeline.errors import ConfigError
+from pipeline.log import logger
+
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def parse_grid(items: list[str]) -> dict[str, list[str]]:
+    """["w=0.5,1,2", "k=10,20"] -> {"w": ["0.5", "1", "2"], "k": ["10", "20"]} (values stay spec text)."""
+    grid: dict[str, list[str]] = {}
+    for item in items:
+        name, sep, values = item.partition("=")
+        name = name.strip()
+        choices = [v.strip() for v in values.split(",") if v.strip()] if sep else []
+        if not re.fullmatch(r"\w+", name) or not choices:
+            raise ConfigError(f"--grid {item!r}: expected NAME=V1,V2,... (e.g. w=0.5,1,2)")
+        if name in grid:
+            raise ConfigError(f"--grid {name} given twice")
+        grid[name] = choices
+    return grid
+
+
+def expand(spec: str, grid: dict[str, list[str]]) -> list[tuple[dict[str, str], str]]:
+    """Every combination of the grid values (in grid order) with the spec it makes."""
+    used = set(PLACEHOLDER.findall(spec))
+    if used - grid.keys():
+        raise ConfigError(f"no --grid for placeholder(s) {', '.join(sorted(used - grid.keys()))} in {spec!r}")
+    if grid.keys() - used:
+        raise ConfigError(f"--grid {', '.join(sorted(grid.keys() - used))} not used by the spec: write "
+                          f"{{name}} where a value goes")
+    names = list(grid)
+    combinations = [dict(zip(names, values)) for values in itertools.product(*(grid[n] for n in names))]
+    return [(values, PLACEHOLDER.sub(lambda m, v=values: v[m.group(1)], spec)) for values in combinations]
+
+
+def grid_search(spec: str, dataset_name: str, grid: dict[str, list[str]], measure: str,
+                extra_measures: list[str] = (), rel_level: int | None = None) -> list[dict]:
+    """Run and score every combination; rows in grid order, each {"values", "spec", "measures"}."""
+    from pipeline.evaluate import evaluate, parse_measure
+    from pipeline.experiment import run_pipeline
+
+    rows = []
+    for number, (values, concrete) in enumerate(expand(spec, grid), start=1):
+        logger.info("tune %d: %s", number, concrete)
+        run, _, dataset = run_pipeline(concrete, dataset_name)
+        level = rel_level if rel_level is not None else dataset.rel_level
+        measures = list(dict.fromkeys([measure, *extra_measures]))
+        rows.append({"values": values, "spec": concrete, "measures": evaluate(run, dataset.qrels(), measures, level),
+                     "key": str(parse_measure(measure, level))})
+    return rows
+
+
+def best(rows: list[dict]) -> dict:
+    """The row with the highest tuned measure; the first in grid order among equals."""
+    return max(rows, key=lambda row: row["measures"][row["key"]])  # max keeps the first of equal scores
+
+
+def format_rows(rows: list[dict]) -> str:
+    names = list(rows[0]["values"])
+    measures = list(rows[0]["measures"])
+    top = best(rows)
+    header = [*names, *measures]
+    lines = ["  ".join(f"{h:>10}" for h in header)]
+    for row in rows:
+        cells = [*row["values"].values(), *(f"{row['measures'][m]:.4f}" for m in measures)]
+        lines.append("  ".join(f"{c:>10}" for c in cells) + ("  <- best" if row is top else ""))
+    lines.append(f"best {top['key']} {top['measures'][top['key']]:.4f}: {top['spec']}")
+    return "\n".join(lines)
+
+
+# -- irpipe tune --------------------------------------------------------------------------------------------
+
+def define_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", metavar="SPEC", help="a pipeline spec with {name} placeholders")
+    parser.add_argument("--dataset", required=True, metavar="NAME", help="the tuning set (e.g. a dev split)")
+    parser.add_argument("--grid", action="append", required=True, metavar="NAME=V1,V2,...",
+                        help="values of one placeholder (repeat for several; all combinations are run)")
+    parser.add_argument("--measure", default="AP", metavar="MEASURE", help="the measure to maximise (default AP)")
+    parser.add_argument("--eval", metavar="MEASURES", help="further measures to report, comma-separated")
+    parser.add_argument("--rel-level", type=int, metavar="N", help="binary relevance level (default: the dataset's)")
+    parser.add_argument("--output", metavar="JSON", help="write every row (values, spec, scores) here")
+
+
+def main(args: argparse.Namespace) -> int:
+    grid = parse_grid(args.grid)
+    extra = [m.strip() for m in (args.eval or "").split(",") if m.strip()]
+    rows = grid_search(args.spec, args.dataset, grid, args.measure, extra, args.rel_level)
+    print(format_rows(rows))
+    if args.output:
+        with atomic_write(args.output) as out:
+            json.dump({"spec": args.spec, "dataset": args.dataset, "measure": args.measure, "rows": rows,
+                       "best": best(rows)}, out, indent=2)
+            out.write("\n")
+    return 0
