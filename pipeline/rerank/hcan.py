@@ -4,6 +4,8 @@ Query and candidate share a word embedding and an encoder that yields levels 0..
 level l covers (l+1)-grams). Per level: relevance matching (RM, no parameters: similarity matrix, softmax,
 max/mean pooling, IDF weights) and, for l >= 1, semantic matching (SM: BiDAF-style co-attention + BiLSTM).
 All features -> MLP 150-50-2 -> log-softmax; NLL loss; ranking score = P(relevant).
+`external_features=True` is the authors' code option `--ext` (off by default, as there): four word-overlap
+features of the pair join the MLP input (see `overlap_features`).
 
 Shapes: B pairs, n query tokens, m candidate tokens, E embedding width, F filters, L = max_query_length.
 Padding (id 0) is masked in every softmax (-inf), pooling and LSTM (packed sequences): appending padding to a
@@ -30,6 +32,7 @@ from pipeline.errors import ConfigError
 from pipeline.log import logger
 from pipeline.rerank.model import Batch, RerankModel
 from pipeline.rerank.neural import register_model
+from pipeline.rerank.overlap import STOP_WORDS
 from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
 
 _CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"), "idf_stat": ("df", "cf"),
@@ -59,6 +62,7 @@ class HCANConfig:
     sm_hidden: int = 150             # d, both directions together
     rm_only: bool = False
     sm_only: bool = False
+    external_features: bool = False  # the code's --ext: + 4 word-overlap features before the MLP (overlap_features)
     seed: int = 0                    # unknown-word rows and word2vec (`hcan(seed=N)` also seeds the training run)
 
     def check(self) -> None:
@@ -143,6 +147,20 @@ def relevance_matching(uq, uc, qmask, cmask, idf, c: HCANConfig) -> torch.Tensor
     return torch.cat([F.pad(f, (0, c.max_query_length - f.size(1))) for f in features], 1)  # (B, 2L): fixed width
 
 
+def overlap_features(query: list[str], doc: list[str], idf: IdfTable) -> list[float]:
+    """The four overlap features of the code's --ext (word overlap and IDF-weighted overlap, over all words and
+    over non-stop words; Yu et al. 2014, Severyn & Moschitti 2015), each the share of the query's distinct words
+    (or of their IDF mass) found in the candidate, so all lie in [0, 1]. The code reads them pre-computed and
+    z-normalised per split from overlap_feats.txt, which exists for raw-dev/raw-test only; this computes them for
+    any pair, with the model's own unigram IDF (training collection). Stop words: Lucene's English set."""
+    found, features = set(doc), []
+    for words in (set(query), set(query) - STOP_WORDS):
+        for weight in ((lambda w: 1.0), (lambda w: idf.weight(w, 1))):
+            total = sum(weight(w) for w in words)
+            features.append(sum(weight(w) for w in words & found) / total if total > 0 else 0.0)
+    return features
+
+
 # -- semantic matching -------------------------------------------------------------------------------------------
 class CoAttention(nn.Module):
     """A = REP(U_q w_q) + REP(U_c w_c) + U_q W_b U_c^T; Ũ_q = A^T U_q; Ũ_c BiDAF-style; H (B, m, 4F)."""
@@ -209,6 +227,7 @@ class HCAN(RerankModel):
         self.sm = nn.ModuleList([] if c.rm_only else [SemanticMatching(c) for _ in range(c.levels)])
         width = 0 if c.sm_only else (c.levels + 1) * c.max_query_length * (2 if c.rm_mode == "paper" else 1)
         width += 0 if c.rm_only else c.levels * c.sm_hidden * (2 if c.sm_mode == "code" else 1)
+        width += 4 if c.external_features else 0
         self.classifier = nn.Sequential(nn.Linear(width, 150), nn.ReLU(), nn.Linear(150, 50), nn.ReLU(),
                                         nn.Linear(50, 2))
 
@@ -266,6 +285,7 @@ class HCAN(RerankModel):
         query_ids = torch.zeros(len(qs), n, dtype=torch.long)
         doc_ids = torch.zeros(len(ds), m, dtype=torch.long)
         query_idf = torch.zeros(len(qs), c.levels + 1, n)
+        overlap = torch.zeros(len(qs), 4)
         weights: dict[tuple, list[list[float]]] = {}
         for i, ((q, q_cut), (d, d_cut)) in enumerate(zip(qs, ds)):
             truncated += q_cut or d_cut
@@ -275,11 +295,16 @@ class HCAN(RerankModel):
             if key not in weights:
                 weights[key] = [self.idf.positions(q, 0 if c.encoder == "contextual" else l) for l in range(c.levels + 1)]
             query_idf[i, :, :len(q)] = torch.tensor(weights[key])
-        return Batch({"query_ids": query_ids, "doc_ids": doc_ids, "query_idf": query_idf}, truncated, len(qs))
+            if c.external_features:
+                overlap[i] = torch.tensor(overlap_features(q, d, self.idf))
+        tensors = {"query_ids": query_ids, "doc_ids": doc_ids, "query_idf": query_idf}
+        return Batch(tensors | ({"overlap": overlap} if c.external_features else {}), truncated, len(qs))
 
     # -- the network ----------------------------------------------------------------------------------------------
-    def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_idf: torch.Tensor) -> torch.Tensor:
-        """(B, n), (B, m), (B, N+1, n) -> (B, 2) log-probabilities of (non-relevant, relevant)."""
+    def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_idf: torch.Tensor,
+                overlap: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, n), (B, m), (B, N+1, n) [, (B, 4) overlap features] -> (B, 2) log-probabilities of (non-relevant,
+        relevant)."""
         c = self.config
         qmask, cmask = query_ids != 0, doc_ids != 0                         # (B, n), (B, m)
         qlen, clen = qmask.sum(1).cpu(), cmask.sum(1).cpu()
@@ -290,6 +315,8 @@ class HCAN(RerankModel):
             features += [relevance_matching(uqs[l], ucs[l], qmask, cmask, query_idf[:, l], c) for l in range(c.levels + 1)]
         if not c.rm_only:
             features += [sm(uqs[l], ucs[l], qmask, cmask, clen) for l, sm in enumerate(self.sm, 1)]
+        if c.external_features:
+            features.append(overlap)                                       # (B, 4)
         return F.log_softmax(self.classifier(torch.cat(features, 1)), 1)   # (B, 2)
 
     def score(self, output: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.hcan import HCAN, CoAttention, HCANConfig, relevance_matching
+from pipeline.rerank.hcan import HCAN, CoAttention, HCANConfig, overlap_features, relevance_matching
 from pipeline.rerank.text import tokenize
 
 QUERIES = ["who wrote the iron lady ?", "what is the capital of france ?", "who wrote the iron lady ?",
@@ -31,15 +31,15 @@ def build(**overrides) -> HCAN:
 
 def padded(tensors: dict, query: int, doc: int) -> dict:
     """The same batch with `query` / `doc` extra padding positions appended."""
-    return {"query_ids": F.pad(tensors["query_ids"], (0, query)), "doc_ids": F.pad(tensors["doc_ids"], (0, doc)),
-            "query_idf": F.pad(tensors["query_idf"], (0, query))}
+    return tensors | {"query_ids": F.pad(tensors["query_ids"], (0, query)),
+                      "doc_ids": F.pad(tensors["doc_ids"], (0, doc)), "query_idf": F.pad(tensors["query_idf"], (0, query))}
 
 
 MODES = [dict(encoder=e, rm_mode=m, sm_mode=m, rm_softmax=s) for e in ("deep", "wide", "contextual")
-         for m in ("paper", "code") for s in ("query", "context")]
+         for m in ("paper", "code") for s in ("query", "context")] + [dict(external_features=True)]
 
 
-@pytest.mark.parametrize("options", MODES, ids=lambda o: "-".join(o.values()))
+@pytest.mark.parametrize("options", MODES, ids=lambda o: "-".join(map(str, o.values())))
 def test_appending_padding_does_not_change_a_score(options):
     model = build(**options)
     batch = model.prepare(QUERIES, DOCS)
@@ -209,3 +209,17 @@ def test_trains_and_round_trips_through_the_framework(tiny_qa, tmp_path):
     stage = get_stage_class("hcan")(ckpt=str(tmp_path / "hcan"))
     reranked = stage(tiny_qa.topics(), tiny_qa.run())
     assert len(reranked) == 8 and reranked.num_hits() == 40
+
+
+def test_overlap_features_by_hand():
+    model = build(external_features=True)
+    query, doc = tokenize("who wrote the iron lady ?"), tokenize("hugo young wrote the iron lady , a film .")
+    idf = {w: model.idf.weight(w, 1) for w in set(query)}
+    content = {"who", "wrote", "iron", "lady", "?"}                        # "the" is a Lucene stop word
+    expected = [4 / 6, sum(idf[w] for w in ("wrote", "the", "iron", "lady")) / sum(idf.values()),
+                3 / 5, sum(idf[w] for w in ("wrote", "iron", "lady")) / sum(idf[w] for w in content)]
+    assert overlap_features(query, doc, model.idf) == pytest.approx(expected)
+    assert overlap_features(["the"], ["a"], model.idf)[2:] == [0.0, 0.0]   # no content word: 0, not a division by 0
+    batch = model.prepare([" ".join(query)], [" ".join(doc)])
+    torch.testing.assert_close(batch.tensors["overlap"], torch.tensor([expected]), rtol=0, atol=1e-6)
+    assert model.classifier[0].in_features == build().classifier[0].in_features + 4
