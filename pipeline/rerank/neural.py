@@ -11,8 +11,9 @@ With `train=DATASET` (+ `dev=`, and any `TrainOptions` field: epochs, lr, seed, 
 model is trained once and kept under `<irpipe cache>/models/<key>`, key = model + recipe + model config + the
 data's checksums; later runs load it from there. Other keyword arguments set fields of the model's config
 (`monobert(ckpt=DIR, max_length=512)`, `hcan(train=trecqa/train, encoder=wide)`). `batch_size`, `device`
-("auto": CUDA when present), `amp` ("bf16" | "fp16" autocast) and `threads` (torch CPU threads) are about how the
-model runs (inference, and a recipe's training too), not what it computes: they are not part of a recipe's key.
+("auto": CUDA when present) and `threads` (torch CPU threads) are about how the model runs (inference, and a
+recipe's training too), not what it computes: they are not part of a recipe's key. `amp` ("bf16" | "fp16"
+autocast) applies to both too, but is part of the key: training in half precision computes another model.
 
 Scoring (`predict`) sorts the pairs by length so that a batch holds similar lengths (less padding), runs under
 `torch.inference_mode` (and autocast when asked), and counts the pairs the model had to truncate; the stage logs
