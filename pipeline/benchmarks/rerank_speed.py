@@ -44,8 +44,7 @@ def bench_model(name: str, train: str, test: str, steps: int, warmup: int, pairs
     from pipeline.data.registry import get_dataset
     from pipeline.rerank.checkpoint import model_class
     from pipeline.rerank.neural import predict, resolve_device
-    from pipeline.rerank.train import (_batch_loss, _batches, _epoch_size, examples_from, make_optimizer,
-                                       resolve_options)
+    from pipeline.rerank.train import _batch_loss, _batches, _epoch_size, _Stepper, examples_from, resolve_options
 
     if threads:
         torch.set_num_threads(threads)
@@ -58,17 +57,15 @@ def bench_model(name: str, train: str, test: str, steps: int, warmup: int, pairs
     model = cls.from_training_data(config, list(examples.queries.values()), list(examples.texts.values()))
     device = resolve_device(device)
     model.to(device).train()
-    optimizer = make_optimizer(model, options)
+    epoch_steps = -(-_epoch_size(examples, loss_kind, options) // options.train_batch_size)
+    stepper = _Stepper(model, options, epoch_steps * options.epochs, False, device)  # the training loop's own step
     batches = _batches(examples, loss_kind, options, torch.Generator().manual_seed(0))[:warmup + steps]
     for i, batch in enumerate(batches):
         if i == warmup:
             start = time.perf_counter()
         loss, _ = _batch_loss(model, examples, batch, loss_kind, options, device)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        stepper.step(loss)
     step_seconds = (time.perf_counter() - start) / max(1, len(batches) - warmup)
-    epoch_steps = -(-_epoch_size(examples, loss_kind, options) // options.train_batch_size)
 
     candidates = get_dataset(test).run()
     topics = get_dataset(test).topics()
