@@ -84,7 +84,7 @@ class EncodingStore:
 
     def get(self, docid: str) -> torch.Tensor:
         number, offset, rows = self._where[docid]
-        return torch.from_numpy(np.asarray(self._array(number)[offset:offset + rows], dtype=np.float32))
+        return torch.from_numpy(np.array(self._array(number)[offset:offset + rows], dtype=np.float32))  # a copy
 
 
 def read_manifest(directory: Path) -> dict | None:
