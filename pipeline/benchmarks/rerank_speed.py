@@ -14,17 +14,10 @@ The machine is described in the output (cores, threads, load average: other proc
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
 import time
-from pathlib import Path
 
-from pipeline.data.files import atomic_write
-
-REPO = Path(__file__).resolve().parents[2]
-
+from pipeline.benchmarks import machine, record
 
 def bench_model(name: str, train: str, test: str, steps: int, warmup: int, pairs: int, batch_size: int,
                 threads: int | None, device: str = "auto") -> dict:
@@ -99,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.models or model_names()
     rows = [bench_model(name, args.train, args.test, args.steps, args.warmup, args.pairs, args.batch_size,
                         threads, args.device) for name in names for threads in args.threads]
-    machine = (f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
-               f"load average {os.getloadavg()[0]:.1f} at the end")
-    print(machine)
+    print(machine())
     print(f"{'model':<10} {'dev':>4} {'thr':>3} {'train pairs/s':>13} {'s/step':>7} {'steps/epoch':>11} "
           f"{'s/epoch (extrapolated)':>22} {'infer pairs/s':>13}")
     for row in rows:
@@ -109,11 +100,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['seconds_per_step']:>7} {row['epoch_steps']:>11} {row['seconds_per_epoch']:>22} "
               f"{row['inference_pairs_per_s']:>13}")
     if args.record:
-        record = {"command": "python -m pipeline.benchmarks.rerank_speed " + " ".join(argv or sys.argv[1:]),
-                  "machine": machine, "rows": rows}
-        with atomic_write(REPO / "eval" / "benchmarks" / "rerank-speed.json") as out:
-            json.dump(record, out, indent=2)
-            out.write("\n")
+        record("rerank-speed", __spec__.name, argv, {"rows": rows})
     return 0
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Iterator
 
+from pipeline.commands.rerank import add_model_args
 from pipeline.errors import ConfigError
 
 
@@ -29,11 +30,7 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=("fp16", "fp32"), default="fp16", help="stored precision (default fp16)")
     parser.add_argument("--shard-size", type=int, default=10_000, metavar="N", help="documents per shard (default 10,000)")
     parser.add_argument("--batch-size", type=int, default=64, metavar="N", help="documents per batch (default 64)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="config",
-                        help="a model config field (max_length=512, ...); repeatable")
-    parser.add_argument("--device", default="auto", metavar="DEV", help="auto (default), cpu, cuda, cuda:N")
-    parser.add_argument("--amp", choices=("bf16", "fp16"), help="autocast dtype")
-    parser.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: all cores)")
+    add_model_args(parser)
 
 
 def _documents(args) -> Iterator[tuple[str, str]]:

@@ -11,6 +11,15 @@ from pipeline.errors import ConfigError
 from pipeline.log import logger
 
 
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    """How a model is set up and run: config fields, device, autocast, threads (rerank and encode)."""
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="config",
+                        help="a model config field (max_length=512, ...); repeatable")
+    parser.add_argument("--device", default="auto", metavar="DEV", help="auto (default: CUDA when present), cpu, cuda, cuda:N")
+    parser.add_argument("--amp", choices=("bf16", "fp16"), help="autocast dtype (bf16 on CPU or CUDA, fp16 on CUDA)")
+    parser.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: all cores)")
+
+
 def define_args(parser: argparse.ArgumentParser) -> None:
     from pipeline.data.runs import RUN_FORMATS
 
@@ -25,11 +34,7 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-format", choices=RUN_FORMATS, default="trec")
     parser.add_argument("--store", metavar="DIR", help="stored document encodings (late-interaction models: irpipe encode)")
     parser.add_argument("--batch-size", type=int, default=64, metavar="N", help="pairs per batch (default 64)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="config",
-                        help="a model config field (max_length=512, ...); repeatable")
-    parser.add_argument("--device", default="auto", metavar="DEV", help="auto (default: CUDA when present), cpu, cuda, cuda:N")
-    parser.add_argument("--amp", choices=("bf16", "fp16"), help="autocast dtype (bf16 on CPU or CUDA, fp16 on CUDA)")
-    parser.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: all cores)")
+    add_model_args(parser)
     parser.add_argument("--eval", metavar="MEASURES", help="with --dataset: evaluate the output (e.g. RR@10,AP,nDCG@10)")
 
 
