@@ -150,3 +150,19 @@ def test_bm25_then_monobert_takes_texts_from_the_index(checkpoint, cacm_index, c
     without_index = MonoBERT.stage(ckpt=str(checkpoint))
     with pytest.raises(ConfigError, match="no index is given"):
         without_index(topics, first.cut(5))
+
+
+def test_a_bound_stage_keeps_its_identity_when_it_runs(checkpoint, shared_data, tmp_path, monkeypatch):
+    """Running a reranker bound to a dataset builds (or finds) the dataset's index for candidates without a text;
+    its repr, config and fingerprint (its cache key) stay what they were."""
+    from pipeline.data.registry import get_dataset
+
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    cacm = get_dataset("cacm")
+    topics = cacm.topics().subset(["1", "2"])
+    stage = MonoBERT.stage(ckpt=str(checkpoint)).bind(cacm)
+    before = (repr(stage), stage.config(), stage.fingerprint())
+    run = Run({qid: [("CACM-0001", 2.0), ("CACM-0002", 1.0)] for qid in topics})  # no texts: read from the index
+    output = stage(topics, run)
+    assert output.num_hits() == 4
+    assert (repr(stage), stage.config(), stage.fingerprint()) == before
