@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 
 from pipeline.errors import ConfigError
-from pipeline.log import logger
 
 TRAINING_FLAGS = ("epochs", "lr", "train_batch_size", "seed", "negatives", "depth", "measure", "patience",
                   "train_queries", "device", "amp", "threads")
@@ -73,12 +72,8 @@ def main(args: argparse.Namespace) -> int:
     overrides = key_values(args.config, "--set")
     if args.loss is not None:
         overrides["loss"] = args.loss
-    try:
-        result = train(args.model, args.train, args.out, dev=args.dev, options=options, overrides=overrides,
-                       resume=args.resume)
-    except KeyboardInterrupt:
-        logger.warning("interrupted: the last finished epoch is saved; continue with the same command and --resume")
-        raise
+    result = train(args.model, args.train, args.out, dev=args.dev, options=options, overrides=overrides,
+                   resume=args.resume)  # an interrupt is reported by the loop, with what was saved
     scores = ", ".join(f"{k} {v:.4f}" for k, v in result.best.items() if v is not None)
     print(f"{result.out}: best epoch {result.best_epoch} of {len(result.history)}{': dev ' + scores if scores else ''}")
     return 0

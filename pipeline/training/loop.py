@@ -37,7 +37,7 @@ from pipeline.training.examples import DevSet, Examples, dataset_fingerprint, ep
     examples_from, get_dataset
 from pipeline.training.optim import Stepper
 from pipeline.training.options import RUNTIME_OPTIONS, TrainOptions, resolve_options
-from pipeline.training.state import load_state, rng_state, save_state, set_rng_state
+from pipeline.training.state import committed_epoch, has_state, load_state, rng_state, save_state, set_rng_state, sweep_state
 
 LOG_FILE = "train.jsonl"
 STATE_DIR = "state"
@@ -89,7 +89,7 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
     maximize = dev_set is not None and options.measure != "loss"  # without dev: the train loss, lower is better
     generator = torch.Generator()
 
-    if (state_dir / "trainer.json").is_file():
+    if has_state(state_dir):
         if not resume:
             raise ConfigError(f"{out} already holds a training run; pass --resume (resume=True) to continue it, "
                               "or choose another output folder")
@@ -100,6 +100,8 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
                               "use the original settings or a new output folder")
         logger.info("resuming %s after epoch %d", out, trainer["epoch"])
     else:
+        if resume:
+            logger.warning("%s holds no saved training state: training starts afresh", out)
         torch.manual_seed(options.seed)
         random.seed(options.seed)
         np.random.seed(options.seed)
@@ -118,38 +120,46 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
                 ", ".join(f"{k} {v}" for k, v in examples.summary().items()), options.optimizer, sampling,
                 steps_per_epoch, device)
 
-    while trainer["epoch"] < options.epochs and not trainer["finished"]:
-        epoch = trainer["epoch"] + 1
-        start = time.perf_counter()
-        record = _train_epoch(model, examples, sampling, options, stepper, generator, device, epoch)
-        if dev_set is not None:
-            record["dev"] = dev_set.evaluate(model, options, device)
-            record["dev_truncated"] = dev_set.truncated
-            value = record["dev"][selection]
-        else:
-            value = None
-        stepper.end_epoch(value if value is not None else record["loss"])
-        improved = value is None or trainer["best"] is None or (value > trainer["best"] if maximize else value < trainer["best"])
-        if improved:
-            trainer.update(best=value, best_epoch=epoch, bad_epochs=0)
-            save_checkpoint(model, out, training=_summary(recipe, trainer, record, finished=False))
-        else:
-            trainer["bad_epochs"] += 1
-        record.update(best=improved, seconds=round(time.perf_counter() - start, 2))
-        trainer["history"].append(record)
-        trainer["epoch"] = epoch
-        if options.patience is not None and trainer["bad_epochs"] >= options.patience:
-            logger.info("early stop after epoch %d: no better dev %s for %d epochs", epoch, options.measure,
-                        options.patience)
-            trainer["finished"] = True
-        _write_log(out, trainer["history"])
-        trainer.update(stepper=stepper.state_dict(), rng=rng_state(generator))
-        save_state(state_dir, model, trainer)
-        logger.info("epoch %d: loss %.4f%s%s (%.0fs)", epoch, record["loss"],
-                    "".join(f", dev {k} {v:.4f}" for k, v in record.get("dev", {}).items() if v is not None),
-                    " *" if improved else "", record["seconds"])
-        if on_epoch_end is not None:
-            on_epoch_end(record)
+    if state_dir.is_dir():
+        sweep_state(state_dir)  # folders of saves interrupted before their commit
+    try:
+        while trainer["epoch"] < options.epochs and not trainer["finished"]:
+            epoch = trainer["epoch"] + 1
+            start = time.perf_counter()
+            record = _train_epoch(model, examples, sampling, options, stepper, generator, device, epoch)
+            if dev_set is not None:
+                record["dev"] = dev_set.evaluate(model, options, device)
+                record["dev_truncated"] = dev_set.truncated
+                value = record["dev"][selection]
+            else:
+                value = None
+            stepper.end_epoch(value if value is not None else record["loss"])
+            improved = value is None or trainer["best"] is None or (value > trainer["best"] if maximize else value < trainer["best"])
+            if improved:
+                trainer.update(best=value, best_epoch=epoch, bad_epochs=0)
+                save_checkpoint(model, out, training=_summary(recipe, trainer, record, finished=False))
+            else:
+                trainer["bad_epochs"] += 1
+            record.update(best=improved, seconds=round(time.perf_counter() - start, 2))
+            trainer["history"].append(record)
+            trainer["epoch"] = epoch
+            if options.patience is not None and trainer["bad_epochs"] >= options.patience:
+                logger.info("early stop after epoch %d: no better dev %s for %d epochs", epoch, options.measure,
+                            options.patience)
+                trainer["finished"] = True
+            _write_log(out, trainer["history"])
+            trainer.update(stepper=stepper.state_dict(), rng=rng_state(generator))
+            save_state(state_dir, model, trainer)
+            logger.info("epoch %d: loss %.4f%s%s (%.0fs)", epoch, record["loss"],
+                        "".join(f", dev {k} {v:.4f}" for k, v in record.get("dev", {}).items() if v is not None),
+                        " *" if improved else "", record["seconds"])
+            if on_epoch_end is not None:
+                on_epoch_end(record)
+    except KeyboardInterrupt:
+        saved = committed_epoch(state_dir)
+        logger.warning("interrupted: %s", f"epochs 1-{saved} are saved in {state_dir}; continue with --resume"
+                       if saved else "no epoch was saved yet; --resume would start afresh")
+        raise
 
     trainer["finished"] = True
     best_record = trainer["history"][trainer["best_epoch"] - 1]

@@ -1,9 +1,19 @@
 """Resumable training state, nothing pickled: the last epoch's model (a checkpoint folder), optimizer, scheduler and
-RNG states (safetensors for tensors, JSON for the rest)."""
+RNG states (safetensors for tensors, JSON for the rest).
+
+    OUT/state/epoch-0003/     model.safetensors, config.json, assets, trainer.safetensors, trainer.json
+    OUT/state/current.json    {"folder": "epoch-0003", "epoch": 3, "files": {name: sha1}}: the commit
+
+A state is committed as a whole: its folder is written first, then `current.json` is replaced atomically; a kill at
+any instant leaves either the previous commit or the new one, never a mix. Resuming checks every file against its
+recorded digest and refuses a state that does not match.
+"""
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +21,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from pipeline.data.files import atomic_write
-from pipeline.errors import ConfigError
-from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
+from pipeline.errors import ConfigError, IrpipeError
+from pipeline.rerank.checkpoint import file_digest, load_checkpoint, save_checkpoint
+
+COMMIT = "current.json"
 
 
 def encode_state(obj, tensors: dict):
@@ -67,23 +79,58 @@ def set_rng_state(state: dict, generator) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_state(directory: Path, model, trainer: dict) -> None:
-    save_checkpoint(model, directory, training={"state": "last epoch, for --resume"})
+def has_state(root: Path) -> bool:
+    return (root / COMMIT).is_file()
+
+
+def committed_epoch(root: Path) -> int:
+    """The epoch of the committed state (0: none)."""
+    try:
+        return int(json.loads((root / COMMIT).read_text(encoding="utf-8"))["epoch"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def save_state(root: Path, model, trainer: dict) -> None:
+    """Write the state after `trainer["epoch"]` into a new folder, then commit it by rewriting `root/current.json`
+    (atomically: the one step that makes it the state), then remove the folders it replaces."""
+    folder = root / f"epoch-{trainer['epoch']:04d}"
+    if folder.exists():  # a save of this epoch that was interrupted before its commit
+        shutil.rmtree(folder)
+    save_checkpoint(model, folder, training={"state": "last epoch, for --resume"})
     tensors: dict = {}
     encoded = encode_state(trainer, tensors)
-    tmp = directory / ".trainer.safetensors.tmp"
+    tmp = folder / ".trainer.safetensors.tmp"
     save_file(tensors, str(tmp))
-    tmp.replace(directory / "trainer.safetensors")
-    with atomic_write(directory / "trainer.json") as out:  # written last: the epoch is complete when it is there
+    os.replace(tmp, folder / "trainer.safetensors")
+    with atomic_write(folder / "trainer.json") as out:
         json.dump(encoded, out)
+    files = {p.name: file_digest(p) for p in sorted(folder.iterdir()) if p.is_file()}
+    with atomic_write(root / COMMIT) as out:  # the commit point
+        json.dump({"folder": folder.name, "epoch": trainer["epoch"], "files": files}, out, indent=2)
+    sweep_state(root)
 
 
-def load_state(directory: Path) -> tuple[torch.nn.Module, dict]:
-    path = directory / "trainer.json"
+def sweep_state(root: Path) -> None:
+    """Remove state folders that the commit does not name (older epochs, saves interrupted before their commit)."""
+    current = json.loads((root / COMMIT).read_text(encoding="utf-8"))["folder"] if has_state(root) else None
+    for folder in root.glob("epoch-*"):
+        if folder.name != current:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def load_state(root: Path) -> tuple[torch.nn.Module, dict]:
+    """The committed state: every file checked against the digest recorded at its commit."""
+    commit = root / COMMIT
     try:
-        encoded = json.loads(path.read_text(encoding="utf-8"))
-        tensors = load_file(str(directory / "trainer.safetensors"))
-    except (OSError, ValueError) as error:
-        raise ConfigError(f"{directory}: cannot read the training state ({error}); start afresh without --resume "
-                          "in a new --out folder") from None
-    return load_checkpoint(directory), decode_state(encoded, tensors)
+        record = json.loads(commit.read_text(encoding="utf-8"))
+        folder = root / record["folder"]
+        for name, digest in record["files"].items():
+            if file_digest(folder / name) != digest:
+                raise ValueError(f"{folder / name} changed after it was saved")
+        encoded = json.loads((folder / "trainer.json").read_text(encoding="utf-8"))
+        tensors = load_file(str(folder / "trainer.safetensors"))
+    except (OSError, ValueError, KeyError, TypeError, IrpipeError) as error:
+        raise ConfigError(f"{commit}: the training state is inconsistent ({error}); it cannot be resumed exactly: "
+                          "start afresh in a new --out folder (or delete this one)") from None
+    return load_checkpoint(folder), decode_state(encoded, tensors)

@@ -41,7 +41,7 @@ class TinyQA(Dataset):
         return {qid: {doc: int(doc.endswith("-a")) for doc, _ in hits} for qid, hits in self.run().ranking.items()}
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def tiny_qa() -> TinyQA:
     return TinyQA()
 

@@ -62,7 +62,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(tiny_bert, tiny_qa, tmp_pa
         _train(tiny_bert, tiny_qa, tmp_path / "resumed", model, options={"lr": 0.5}, resume=True)
     resumed = _train(tiny_bert, tiny_qa, tmp_path / "resumed", model, resume=True)
     assert _same(_weights(whole.out), _weights(resumed.out))
-    assert _same(_weights(whole.out / "state"), _weights(resumed.out / "state"))
+    assert _same(_weights(whole.out / "state" / "epoch-0003"), _weights(resumed.out / "state" / "epoch-0003"))
     assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
     assert resumed.best_epoch == whole.best_epoch
 
@@ -203,3 +203,69 @@ def test_training_truncation_is_counted_and_reported(tiny_bert, tiny_qa, tmp_pat
     # "[CLS] what colour is the sky [SEP]" leaves 3 pieces of a 10-piece input: every filler sentence is cut
     assert result.history[0]["truncated"] >= 32 and result.history[0]["dev_truncated"] >= 32
     assert "training inputs were truncated to fit the model" in caplog.text
+
+
+class _Fault(KeyboardInterrupt):
+    """The process dies here (as under SIGKILL: nothing after this point runs)."""
+
+
+@pytest.fixture(scope="module")
+def two_epochs(tiny_bert, tiny_qa, tmp_path_factory):
+    return _train(tiny_bert, tiny_qa, tmp_path_factory.mktemp("whole") / "out", options={"epochs": 2})
+
+
+@pytest.mark.parametrize("fault", [1, 2, 3, 4, 5, "after-commit"])
+def test_a_fault_anywhere_in_the_state_save_resumes_bit_identical(tiny_bert, tiny_qa, tmp_path, monkeypatch, fault,
+                                                                  two_epochs):
+    """Kill the save of epoch 2's state before its 1st..5th file replacement (the weights, the checkpoint config,
+    the trainer tensors, trainer.json, the commit) or after the commit: --resume ends with the very weights, history
+    and best epoch of an uninterrupted run."""
+    import os
+
+    from pipeline.training import loop, state
+
+    whole = two_epochs
+    real_save, real_replace, real_sweep = loop.save_state, os.replace, state.sweep_state
+
+    def faulty_save(root, model, trainer):
+        if trainer["epoch"] != 2:
+            return real_save(root, model, trainer)
+        calls = []
+
+        def replace(src, dst):
+            calls.append(dst)
+            if len(calls) == fault:
+                raise _Fault
+            return real_replace(src, dst)
+
+        def sweep(root):
+            raise _Fault
+
+        monkeypatch.setattr(os, "replace", replace)
+        if fault == "after-commit":
+            monkeypatch.setattr(state, "sweep_state", sweep)
+        try:
+            real_save(root, model, trainer)
+        finally:
+            monkeypatch.setattr(os, "replace", real_replace)
+            monkeypatch.setattr(state, "sweep_state", real_sweep)
+
+    monkeypatch.setattr(loop, "save_state", faulty_save)
+    with pytest.raises(_Fault):
+        _train(tiny_bert, tiny_qa, tmp_path / "cut", options={"epochs": 2})
+    monkeypatch.setattr(loop, "save_state", real_save)
+    resumed = _train(tiny_bert, tiny_qa, tmp_path / "cut", options={"epochs": 2}, resume=True)
+    assert _same(_weights(whole.out), _weights(resumed.out))
+    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in whole.history]
+    assert resumed.best_epoch == whole.best_epoch
+    assert sorted(p.name for p in (tmp_path / "cut" / "state").iterdir()) == ["current.json", "epoch-0002"]
+
+
+def test_a_tampered_state_is_refused_and_an_empty_one_said(tiny_bert, tiny_qa, tmp_path, caplog):
+    _train(tiny_bert, tiny_qa, tmp_path / "out", options={"epochs": 1})
+    (tmp_path / "out" / "state" / "epoch-0001" / "trainer.json").write_text("{}")
+    with pytest.raises(ConfigError, match="inconsistent .*changed after it was saved"):
+        _train(tiny_bert, tiny_qa, tmp_path / "out", options={"epochs": 2}, resume=True)
+    with caplog.at_level(logging.WARNING, logger="irpipe"):
+        _train(tiny_bert, tiny_qa, tmp_path / "fresh", options={"epochs": 1}, resume=True)
+    assert "holds no saved training state: training starts afresh" in caplog.text
