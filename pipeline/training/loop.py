@@ -36,7 +36,7 @@ from pipeline.rerank.scoring import autocast, resolve_device
 from pipeline.training.examples import DevSet, Examples, dataset_fingerprint, epoch_batches, epoch_steps, \
     examples_from, get_dataset
 from pipeline.training.optim import Stepper
-from pipeline.training.options import RUNTIME_OPTIONS, TrainOptions, resolve_options
+from pipeline.training.options import RUNTIME_OPTIONS, TrainOptions, make_deterministic, resolve_options
 from pipeline.training.state import committed_epoch, has_state, load_state, rng_state, save_state, set_rng_state, sweep_state
 
 LOG_FILE = "train.jsonl"
@@ -84,7 +84,9 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
     dev_set = DevSet.of(dev, options.depth) if dev is not None else None
     selection = dev_set.key(options.measure) if dev_set is not None else None  # a bad measure fails here, not later
     device = resolve_device(options.device)
-    if options.threads:
+    if options.deterministic:
+        make_deterministic(options)
+    elif options.threads:
         torch.set_num_threads(options.threads)
     maximize = dev_set is not None and options.measure != "loss"  # without dev: the train loss, lower is better
     generator = torch.Generator()

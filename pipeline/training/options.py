@@ -48,6 +48,8 @@ class TrainOptions:
     amp: str | None = None           # bf16 | fp16 autocast
     threads: int | None = None       # torch CPU threads; None: torch's default (all cores). On a busy machine 1 can be
                                      # several times faster than 2 (threads wait for each other at every op)
+    deterministic: bool = False      # torch.use_deterministic_algorithms and a fixed thread count (threads, or 1):
+                                     # the same weights on every run of one machine; see `make_deterministic`
 
     def check(self) -> None:
         choice("training", "negatives", self.negatives, NEGATIVES)
@@ -80,3 +82,16 @@ def resolve_options(model_cls: type, config, given: dict | None = None) -> Train
     values.update({f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name in names})
     values.update(given or {})
     return check_options(values)
+
+
+def make_deterministic(options: TrainOptions) -> None:
+    """Deterministic kernels and a fixed CPU thread count (`threads`, or 1). The same machine then gives the same
+    weights on every run; another CPU (its vector instructions, BLAS build) or a GPU may still round differently,
+    which is why trained numbers are reported as the mean of several seeds. Process-wide, as torch's settings are."""
+    import os
+
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS's condition for deterministic GEMMs
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(options.threads or 1)

@@ -269,3 +269,15 @@ def test_a_tampered_state_is_refused_and_an_empty_one_said(tiny_bert, tiny_qa, t
     with caplog.at_level(logging.WARNING, logger="irpipe"):
         _train(tiny_bert, tiny_qa, tmp_path / "fresh", options={"epochs": 1}, resume=True)
     assert "holds no saved training state: training starts afresh" in caplog.text
+
+
+def test_deterministic_mode_fixes_kernels_and_threads(tiny_bert, tiny_qa, tmp_path):
+    threads = torch.get_num_threads()
+    try:
+        first = _train(tiny_bert, tiny_qa, tmp_path / "a", options={"epochs": 1, "deterministic": True})
+        assert torch.are_deterministic_algorithms_enabled() and torch.get_num_threads() == 1
+        second = _train(tiny_bert, tiny_qa, tmp_path / "b", options={"epochs": 1, "deterministic": True})
+        assert _same(_weights(first.out), _weights(second.out))
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.set_num_threads(threads)
