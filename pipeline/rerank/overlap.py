@@ -10,6 +10,7 @@ import math
 import re
 from collections import Counter
 
+from pipeline.errors import ConfigError
 from pipeline.rerank.base import Reranker
 from pipeline.rerank.pairs import Pair
 from pipeline.stage import register
@@ -29,7 +30,9 @@ class Overlap(Reranker):
     name = "overlap"
 
     def __init__(self, idf: bool = True, index: str | None = None):
-        self.idf, self.index = bool(idf), index
+        if not isinstance(idf, bool):
+            raise ConfigError(f"overlap: idf={idf!r}; expected true or false", field="idf")
+        self.idf, self.index = idf, index
 
     def config(self) -> dict:
         return {"idf": self.idf} | ({"index": self.index} if self.index else {})
