@@ -85,7 +85,7 @@ def get_dataset(name: str) -> Dataset:
         local = local_datasets()
         if name in local:
             return load_dataset_folder(local[name], name)
-        if is_dataset_folder(name):
+        if is_dataset_folder(name) or Path(name).is_dir():  # a folder without a dataset.yaml is told so
             return load_dataset_folder(name)
         raise UnknownNameError("dataset", name, dataset_names() + list(local))
     spec = registry["datasets"][name]

@@ -173,7 +173,7 @@ class LocalFiles:
     def index_key(self) -> str:
         """The cached index's folder name: the dataset's name and its corpus checksum."""
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", self.name)
-        return f"local-{safe}-{self.files['corpus'][0].sha256[:12]}" if "corpus" in self.files else f"local-{safe}"
+        return f"local-{self.files['corpus'][0].sha256[:16]}" if "corpus" in self.files else f"local-{safe}"
 
     @property
     def index_dir(self) -> Path | None:
