@@ -25,6 +25,7 @@ p-values (pipeline.compare), and the per-query win/loss plot of the first measur
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,8 +173,9 @@ def run_experiment(experiment: Experiment, output: str | Path | None = None, res
               "irpipe": __version__}
     if experiment.baseline:
         plot = plot_differences(comparison, output.with_suffix(".png"))
+        pvalues = {m: None if math.isnan(p) else p for m, p in comparison.pvalues[experiment.name].items()}
         result["baseline"] = {"spec": experiment.baseline, "measures": comparison.scores[BASELINE],
-                              "run": str(baseline_output), "pvalues": comparison.pvalues[experiment.name],
+                              "run": str(baseline_output), "pvalues": pvalues,
                               "plot": str(plot), "table": comparison.to_table()}
     result["seconds"] = round(time.perf_counter() - start, 2)
     if experiment.path:

@@ -2,7 +2,6 @@
 answer-selection reader with candidate ids repeated across questions, and file:line[field] errors for bad files."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,24 +10,7 @@ from pipeline import cli
 from pipeline.data.registry import get_dataset
 from pipeline.data.sets.local import load_dataset_folder
 from pipeline.errors import InputError, IrpipeError
-
-TOPICS = "1\tcolour of the sky\n2\tgreen grass in spring\n3\tcoal mining\n"
-QRELS = "1 0 d1 1\n1 0 d4 0\n2 0 d2 1\n3 0 d3 1\n3 0 d5 1\n"
-DOCS = [("d1", "the sky is blue on a clear day"), ("d2", "grass is green in spring and summer"),
-        ("d3", "coal is black; mining coal is dirty work"), ("d4", "the sky at night is dark"),
-        ("d5", "a coal mine in wales"), ("d6", "nothing to see here")]
-
-
-def write_collection(folder: Path, yaml: bool = True) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "topics.tsv").write_text(TOPICS)
-    (folder / "qrels.txt").write_text(QRELS)
-    (folder / "docs.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in DOCS))
-    if yaml:
-        (folder / "dataset.yaml").write_text("name: tiny-trec\nfiles:\n  topics: topics.tsv\n  qrels: qrels.txt\n"
-                                             "  corpus: docs.jsonl\n")
-    return folder
-
+from support import QRELS, write_collection
 
 def write_answer_selection(folder: Path, rows: list[tuple[str, str, int, str]]) -> Path:
     """rows of (question, answer, label, id.txt line)."""
