@@ -51,7 +51,13 @@ def test_files_on_the_command_line_and_a_dataset_folder_give_the_same_run(tmp_pa
     text = outputs["files"].read_text()
     assert text and text == outputs["folder"].read_text() == outputs["named"].read_text()
     assert text.splitlines()[0].split()[:3] == ["1", "Q0", "d1"]
-    assert len(list((cache / "indexes").iterdir())) == 1  # one index: keyed by the corpus checksum, not the name
+    indexes = list((cache / "indexes").iterdir())
+    assert len(indexes) == 1  # one index: keyed by the corpus checksum, not the name
+    (tmp_path / "by-index").mkdir()
+    code, out, err = irpipe(capsys, "run", spec, "--topics", data / "topics.tsv", "--qrels", data / "qrels.txt",
+                            "--index", indexes[0], "--output", tmp_path / "by-index" / "run.trec", "--eval", "AP")
+    assert code == 0, err
+    assert (tmp_path / "by-index" / "run.trec").read_text() == text
     code, out, _ = irpipe(capsys, "datasets", "list")
     assert code == 0 and "mine" in out and "topics,qrels,docs" in out
 
@@ -166,3 +172,24 @@ def test_a_registered_name_cannot_be_taken(tmp_path, cache):
 
     with pytest.raises(IrpipeError, match="registered dataset name"):
         add_local("cacm", write_collection(tmp_path / "data"))
+
+
+def test_prefixed_data_args_for_train_and_dev(tmp_path):
+    import argparse
+
+    from pipeline.commands.data_args import add_data_args, dataset_from_args
+
+    data = write_collection(tmp_path / "data")
+    parser = argparse.ArgumentParser()
+    add_data_args(parser, prefix="train")
+    add_data_args(parser, prefix="dev", parts=("topics", "qrels", "corpus"))
+    args = parser.parse_args(["--train", str(data), "--dev-topics", str(data / "topics.tsv"),
+                              "--dev-qrels", str(data / "qrels.txt"), "--dev-corpus", str(data / "docs.jsonl")])
+    train, dev = dataset_from_args(args, prefix="train"), dataset_from_args(args, prefix="dev")
+    assert train.name == "tiny-trec" and dev.name == "local:topics"
+    assert dev.qrels() == train.qrels() and dev.index_key == train.index_key
+    assert dataset_from_args(parser.parse_args([]), prefix="dev", required=False) is None
+    with pytest.raises(IrpipeError, match=r"give --train NAME\|DIR"):
+        dataset_from_args(parser.parse_args([]), prefix="train")
+    with pytest.raises(IrpipeError, match="need --dev-topics"):
+        dataset_from_args(parser.parse_args(["--dev-qrels", str(data / "qrels.txt")]), prefix="dev")

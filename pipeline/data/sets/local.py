@@ -36,7 +36,7 @@ from pipeline.data.files import numbered_lines
 from pipeline.data.qrels import Qrels, read_qrels
 from pipeline.data.runs import RUN_FORMATS, Run, Topics, read_run
 from pipeline.data.sets.answer_selection import AnswerSelectionDataset
-from pipeline.data.sets.base import DataFile, Dataset, Pair
+from pipeline.data.sets.base import DataFile, Dataset, Pair, file_sha256
 from pipeline.data.topics import TOPIC_FORMATS, read_topics
 from pipeline.errors import InputError, MissingResourceError
 
@@ -48,7 +48,6 @@ FILE_KEYS = {"trec": ("topics", "qrels", "corpus", "run", "index"),
 DEFAULT_FILES = {"answer-selection": {"questions": "a.toks", "answers": "b.toks", "labels": "sim.txt", "ids": "id.txt"}}
 FORMATS = {"topics": TOPIC_FORMATS, "corpus": DOC_FORMATS, "run": RUN_FORMATS}
 _SPEC_KEYS = {"name", "description", "kind", "rel_level", "language", "files"}
-_checksums: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process
 
 
 def checksum(path: Path) -> str:
@@ -57,15 +56,7 @@ def checksum(path: Path) -> str:
         from pipeline.retrieve.index import read_index_metadata
 
         return hashlib.sha256(json.dumps(read_index_metadata(path), sort_keys=True).encode()).hexdigest()
-    stat = path.stat()
-    key = (str(path), stat.st_size, stat.st_mtime_ns)
-    if key not in _checksums:
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-        _checksums[key] = digest.hexdigest()
-    return _checksums[key]
+    return file_sha256(path)
 
 
 def is_dataset_folder(path: str | Path) -> bool:
