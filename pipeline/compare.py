@@ -17,7 +17,8 @@ from typing import Mapping
 from pipeline import log
 from pipeline.data.files import atomic_write
 from pipeline.errors import UnknownNameError
-from pipeline.evaluate import QUERY_SETS, EvalError, QrelsLike, RunLike, _as_qrels, _prepare, parse_measures
+from pipeline.evaluate import (QUERY_SETS, EvalError, QrelsLike, RunLike, as_qrels, evaluation_inputs,
+                               parse_measures)
 
 CORRECTIONS = ("holm", "bonferroni")
 FORMATS = ("table", "json", "csv", "markdown")
@@ -202,12 +203,12 @@ def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: s
         raise EvalError("a correction for multiple comparisons needs a baseline")
     if correction is not None and correction not in CORRECTIONS:
         raise UnknownNameError("correction", str(correction), list(CORRECTIONS))
-    qrels = _as_qrels(qrels)
+    qrels = as_qrels(qrels)
     order = ([baseline] if baseline is not None else []) + [name for name in runs if name != baseline]
     shared = ir_measures.evaluator(measures, qrels) if queries == "qrels" else None
     result = Comparison(names, {}, {}, {}, baseline, correction, {}, queries)
     for name in log.progress(order, desc="evaluating", unit="run") if len(order) > 1 else order:
-        run, run_qrels, qids = _prepare(runs[name], qrels, queries)
+        run, run_qrels, qids = evaluation_inputs(runs[name], qrels, queries)
         missing = len(qrels) - sum(1 for qid in qrels if run.get(qid))
         if missing and queries == "qrels":
             log.logger.warning("%s has no hits for %d of %d judged queries; they score 0 "

@@ -134,7 +134,8 @@ def _break_ties(run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]
     return run
 
 
-def _as_qrels(qrels: QrelsLike) -> Qrels:
+def as_qrels(qrels: QrelsLike) -> Qrels:
+    """Qrels from a file path or a mapping, with string ids and integer labels."""
     if isinstance(qrels, (str, Path)):
         return read_qrels(qrels)
     return {str(qid): {str(d): int(r) for d, r in judged.items()} for qid, judged in qrels.items()}
@@ -145,7 +146,7 @@ def evaluated_queries(run: RunLike, qrels: QrelsLike, queries: str = "qrels") ->
     if isinstance(run, (str, Path)):
         run = read_run(run)
     ranking = run.ranking if isinstance(run, Run) else run
-    return _query_ids({str(qid): hits for qid, hits in ranking.items()}, _as_qrels(qrels), queries)
+    return _query_ids({str(qid): hits for qid, hits in ranking.items()}, as_qrels(qrels), queries)
 
 
 def _query_ids(run: dict, qrels: Qrels, queries: str) -> list[str]:
@@ -159,8 +160,9 @@ def _query_ids(run: dict, qrels: Qrels, queries: str) -> list[str]:
     return list(qrels) if queries == "qrels" else answered
 
 
-def _prepare(run: RunLike, qrels: QrelsLike, queries: str) -> tuple[dict, Qrels, list[str]]:
-    run, qrels = _as_run(run), _as_qrels(qrels)
+def evaluation_inputs(run: RunLike, qrels: QrelsLike, queries: str) -> tuple[dict, Qrels, list[str]]:
+    """(run as qid -> docid -> score with ties broken, the qrels to evaluate on, the evaluated query ids)."""
+    run, qrels = _as_run(run), as_qrels(qrels)
     qids = _query_ids(run, qrels, queries)
     if queries == "run":
         qrels = {qid: qrels[qid] for qid in qids}
@@ -175,7 +177,7 @@ def evaluate(run: RunLike, qrels: QrelsLike, measures, rel_level: int = 1, queri
     import ir_measures
 
     measures = parse_measures(measures, rel_level)
-    run, qrels, _ = _prepare(run, qrels, queries)
+    run, qrels, _ = evaluation_inputs(run, qrels, queries)
     scores = ir_measures.calc_aggregate(measures, qrels, run)
     return {str(m): float(scores[m]) for m in measures}
 
@@ -186,7 +188,7 @@ def per_query(run: RunLike, qrels: QrelsLike, measures, rel_level: int = 1,
     import ir_measures
 
     measures = parse_measures(measures, rel_level)
-    run, qrels, _ = _prepare(run, qrels, queries)
+    run, qrels, _ = evaluation_inputs(run, qrels, queries)
     table: dict[str, dict[str, float]] = {str(m): {} for m in measures}
     for metric in ir_measures.iter_calc(measures, qrels, run):
         table[str(metric.measure)][metric.query_id] = float(metric.value)

@@ -113,7 +113,7 @@ def local_dataset(spec: dict, folder: Path, where: str | Path, name: str | None 
             raise InputError(where, f"unknown file key {key!r} for kind {kind}; allowed: {', '.join(FILE_KEYS[kind])}",
                              field=f"files.{key}")
         path, fmt = _file_entry(entry, key, where)
-        path = (folder / path) if not Path(path).is_absolute() else Path(path)
+        path = (folder / path).resolve()  # an absolute `path` stays itself
         if not path.exists():
             raise InputError(where, f"{key} file {path} does not exist", field=f"files.{key}")
         files[key] = (DataFile(str(path), "local", "", str(path), checksum(path), _size(path)), None)
