@@ -193,3 +193,17 @@ def test_prefixed_data_args_for_train_and_dev(tmp_path):
         dataset_from_args(parser.parse_args([]), prefix="train")
     with pytest.raises(IrpipeError, match="need --dev-topics"):
         dataset_from_args(parser.parse_args(["--dev-qrels", str(data / "qrels.txt")]), prefix="dev")
+
+
+def test_tune_and_eval_take_local_data(tmp_path, cache, capsys):
+    data = write_collection(tmp_path / "data")
+    code, out, err = irpipe(capsys, "tune", "bm25(k1={k1}) % 10", "--dataset", data, "--grid", "k1=0.9,1.2",
+                            "--measure", "AP", "--output", tmp_path / "tune.json")
+    assert code == 0, err
+    assert out.splitlines()[-1].startswith("best AP ")
+    code, out, err = irpipe(capsys, "run", "bm25() % 10", "--topics", data / "topics.tsv", "--corpus",
+                            data / "docs.jsonl", "--qrels", data / "qrels.txt", "--output", tmp_path / "r.trec")
+    assert code == 0, err
+    by_folder = irpipe(capsys, "eval", tmp_path / "r.trec", "--dataset", data, "-m", "AP", "--format", "json")
+    by_file = irpipe(capsys, "eval", tmp_path / "r.trec", "--qrels", data / "qrels.txt", "-m", "AP", "--format", "json")
+    assert by_folder[0] == by_file[0] == 0 and by_folder[1] == by_file[1] and '"AP"' in by_file[1]
