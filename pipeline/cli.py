@@ -22,8 +22,9 @@ COMMANDS = {
     "run": ("pipeline.commands.run", "run a pipeline spec or an experiment file end to end (run file + scores)"),
     "tune": ("pipeline.commands.tune", "grid-search a spec's {placeholders} on a tuning set (e.g. fusion weights on dev)"),
     "leaderboard": ("pipeline.commands.leaderboard", "regenerate eval/LEADERBOARD.md from eval/results and references"),
-    "rerank": ("pipeline.rerank.neural", "rerank a run file with a neural model checkpoint"),
-    "train": ("pipeline.rerank.train", "train a neural reranker (checkpoint folder, train.jsonl log, --resume)"),
+    "rerank": ("pipeline.commands.rerank", "rerank a run file with a neural model (checkpoint or pretrained)"),
+    "train": ("pipeline.commands.train", "train a neural reranker (checkpoint folder, train.jsonl log, --resume)"),
+    "encode": ("pipeline.commands.encode", "store document encodings of a late-interaction model (biencoder, ...)"),
 }
 
 

@@ -172,7 +172,7 @@ class _Parser:
             self.fail(f"{token.text}: {error} (parameters: {params})", token)
         try:
             return cls(*args, **kwargs)
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, ConfigError) as error:
             self.fail(f"{token.text}: {error}", token)
 
 

@@ -18,6 +18,14 @@ needs_shared_data = pytest.mark.skipif(
     reason=f"dataset mirror not found at {SHARED_DATA} (set IRPIPE_MIRROR to a folder laid out like ../shared/data)",
 )
 
+
+def make_pairs(queries: list[str], docs: list[str]) -> list:
+    """Pairs of parallel query and document texts (ids q0.., d0..), as a reranker stage hands them to a model."""
+    from pipeline.rerank.pairs import Pair
+
+    return [Pair(f"q{i}", f"d{i}", query, doc) for i, (query, doc) in enumerate(zip(queries, docs))]
+
+
 # -- a tiny collection of our own, written by the tests that need one ---------------------------------------------
 TOPICS = "1\tcolour of the sky\n2\tgreen grass in spring\n3\tcoal mining\n"
 QRELS = "1 0 d1 1\n1 0 d4 0\n2 0 d2 1\n3 0 d3 1\n3 0 d5 1\n"

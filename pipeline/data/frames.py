@@ -1,26 +1,28 @@
 """Runs and topics as pandas DataFrames with PyTerrier's column names, both ways, losslessly.
 
-    topics_frame(topics)   -> qid, query (+ one column per extra field, e.g. keywords; None where a query lacks it)
-    run_frame(run, topics) -> qid, docno, score, rank (0-based, PyTerrier's), + text where the run carries texts,
-                              + query when topics are given
-    topics_from_frame(df), run_from_frame(df, tag)   the way back (a PyTerrier result frame goes in as it is)
+    topics.to_frame()           -> qid, query (+ one column per extra field, e.g. keywords; None where a query
+                                   lacks it)
+    run.to_frame(topics=None)   -> qid, docno, score, rank (0-based, PyTerrier's), + text where the run carries
+                                   texts, + query when topics are given
+    Topics.from_frame(df), Run.from_frame(df, tag)   the way back (a PyTerrier result frame goes in as it is)
 
 A run's row order is its ranking (score descending, docid ascending, as irpipe keeps it); coming back, each query's
 hits are ordered by `rank` when the frame has one, else by score (ties: docno ascending). Query ids and docnos
 become strings. Bad frames (missing columns, empty ids, scores that are not finite numbers, one docno with two
-texts) raise InputError naming the row and column. `Run.to_frame`/`Run.from_frame` and
-`Topics.to_frame`/`Topics.from_frame` call these.
+texts) raise InputError naming the row (its 0-based position) and column. The methods of `Run` and `Topics`
+call the functions here, which take and give their fields (so this module needs no import of pipeline.data.runs).
 """
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING
 
-from pipeline.data.runs import Run, Topics
 from pipeline.errors import InputError
 
 if TYPE_CHECKING:
     import pandas as pd
+
+Ranking = dict[str, list[tuple[str, float]]]
 
 TOPIC_COLUMNS = ("qid", "query")
 RUN_COLUMNS = ("qid", "docno", "score", "rank")
@@ -33,45 +35,47 @@ def _pandas():
     return pandas
 
 
-def topics_frame(topics: Topics) -> "pd.DataFrame":
-    fields = list(dict.fromkeys(key for extra in topics.extra.values() for key in extra))
-    rows = [{"qid": qid, "query": text, **{key: topics.extra.get(qid, {}).get(key) for key in fields}}
-            for qid, text in topics.items()]
+def topics_frame(queries: dict[str, str], extra: dict[str, dict]) -> "pd.DataFrame":
+    fields = list(dict.fromkeys(key for fields in extra.values() for key in fields))
+    rows = [{"qid": qid, "query": text, **{key: extra.get(qid, {}).get(key) for key in fields}}
+            for qid, text in queries.items()]
     return _pandas().DataFrame(rows, columns=[*TOPIC_COLUMNS, *fields])
 
 
-def topics_from_frame(frame: "pd.DataFrame") -> Topics:
+def topics_from_frame(frame: "pd.DataFrame") -> tuple[dict[str, str], dict[str, dict]]:
+    """(queries, extra) of a frame with columns qid, query and optionally others."""
     _require(frame, TOPIC_COLUMNS)
     fields = [c for c in frame.columns if c not in TOPIC_COLUMNS]
-    topics = Topics({})
+    queries, extras = {}, {}
     for row, record in enumerate(frame.to_dict("records")):
         qid, text = _id(record["qid"], row, "qid"), record["query"]
-        if qid in topics.queries:
+        if qid in queries:
             raise InputError(WHERE, f"query id {qid!r} appears twice", row, "qid")
         if not isinstance(text, str) or not text.strip():
             raise InputError(WHERE, f"query {qid!r} has no text", row, "query")
-        topics.queries[qid] = text
+        queries[qid] = text
         extra = {key: record[key] for key in fields if not _missing(record[key])}
         if extra:
-            topics.extra[qid] = extra
-    return topics
+            extras[qid] = extra
+    return queries, extras
 
 
-def run_frame(run: Run, topics: Topics | None = None) -> "pd.DataFrame":
+def run_frame(ranking: Ranking, texts: dict[str, str], queries: dict[str, str] | None = None) -> "pd.DataFrame":
     columns = {"qid": [], "docno": [], "score": [], "rank": []}
-    for qid, hits in run.ranking.items():
+    for qid, hits in ranking.items():
         for rank, (docid, score) in enumerate(hits):
             for key, value in (("qid", qid), ("docno", docid), ("score", score), ("rank", rank)):
                 columns[key].append(value)
-    if run.texts:
-        columns["text"] = [run.texts.get(docid) for docid in columns["docno"]]
-    if topics is not None:
-        columns["query"] = [topics.queries.get(qid) for qid in columns["qid"]]
+    if texts:
+        columns["text"] = [texts.get(docid) for docid in columns["docno"]]
+    if queries is not None:
+        columns["query"] = [queries.get(qid) for qid in columns["qid"]]
     frame = _pandas().DataFrame(columns)
     return frame.astype({"score": "float64", "rank": "int64"})
 
 
-def run_from_frame(frame: "pd.DataFrame", tag: str = "irpipe") -> Run:
+def run_from_frame(frame: "pd.DataFrame") -> tuple[Ranking, dict[str, str]]:
+    """(ranking, texts) of a frame with columns qid, docno, score and optionally rank and text."""
     _require(frame, ("qid", "docno", "score"))
     has_rank, has_text = "rank" in frame.columns, "text" in frame.columns
     hits: dict[str, list[tuple[tuple, str, float]]] = {}
@@ -93,7 +97,7 @@ def run_from_frame(frame: "pd.DataFrame", tag: str = "irpipe") -> Run:
         if len({docno for docno, _ in ranked}) != len(ranked):
             raise InputError(WHERE, f"a docno appears twice under query {qid!r}", None, "docno")
         ranking[qid] = ranked
-    return Run(ranking, texts, tag)
+    return ranking, texts
 
 
 def _require(frame, columns) -> None:

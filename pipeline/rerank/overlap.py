@@ -11,6 +11,7 @@ import re
 from collections import Counter
 
 from pipeline.rerank.base import Reranker
+from pipeline.rerank.pairs import Pair
 from pipeline.stage import register
 
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET
@@ -33,7 +34,8 @@ class Overlap(Reranker):
     def config(self) -> dict:
         return {"idf": self.idf} | ({"index": self.index} if self.index else {})
 
-    def score_pairs(self, queries: list[str], texts: list[str]) -> list[float]:
+    def score(self, pairs: list[Pair]) -> list[float]:
+        queries, texts = [p.query for p in pairs], [p.text for p in pairs]
         document_words = {text: words(text) for text in texts}
         weight = lambda word: 1.0  # noqa: E731
         if self.idf:

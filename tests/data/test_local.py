@@ -76,7 +76,7 @@ def test_a_named_file_beside_a_dataset_replaces_that_part(tmp_path):
 
 
 def test_recipe_keys_follow_file_contents_not_folder_names(tmp_path):
-    from pipeline.rerank.train import dataset_fingerprint
+    from pipeline.training.examples import dataset_fingerprint
 
     first = load_dataset_folder(write_collection(tmp_path / "a"))
     moved = load_dataset_folder(write_collection(tmp_path / "b"))

@@ -52,7 +52,7 @@ def tiny_bert(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from pipeline.rerank.monobert import DEFAULT_BERT, bert_folder
+    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder
 
     folder = tmp_path_factory.mktemp("tiny-bert")
     tokenizer = AutoTokenizer.from_pretrained(bert_folder(DEFAULT_BERT), local_files_only=True)
