@@ -169,7 +169,7 @@ def run_experiment(experiment: Experiment, output: str | Path | None = None, res
               "queries": comparison.queries[experiment.name], "checks": checks,
               "tolerance": experiment.tolerance,
               "description": experiment.description, "run": str(output),
-              "command": f"irpipe run {experiment.path}" if experiment.path else None,
+              "command": f"irpipe run {_shown(experiment.path)}" if experiment.path else None,
               "irpipe": __version__}
     if experiment.baseline:
         plot = plot_differences(comparison, output.with_suffix(".png"))
@@ -183,6 +183,14 @@ def run_experiment(experiment: Experiment, output: str | Path | None = None, res
             json.dump(result, out, indent=2)
             out.write("\n")
     return result
+
+
+def _shown(path: str) -> str:
+    """`path` relative to the working directory when it lies below it (commands read the same on every machine)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return path
 
 
 def format_result(result: dict) -> str:

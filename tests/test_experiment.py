@@ -137,11 +137,22 @@ def test_a_baseline_gives_the_comparison_table_and_the_win_loss_plot(tmp_path, m
     assert "AP p-value" in header and baseline_row.startswith("baseline") and exp_row.startswith("exp")
 
 
-@needs_shared_data
 def test_the_main_job_is_the_default_experiment(tmp_path, monkeypatch, capsys):
+    from pipeline.commands import run as run_command
+    from pipeline.experiment import DEFAULT_EXPERIMENT
+
+    main_job = Experiment.load(DEFAULT_EXPERIMENT)
+    assert DEFAULT_EXPERIMENT == REPO / "eval" / "main-job.yaml" and main_job.name == "main-job"
+    assert "biencoder()" in main_job.pipeline and main_job.baseline == "candidates()"
+    # `irpipe run` alone runs the default experiment file; here a cheap one of the same shape on data of our own
+    data = write_collection(tmp_path / "data")
+    (tmp_path / "main-job.yaml").write_text(f"dataset: {data}\npipeline: bm25() % 10 >> overlap()\n"
+                                            "baseline: bm25() % 10\nmeasures: [nDCG@10, AP]\n")
+    monkeypatch.setattr(run_command, "DEFAULT_EXPERIMENT", tmp_path / "main-job.yaml")
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     assert main(["-q", "run"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("main-job  dl19-passage") and "nDCG@10 p-value" in out
+    assert out.startswith("main-job  tiny-trec") and "nDCG@10 p-value" in out
     assert {p.name for p in (tmp_path / "runs").iterdir()} == {"main-job.trec", "main-job.baseline.trec",
                                                                 "main-job.png"}
