@@ -31,13 +31,14 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from pipeline.data.corpus import DOC_FORMATS, iter_docs
+from pipeline.data.corpus import DOC_FORMATS
 from pipeline.data.files import numbered_lines
-from pipeline.data.qrels import Qrels, read_qrels
+from pipeline.data.qrels import Qrels
 from pipeline.data.runs import RUN_FORMATS, Run, Topics, read_run
 from pipeline.data.sets.answer_selection import AnswerSelectionDataset
 from pipeline.data.sets.base import DataFile, Dataset, Pair, file_sha256
-from pipeline.data.topics import TOPIC_FORMATS, read_topics
+from pipeline.data.sets.standard import StandardDataset
+from pipeline.data.topics import TOPIC_FORMATS
 from pipeline.errors import InputError, MissingResourceError
 
 SPEC_FILE = "dataset.yaml"
@@ -179,28 +180,16 @@ class LocalFiles:
                 "files": files}
 
 
-class LocalCollection(LocalFiles, Dataset):
+class LocalCollection(LocalFiles, StandardDataset):
     """topics + qrels, and a corpus, an index or a candidate run (TREC, MS MARCO)."""
 
     required = ("topics",)
+    docs_key = "corpus"
 
     def __init__(self, name, spec, files):
         super().__init__(name, spec, files)
-        has = {"topics": "topics", "qrels": "qrels", "docs": "corpus", "run": "run"}
-        self.provides = tuple(what for what, key in has.items() if key in files or (what == "docs" and "index" in files))
-
-    def topics(self) -> Topics:
-        return read_topics(self.path("topics"), self.spec["formats"].get("topics"))
-
-    def qrels(self) -> Qrels:
-        if "qrels" not in self.files:
-            raise self._lacks("qrels")
-        return read_qrels(self.path("qrels"))
-
-    def docs(self) -> Iterator[dict]:
-        if "corpus" not in self.files:
-            raise self._lacks("docs")  # an index alone is searched and read, never re-indexed
-        return iter_docs(self.path("corpus"), self.spec["formats"].get("corpus"))
+        more = ["docs"] if "index" in files else []  # an index alone is searched and read, never re-indexed
+        self.provides = tuple(dict.fromkeys([*self.provides, *more, *(["run"] if "run" in files else [])]))
 
     def run(self) -> Run | None:
         return read_run(self.path("run"), self.spec["formats"].get("run")) if "run" in self.files else None
