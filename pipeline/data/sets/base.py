@@ -112,21 +112,27 @@ def _place_message(file: DataFile, reason: str) -> str:
             f"or set IRPIPE_MIRROR to a folder holding {file.rel}.")
 
 
-def _verify(path: Path, file: DataFile) -> Path:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, computed once per process for each (path, size, mtime)."""
     stat = path.stat()
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     if key not in _verified:
-        if stat.st_size != file.size:
-            raise MissingResourceError(
-                f"{path} has {stat.st_size:,} bytes, expected {file.size:,} ({file.url}); replace it")
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
         _verified[key] = digest.hexdigest()
-    if _verified[key] != file.sha256:
+    return _verified[key]
+
+
+def _verify(path: Path, file: DataFile) -> Path:
+    size = path.stat().st_size
+    if size != file.size:
+        raise MissingResourceError(f"{path} has {size:,} bytes, expected {file.size:,} ({file.url}); replace it")
+    sha256 = file_sha256(path)
+    if sha256 != file.sha256:
         raise MissingResourceError(
-            f"{path}: sha256 {_verified[key]} differs from the expected {file.sha256} ({file.url}); replace it")
+            f"{path}: sha256 {sha256} differs from the expected {file.sha256} ({file.url}); replace it")
     return path
 
 
