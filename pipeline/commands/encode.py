@@ -1,7 +1,8 @@
 """`irpipe encode`: store the document encodings of a late-interaction model (pipeline/rerank/store.py).
 
     irpipe encode --model biencoder --dataset dl20-passage --out stores/dl20            # the dataset's candidates
-    irpipe encode --model models/be --run runs/x.trec --dataset cacm --out stores/x    # a run's candidates
+    irpipe encode --model models/be --run runs/x.trec --dataset cacm --out stores/x    # a run's candidates (texts
+                                                                                        # from the dataset or --index)
     irpipe encode --model biencoder --corpus corpus.jsonl --out stores/c --dtype fp32  # every document of a corpus
 
 Shards are written atomically; running the same command again resumes (finished shards are kept, their documents
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Iterator
 
+from pipeline.commands.data_args import add_data_args
 from pipeline.commands.rerank import add_model_args
 from pipeline.errors import ConfigError
 
@@ -19,13 +21,8 @@ from pipeline.errors import ConfigError
 def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, metavar="DIR|NAME",
                         help="checkpoint folder of a late-interaction model, or a pretrained one (biencoder)")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--corpus", metavar="FILE", help="every document of a JSONL, TSV or TREC file (or folder)")
-    source.add_argument("--run", metavar="RUN", help="the candidates of a run file (texts from --dataset or --index)")
-    source.add_argument("--dataset", metavar="NAME", help="a dataset's candidates (its shipped run), else its documents")
-    parser.add_argument("--texts-from", metavar="NAME", dest="texts_dataset",
-                        help="with --run: the dataset whose candidates/index hold the texts")
-    parser.add_argument("--index", metavar="DIR", help="with --run: the Lucene index holding the texts")
+    add_data_args(parser, parts=("corpus", "index", "run"),
+                  what="what to encode: a run's candidates (--run, or the dataset's), else every document")
     parser.add_argument("--out", required=True, metavar="STORE", help="store folder (created, or resumed)")
     parser.add_argument("--dtype", choices=("fp16", "fp32"), default="fp16", help="stored precision (default fp16)")
     parser.add_argument("--shard-size", type=int, default=10_000, metavar="N", help="documents per shard (default 10,000)")
@@ -34,28 +31,26 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _documents(args) -> Iterator[tuple[str, str]]:
-    if args.corpus:
-        from pipeline.data.corpus import iter_docs
-
-        return ((doc["id"], doc["contents"]) for doc in iter_docs(args.corpus))
+    """(docid, text) of what to encode: a run's candidates (texts from the run, else the dataset's index), or every
+    document of the corpus."""
+    from pipeline.data.corpus import iter_docs
     from pipeline.data.registry import get_dataset
     from pipeline.data.runs import read_run
     from pipeline.rerank.base import run_texts
 
-    dataset = get_dataset(args.dataset or args.texts_dataset) if (args.dataset or args.texts_dataset) else None
-    if args.dataset:
-        run = dataset.run()
-        if run is None:
-            return ((doc["id"], doc["contents"]) for doc in dataset.docs())
-    else:
-        if dataset is None and not args.index:
-            raise ConfigError("--run needs --texts-from DATASET or --index DIR for the candidates' texts")
-        run = read_run(args.run)
-        shipped = dataset.run() if dataset is not None else None
-        if shipped is not None:
-            run.texts = {d: shipped.texts[d] for hits in run.ranking.values() for d, _ in hits if d in shipped.texts}
+    if args.corpus and not args.dataset:
+        return ((doc["id"], doc["contents"]) for doc in iter_docs(args.corpus))
+    dataset = get_dataset(args.dataset) if args.dataset else None
+    run = read_run(args.run) if args.run else dataset.run() if dataset is not None else None
+    if run is None:
+        if dataset is None:
+            raise ConfigError("give --run FILE (its candidates), --corpus FILE, or --dataset NAME|DIR")
+        return ((doc["id"], doc["contents"]) for doc in dataset.docs())
+    shipped = dataset.run() if dataset is not None and args.run else None
+    if shipped is not None:  # texts the dataset ships with its own candidates
+        run.texts = {d: shipped.texts[d] for hits in run.ranking.values() for d, _ in hits if d in shipped.texts}
 
-    def index_path() -> str | None:
+    def index_path() -> str | None:  # asked only when a candidate has no text
         if args.index or dataset is None:
             return args.index
         from pipeline.retrieve.index import dataset_index

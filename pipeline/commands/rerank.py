@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 
@@ -25,49 +26,38 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--model", required=True, metavar="DIR|NAME",
                         help="checkpoint folder (config.json + model.safetensors), or a pretrained model (biencoder)")
-    parser.add_argument("--run", required=True, metavar="RUN", help="run file to rerank (TREC or MS MARCO)")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--dataset", metavar="NAME", help="topics and candidate texts (or its index) from a dataset")
-    source.add_argument("--index", metavar="DIR", help="Lucene index holding the candidates' texts (with --topics)")
-    parser.add_argument("--topics", metavar="FILE", help="topics file (with --index)")
+    add_data_args(parser, what="the run to rerank (--run, or the dataset's candidates), its topics and texts")
     parser.add_argument("--output", required=True, metavar="RUN", help="reranked run file")
     parser.add_argument("--output-format", choices=RUN_FORMATS, default="trec")
     parser.add_argument("--store", metavar="DIR", help="stored document encodings (late-interaction models: irpipe encode)")
     parser.add_argument("--batch-size", type=int, default=64, metavar="N", help="pairs per batch (default 64)")
     add_model_args(parser)
-    parser.add_argument("--eval", metavar="MEASURES", help="with --dataset: evaluate the output (e.g. RR@10,AP,nDCG@10)")
+    parser.add_argument("--eval", metavar="MEASURES", help="evaluate the output with the qrels (e.g. RR@10,AP,nDCG@10)")
 
 
 def main(args: argparse.Namespace) -> int:
     from pipeline.commands.train import key_values
-    from pipeline.data.runs import read_run
-    from pipeline.data.topics import read_topics
     from pipeline.rerank.neural import reranker_for_model
 
-    if args.index and not args.topics:
-        raise ConfigError("--index needs --topics FILE (or give --dataset NAME)")
-    if args.eval and not args.dataset:
-        raise ConfigError("--eval needs --dataset NAME (for its qrels)")
-    reranker = reranker_for_model(args.model, batch_size=args.batch_size, device=args.device, amp=args.amp,
-                                  threads=args.threads, index=args.index, store=args.store,
-                                  **key_values(args.config, "--set"))
-    run = read_run(args.run)
-    dataset = None
-    if args.dataset:
+    dataset = dataset_from_args(args)
+    run = dataset.run()
+    if run is None:
+        raise ConfigError("nothing to rerank: give --run FILE (or a dataset that ships candidates)")
+    if args.dataset and args.run:  # candidate texts the named dataset ships (DL19/DL20, WikiQA, TrecQA)
         from pipeline.data.registry import get_dataset
 
-        dataset = get_dataset(args.dataset)
-        topics = dataset.topics()
-        shipped = dataset.run()
-        if shipped is not None:  # candidates with texts: no index needed for the docids they cover
+        shipped = get_dataset(args.dataset).run()
+        if shipped is not None:
             run.texts = {d: shipped.texts[d] for hits in run.ranking.values() for d, _ in hits if d in shipped.texts}
-        reranker = reranker.bind(dataset)  # the dataset's index, only for candidates still without a text
-    else:
-        topics = read_topics(args.topics)
+    if args.eval and "qrels" not in dataset.provides:
+        raise ConfigError("--eval needs qrels: --qrels FILE or a dataset that has them")
+    topics = dataset.topics()
     missing = [qid for qid in run.ranking if qid not in topics.queries]
     if missing:
-        raise ConfigError(f"{len(missing)} queries of {args.run} are not in the topics (e.g. {missing[0]!r})")
-    output = reranker(topics, run)
+        raise ConfigError(f"{len(missing)} queries of the run are not in the topics (e.g. {missing[0]!r})")
+    reranker = reranker_for_model(args.model, batch_size=args.batch_size, device=args.device, amp=args.amp,
+                                  threads=args.threads, store=args.store, **key_values(args.config, "--set"))
+    output = reranker.bind(dataset)(topics, run)  # texts the run lacks come from the dataset's (or --index) index
     output.write(args.output, format=args.output_format, tag=reranker.name)
     logger.info("wrote %s", args.output)
     if args.eval:

@@ -2,11 +2,13 @@
 
     irpipe train monobert --train wikiqa/train --dev wikiqa/dev --out models/monobert-wikiqa --epochs 2
     irpipe train hcan --train trecqa/train --out models/h --set encoder=wide --set loss=hinge --option warmup=0.1
+    irpipe train hcan --train ./mydata/train --dev-topics dev.tsv --dev-qrels dev.qrels --dev-run dev.trec --out m
 """
 from __future__ import annotations
 
 import argparse
 
+from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.errors import ConfigError
 
 TRAINING_FLAGS = ("epochs", "lr", "train_batch_size", "seed", "negatives", "depth", "measure", "patience",
@@ -40,8 +42,8 @@ def key_values(items: list[str], flag: str) -> dict:
 
 def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="model name (monobert, hcan, biencoder, ...)")
-    parser.add_argument("--train", required=True, metavar="DATASET", help="training dataset (labelled candidates or qrels)")
-    parser.add_argument("--dev", metavar="DATASET", help="dev dataset: evaluated every epoch, picks the best epoch")
+    add_data_args(parser, prefix="train", what="training data (labelled candidates, or qrels with BM25 negatives)")
+    add_data_args(parser, prefix="dev", what="dev data (evaluated every epoch, picks the best epoch)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder: the best checkpoint, train.jsonl, state/")
     parser.add_argument("--epochs", type=int, metavar="N")
     parser.add_argument("--lr", type=float, metavar="LR")
@@ -72,7 +74,8 @@ def main(args: argparse.Namespace) -> int:
     overrides = key_values(args.config, "--set")
     if args.loss is not None:
         overrides["loss"] = args.loss
-    result = train(args.model, args.train, args.out, dev=args.dev, options=options, overrides=overrides,
+    result = train(args.model, dataset_from_args(args, prefix="train"), args.out,
+                   dev=dataset_from_args(args, prefix="dev", required=False), options=options, overrides=overrides,
                    resume=args.resume)  # an interrupt is reported by the loop, with what was saved
     scores = ", ".join(f"{k} {v:.4f}" for k, v in result.best.items() if v is not None)
     print(f"{result.out}: best epoch {result.best_epoch} of {len(result.history)}{': dev ' + scores if scores else ''}")

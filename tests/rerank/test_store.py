@@ -108,7 +108,7 @@ def test_dl20_warm_store_ranks_as_on_the_fly(tmp_path, shared_data, dtype):
 
     shipped = get_dataset("dl20-passage").run()
     Run(dict(list(shipped.ranking.items())[:8])).write(tmp_path / "cand.trec")
-    assert main(["-q", "encode", "--model", "biencoder", "--run", str(tmp_path / "cand.trec"), "--texts-from",
+    assert main(["-q", "encode", "--model", "biencoder", "--run", str(tmp_path / "cand.trec"), "--dataset",
                  "dl20-passage", "--out", str(tmp_path / "store"), "--shard-size", "300", "--dtype", dtype]) == 0
     manifest = json.loads((tmp_path / "store" / "manifest.json").read_text())
     assert manifest["count"] == 800 and manifest["dtype"] == dtype and len(manifest["shards"]) == 3
