@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline import __version__
-from pipeline.data.files import atomic_write
+from pipeline.data.files import atomic_write, file_sha256
 from pipeline.errors import ConfigError, InputError, UnknownNameError
 from pipeline.rerank import models
 from pipeline.rerank.config import config_to_dict, make_config
@@ -154,26 +154,16 @@ def load_weights(model, path: str | Path) -> None:
                               field=sorted(missing or unexpected)[0])
 
 
-_digests: dict[tuple[str, int, int], str] = {}
-
-
 def file_digest(path: Path) -> str:
-    """sha1 of a file's bytes, computed once per (path, size, mtime) in a process."""
+    """The sha256 of a checkpoint file (memoised per process); a CheckpointError when it is missing."""
     if not path.is_file():
         raise CheckpointError(path, "missing")
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    if key not in _digests:
-        digest = hashlib.sha1()
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-        _digests[key] = digest.hexdigest()
-    return _digests[key]
+    return file_sha256(path)
 
 
 def checkpoint_digest(directory: str | Path) -> str:
-    """sha1 of a checkpoint's config.json and weights: a retrained checkpoint invalidates cached runs."""
+    """sha1 over the sha256 of a checkpoint's config.json and weights: a retrained checkpoint invalidates cached
+    runs."""
     digest = hashlib.sha1()
     for name in (CONFIG_FILE, WEIGHTS_FILE):
         digest.update(file_digest(Path(directory) / name).encode())

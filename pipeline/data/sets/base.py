@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterator, NamedTuple
 
 from pipeline.cache import cache_root as irpipe_cache_root
+from pipeline.data.files import file_sha256
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import Run, Topics
 from pipeline.errors import IrpipeError, MissingResourceError
@@ -31,7 +32,6 @@ from pipeline.log import logger, progress
 RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 CONNECT_TIMEOUT_S = 10  # fail fast where there is no network
 PROVIDES = ("topics", "qrels", "docs", "run", "pairs", "records")
-_verified: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process
 
 
 class DatasetLacksError(IrpipeError):
@@ -110,19 +110,6 @@ def _place_message(file: DataFile, reason: str) -> str:
     return (f"dataset file {file.rel} is {where}, and {reason}. Place the file {file.url} "
             f"({file.size:,} bytes, sha256 {file.sha256}) at {cache_root() / file.rel}, "
             f"or set IRPIPE_MIRROR to a folder holding {file.rel}.")
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file, computed once per process for each (path, size, mtime)."""
-    stat = path.stat()
-    key = (str(path), stat.st_size, stat.st_mtime_ns)
-    if key not in _verified:
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-        _verified[key] = digest.hexdigest()
-    return _verified[key]
 
 
 def _verify(path: Path, file: DataFile) -> Path:
