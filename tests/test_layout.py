@@ -74,3 +74,18 @@ def test_every_model_file_registers_itself_under_its_own_name():
     for name in models.model_names():
         model = models.model_class(name)
         assert model.name == name and get_stage_class(name).model_class is model and name in stage_names()
+
+
+def test_no_module_over_400_lines():
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert long == {}
+
+
+def test_command_line_code_lives_in_commands():
+    """argparse only in pipeline/commands/, cli.py and the benchmark commands: library modules hold no CLI code."""
+    allowed = {"cli.py"}
+    offenders = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                 if "argparse" in p.read_text(encoding="utf-8") and p.parts[-2] not in ("commands", "benchmarks")
+                 and p.name not in allowed]
+    assert offenders == []
