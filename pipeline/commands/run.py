@@ -29,6 +29,9 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     target = args.target
+    if target is not None and not target.strip():
+        raise ConfigError("empty pipeline spec: give a spec such as \"bm25() % 100\", an experiment .yaml file, "
+                          "or nothing at all for the main job")
     dataset = dataset_from_args(args, required=False)
     if target and (target.endswith((".yaml", ".yml")) or Path(target).is_file()):
         experiment = Experiment.load(target)

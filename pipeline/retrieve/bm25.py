@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import math
 from pathlib import Path
 
 from pipeline.data.runs import Run, Topics
@@ -34,6 +35,17 @@ def dataset_index_for(dataset, segment: str | None = None) -> Path:
     return dataset_index(dataset, segmenter="jieba" if segment == "jieba" else None)
 
 
+def check_range(name: str, value, low: float | None = None, high: float | None = None, integer: bool = False) -> None:
+    """A ConfigError naming the option unless `value` is a finite number (an integer when `integer`) in [low, high]:
+    checked when a stage is made, before any work (Lucene would throw deep inside a search)."""
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}", field=name)
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"between {low} and {high}"
+        raise ConfigError(f"{name} must be {bounds}, got {value!r}", field=name)
+
+
 @functools.lru_cache(maxsize=8)
 def open_index(index_dir: str, language: str | None = None) -> LuceneIndex:
     """Indexes stay open for the life of the process (one JVM, many stages)."""
@@ -51,17 +63,18 @@ class BM25(Stage):
     def __init__(self, index: str | Path | None = None, k1: float = 0.9, b: float = 0.4, hits: int = 1000,
                  threads: int = 1, rm3: bool = False, fb_terms: int = 10, fb_docs: int = 10,
                  original_query_weight: float = 0.5, language: str | None = None, segment: str | None = None):
-        if hits < 1:
-            raise ValueError(f"hits must be >= 1, got {hits}")
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+        check_range("k1", k1, low=0)
+        check_range("b", b, low=0, high=1)
+        for name, value in (("hits", hits), ("threads", threads), ("fb_terms", fb_terms), ("fb_docs", fb_docs)):
+            check_range(name, value, low=1, integer=True)
+        check_range("original_query_weight", original_query_weight, low=0, high=1)
         self.index = str(index) if index is not None else None
         self.k1, self.b, self.hits, self.threads = float(k1), float(b), int(hits), int(threads)
         self.rm3, self.fb_terms, self.fb_docs = bool(rm3), int(fb_terms), int(fb_docs)
         self.original_query_weight = float(original_query_weight)
         self.language = language
         if segment is not None and segment not in CHINESE_TERMS:
-            raise ValueError(f"segment must be one of {', '.join(CHINESE_TERMS)}, got {segment!r}")
+            raise ConfigError(f"segment must be one of {', '.join(CHINESE_TERMS)}, got {segment!r}")
         self.segment = segment  # Chinese datasets: index jieba words or CJK bigrams (default: DEFAULT_CHINESE_TERMS)
 
     def config(self) -> dict:
