@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import gzip
 import os
 import tempfile
@@ -20,7 +21,7 @@ from pipeline.errors import InputError, MissingResourceError, OutputError
 from pipeline.log import logger
 
 TMP_SUFFIX = ".tmp"  # atomic_write's scratch files: `.<name>.<random>.tmp` beside the target
-STALE_SECONDS = 3600  # scratch older than this belongs to a killed writer (a live one renames it sooner or later)
+STALE_SECONDS = 24 * 3600  # a pid-less scratch file this old belongs to a killed writer
 # errors of the place written to, not of the program: reported with the file and what to do
 _OUTPUT_ERRNOS = {errno.ENOSPC: "free some space or write elsewhere", errno.EDQUOT: "free some space or write elsewhere",
                   errno.EROFS: "the file system is read-only: write elsewhere",
@@ -45,7 +46,8 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+        sweep_stale(path.parent, path.name)
+        fd, tmp = tempfile.mkstemp(prefix=scratch_prefix(path.name), suffix=TMP_SUFFIX, dir=path.parent)
     except OSError as error:
         raise output_error(path, error) or error from None
     try:
@@ -62,23 +64,42 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         raise
 
 
-def sweep_stale(folder: str | Path, pattern: str, max_age: float = STALE_SECONDS) -> list[Path]:
-    """Remove scratch left in `folder` by killed writers: entries matching `pattern` older than `max_age` seconds
-    (younger ones may belong to a writer still running); each removal is logged. Returns what was removed."""
+def scratch_prefix(name: str) -> str:
+    """The prefix of a scratch file or folder: `.NAME.PID.`, so the next run can tell a killed writer's leftovers
+    (its process is gone) from a live writer's."""
+    return f".{name}.{os.getpid()}."
+
+
+def sweep_stale(folder: str | Path, name: str) -> list[Path]:
+    """Remove the scratch of `name` in `folder` (`.NAME.PID.*`, see scratch_prefix) whose process no longer runs,
+    and pid-less `.NAME.*.tmp` files older than STALE_SECONDS (from older versions); each removal is logged."""
     import shutil
 
-    removed = []
-    now = time.time()
-    for entry in sorted(Path(folder).glob(pattern)) if Path(folder).is_dir() else []:
-        try:
-            if now - entry.lstat().st_mtime < max_age:
+    folder, removed = Path(folder), []
+    for entry in sorted(folder.glob(f".{glob.escape(name)}.*")) if folder.is_dir() else []:
+        pid = entry.name[len(name) + 2:].split(".", 1)[0]
+        if pid.isdigit():
+            if _running(int(pid)):
                 continue
+        elif entry.suffix != TMP_SUFFIX or time.time() - entry.lstat().st_mtime < STALE_SECONDS:
+            continue
+        try:
             shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         except OSError:
             continue  # not ours to remove (permissions) or already gone
-        logger.warning("removed stale scratch %s (left by an interrupted run)", entry)
+        logger.warning("removed %s, left behind by an interrupted run", entry)
         removed.append(entry)
     return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
 
 
 def open_text(path: str | Path) -> IO[str]:
