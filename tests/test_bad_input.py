@@ -42,6 +42,8 @@ CASES = [
     ("search --hits 0", {}, [*SEARCH, "--hits", "0"], ["hits must be >= 1, got 0"]),
     ("search --threads 0", {}, [*SEARCH, "--threads", "0"], ["threads must be >= 1, got 0"]),
     ("search --b 1.5", {}, [*SEARCH, "--b", "1.5"], ["b must be between 0 and 1, got 1.5"]),
+    ("search --language xx", {}, [*SEARCH, "--language", "xx"], ["language must be one of", "got 'xx'"]),
+    ("bm25 unknown language", {}, ["run", "bm25(language=klingon)", *TINY], ["language must be one of"]),
     ("empty spec", {}, ["run", "", *TINY], ["empty pipeline spec"]),
     ("blank spec", {}, ["run", "  ", *TINY], ["empty pipeline spec"]),
     # -- item 2: the whole experiment file, before the pipeline runs ------------------------------------------

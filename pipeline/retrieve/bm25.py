@@ -14,6 +14,7 @@ from pathlib import Path
 from pipeline.data.runs import Run, Topics
 from pipeline.errors import ConfigError
 from pipeline.log import progress
+from pipeline.retrieve.index import LANGUAGES, dataset_index
 from pipeline.retrieve.lucene import LuceneIndex, read_index_metadata
 from pipeline.stage import Stage, register
 
@@ -26,8 +27,6 @@ DEFAULT_CHINESE_TERMS = "jieba"
 
 def dataset_index_for(dataset, segment: str | None = None) -> Path:
     """The dataset's own index (built on first use); for a Chinese dataset, of jieba words or CJK bigrams."""
-    from pipeline.retrieve.index import dataset_index
-
     language = getattr(dataset, "language", "en")
     if segment is not None and language != "zh":
         raise ConfigError(f"segment={segment} is for Chinese datasets; {dataset.name} is {language}")
@@ -72,6 +71,8 @@ class BM25(Stage):
         self.k1, self.b, self.hits, self.threads = float(k1), float(b), int(hits), int(threads)
         self.rm3, self.fb_terms, self.fb_docs = bool(rm3), int(fb_terms), int(fb_docs)
         self.original_query_weight = float(original_query_weight)
+        if language is not None and language not in LANGUAGES:
+            raise ConfigError(f"language must be one of {', '.join(LANGUAGES)}, got {language!r}", field="language")
         self.language = language
         if segment is not None and segment not in CHINESE_TERMS:
             raise ConfigError(f"segment must be one of {', '.join(CHINESE_TERMS)}, got {segment!r}")
