@@ -239,3 +239,31 @@ def _wait_for_child(pid: int, word: str, timeout: float) -> int | None:
                         return int(child)
         time.sleep(0.02)
     return None
+
+
+@pytest.mark.parametrize("reader, name", [("Vocabulary", "vocab.txt"), ("IdfTable", "idf.tsv")])
+def test_undecodable_checkpoint_vocabularies_name_file_and_line(reader, name, tmp_path):
+    """A checkpoint's vocab.txt / idf.tsv that is not UTF-8 text: an InputError naming the file and its first bad line."""
+    from pipeline.errors import InputError
+    from pipeline.rerank import text
+
+    (tmp_path / name).write_bytes(b"<pad>\n<unk>\nword\n" + "caf\xe9\n".encode("latin-1"))
+    with pytest.raises(InputError) as error:
+        getattr(text, reader).load(tmp_path / name)
+    assert f"{name}:4" in str(error.value) and "not UTF-8 text" in str(error.value)
+
+
+def test_an_oserror_that_names_no_file_is_not_hidden(monkeypatch):
+    """Only errors of the place written to become exit 2; any other OSError is a bug and keeps its traceback."""
+    import errno
+    import types
+
+    def broken(args):
+        raise OSError(errno.EACCES, "Permission denied")  # no file name: not something the user can fix
+
+    module = types.ModuleType("brokencmd")
+    module.main, module.define_args = broken, lambda parser: None
+    monkeypatch.setitem(sys.modules, "brokencmd", module)
+    monkeypatch.setitem(__import__("pipeline.cli").cli.COMMANDS, "broken", ("brokencmd", "a broken command"))
+    with pytest.raises(OSError):
+        main(["broken"])
