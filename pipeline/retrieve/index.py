@@ -5,6 +5,10 @@ into JSONL part files of CHUNK_DOCS documents in a scratch folder, so memory sta
 size; Anserini then indexes the parts in parallel (one thread per part) in a child JVM. The index is built under
 a temporary name and renamed into place, and `irpipe-index.json` beside it records the source, the document
 count and the settings.
+
+A repeated document id is refused (search would return that document twice per query), naming the line of its
+second occurrence, unless `duplicates="keep-first"`. Ctrl-C or SIGTERM stops the Anserini child and removes the
+scratch folder; a scratch folder whose process was killed outright is swept by the next build beside it.
 """
 from __future__ import annotations
 
