@@ -38,6 +38,8 @@ CASES = [
     ("rm3 weight above 1", {}, ["run", "bm25(rm3=true, original_query_weight=2)", *TINY],
      ["original_query_weight must be between 0 and 1"]),
     ("bm25kw negative weight", {}, ["run", "bm25kw(dict=x, weight=-1)", *TINY], ["weight must be >= 0, got -1"]),
+    ("fusion negative k", {}, ["run", "fusion(bm25(), bm25(k1=1.2), k=-1)", *TINY], ["k must be >= 0, got -1"]),
+    ("fusion depth 0", {}, ["run", "fusion(bm25(), bm25(k1=1.2), depth=0)", *TINY], ["depth must be >= 1, got 0"]),
     ("boolean spelled no", {}, ["run", "bm25(rm3=no)", *TINY], ["expected true or false"]),
     ("search --hits 0", {}, [*SEARCH, "--hits", "0"], ["hits must be >= 1, got 0"]),
     ("search --threads 0", {}, [*SEARCH, "--threads", "0"], ["threads must be >= 1, got 0"]),

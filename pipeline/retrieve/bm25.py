@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import math
 from pathlib import Path
 
 from pipeline.data.runs import Run, Topics
@@ -16,7 +15,7 @@ from pipeline.errors import ConfigError
 from pipeline.log import progress
 from pipeline.retrieve.index import LANGUAGES, dataset_index
 from pipeline.retrieve.lucene import LuceneIndex, read_index_metadata
-from pipeline.stage import Stage, register
+from pipeline.stage import Stage, check_range, register
 
 
 # How a Chinese dataset's own index splits text into terms: jieba words (indexed pre-tokenized, queries cut the
@@ -32,17 +31,6 @@ def dataset_index_for(dataset, segment: str | None = None) -> Path:
         raise ConfigError(f"segment={segment} is for Chinese datasets; {dataset.name} is {language}")
     segment = segment or (DEFAULT_CHINESE_TERMS if language == "zh" else None)
     return dataset_index(dataset, segmenter="jieba" if segment == "jieba" else None)
-
-
-def check_range(name: str, value, low: float | None = None, high: float | None = None, integer: bool = False) -> None:
-    """A ConfigError naming the option unless `value` is a finite number (an integer when `integer`) in [low, high]:
-    checked when a stage is made, before any work (Lucene would throw deep inside a search)."""
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
-        raise ConfigError(f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}", field=name)
-    if (low is not None and value < low) or (high is not None and value > high):
-        bounds = f">= {low}" if high is None else f"between {low} and {high}"
-        raise ConfigError(f"{name} must be {bounds}, got {value!r}", field=name)
 
 
 @functools.lru_cache(maxsize=8)

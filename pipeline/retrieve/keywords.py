@@ -18,9 +18,9 @@ from typing import Callable
 from pipeline.data.runs import Run, Topics
 from pipeline.errors import ConfigError
 from pipeline.log import progress
-from pipeline.retrieve.bm25 import BM25, check_range, open_index
+from pipeline.retrieve.bm25 import BM25, open_index
 from pipeline.retrieve.keyword_dictionary import Keyword, KeywordDictionary, load_dictionary, word_splitter
-from pipeline.stage import Stage, register
+from pipeline.stage import Stage, check_range, register
 
 # -- extraction -------------------------------------------------------------------------------------------------
 
