@@ -1,7 +1,8 @@
 """`irpipe` command line: one subcommand per task, each in its own module under pipeline/commands/.
 
 Every command module exposes `define_args(parser)` and `main(args) -> int`; `main` here maps an
-`IrpipeError` to a one-line message on stderr and exit status 2.
+`IrpipeError` -- and an OSError of the place written to (read-only, full, no permission) -- to a one-line message
+on stderr and exit status 2; `--debug` (or IRPIPE_DEBUG=1) prints the traceback as well.
 """
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import importlib
 import os
 import signal
 import sys
+import traceback
 
 from pipeline import __version__, log
+from pipeline.data.files import output_error
 from pipeline.errors import IrpipeError
 
 COMMANDS = {
@@ -35,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars or info logs")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs")
     parser.add_argument("--offline", action="store_true", help="never download (same as IRPIPE_OFFLINE=1)")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error (same as IRPIPE_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
@@ -63,8 +67,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return importlib.import_module(args._module).main(args)
-    except IrpipeError as error:
-        print(f"irpipe {args.command}: error: {error}", file=sys.stderr)
+    except (IrpipeError, OSError) as error:
+        reported = error if isinstance(error, IrpipeError) else output_error(error.filename, error)
+        if reported is None or (not isinstance(error, IrpipeError) and not error.filename):
+            raise  # an OSError that does not name the file written: a bug, shown with its traceback
+        if args.debug or os.environ.get("IRPIPE_DEBUG", "") not in ("", "0"):
+            traceback.print_exc()
+        print(f"irpipe {args.command}: error: {reported}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interrupt:
         terminated = isinstance(interrupt, Terminated)

@@ -23,6 +23,14 @@ class InputError(IrpipeError):
         super().__init__(f"{where}{what}: {message}")
 
 
+class OutputError(IrpipeError):
+    """A file that cannot be written (read-only folder, full disk, no permission): names the file and what to do."""
+
+    def __init__(self, path: str | Path, message: str):
+        self.path = str(path)
+        super().__init__(f"{self.path}: {message}")
+
+
 class UnknownNameError(IrpipeError, KeyError):
     """An unknown registered name (dataset, stage, measure...), with close matches suggested."""
 

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import __version__, cache
-from pipeline.data.files import atomic_write
+from pipeline.data.files import atomic_write, load_yaml
 from pipeline.data.runs import RUN_FORMATS, Run
-from pipeline.errors import ConfigError, InputError
+from pipeline.errors import ConfigError, InputError, IrpipeError
 from pipeline.log import logger
 
 DEFAULT_EXPERIMENT = Path(__file__).resolve().parent.parent / "eval" / "main-job.yaml"  # `irpipe run` alone
@@ -41,6 +42,14 @@ OKISH_FACTOR = 10
 BASELINE = "baseline"  # the baseline pipeline's row in the comparison table
 _KEYS = {"name", "dataset", "pipeline", "measures", "expected", "tolerance", "rel_level", "queries",
          "output_format", "description", "ci", "baseline"}
+# (key, accepted YAML types, as said in the error) for the optional and required fields
+_FIELD_KINDS = [("name", (str,), "a string"), ("dataset", (str,), "a dataset name or folder (a string)"),
+                ("pipeline", (str,), "a pipeline spec (a string)"), ("measures", (str, list), "a list of measures"),
+                ("expected", (dict,), "a mapping measure: score"), ("tolerance", (int, float), "a number"),
+                ("rel_level", (int,), "an integer"), ("queries", (str,), "qrels or run"),
+                ("output_format", (str,), "trec or msmarco"), ("description", (str,), "a string"),
+                ("ci", (bool,), "true or false"), ("baseline", (str,), "a pipeline spec (a string)")]
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # no path separators, no leading dot (no `..`)
 
 
 @dataclass
@@ -61,6 +70,8 @@ class Experiment:
 
     @classmethod
     def from_dict(cls, data: dict, path: str | None = None) -> "Experiment":
+        """The experiment of a parsed YAML mapping, every field checked (types, measures, relevance level, a safe
+        name, both pipeline specs) before anything runs; a problem is an InputError naming the file and field."""
         where = path or "experiment"
         if not isinstance(data, dict):
             raise InputError(where, "an experiment file is a YAML mapping")
@@ -70,40 +81,76 @@ class Experiment:
         for key in ("dataset", "pipeline", "measures"):
             if not data.get(key):
                 raise InputError(where, f"missing required key {key!r}", field=key)
+        for key, kinds, what in _FIELD_KINDS:
+            value = data.get(key)
+            if value is not None and (not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool))):
+                raise InputError(where, f"{key} must be {what}, got {value!r}", field=key)
         measures = data["measures"]
-        if isinstance(measures, str):
-            measures = [m.strip() for m in measures.split(",") if m.strip()]
+        measures = [m.strip() for m in measures.split(",") if m.strip()] if isinstance(measures, str) else measures
+        if not all(isinstance(m, str) for m in measures):
+            raise InputError(where, f"measures are names such as AP or nDCG@10, got {measures!r}", field="measures")
         expected = data.get("expected") or {}
         for measure, value in expected.items():
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise InputError(where, f"expected score for {measure} is not a number: {value!r}", field=f"expected.{measure}")
-        if data.get("output_format", "trec") not in RUN_FORMATS:
-            raise InputError(where, f"output_format must be one of {RUN_FORMATS}", field="output_format")
-        if data.get("baseline") is not None and (not isinstance(data["baseline"], str) or not data["baseline"].strip()):
-            raise InputError(where, "baseline is a pipeline spec (a string)", field="baseline")
         name = data.get("name") or (Path(path).stem if path else "experiment")
-        if name == BASELINE:
-            raise InputError(where, f"an experiment cannot be named {BASELINE!r}", field="name")
-        return cls(name=name, dataset=data["dataset"], pipeline=data["pipeline"], measures=list(measures),
-                   expected={str(k): float(v) for k, v in expected.items()},
-                   tolerance=float(data.get("tolerance", 1e-4)),
-                   rel_level=data.get("rel_level"), queries=data.get("queries", "qrels"),
-                   output_format=data.get("output_format", "trec"), description=data.get("description", ""),
-                   ci=bool(data.get("ci", True)), baseline=data.get("baseline"), path=path)
+        experiment = cls(name=str(name), dataset=data["dataset"], pipeline=data["pipeline"], measures=list(measures),
+                         expected={str(k): float(v) for k, v in expected.items()},
+                         tolerance=float(data.get("tolerance", 1e-4)),
+                         rel_level=data.get("rel_level"), queries=data.get("queries", "qrels"),
+                         output_format=data.get("output_format", "trec"), description=data.get("description", ""),
+                         ci=data.get("ci", True), baseline=data.get("baseline"), path=path)
+        experiment.check()
+        return experiment
+
+    def check(self) -> None:
+        """Everything that can be checked without running: the name, the measures at the relevance level, the
+        expected scores' measures, the tolerance and both pipeline specs. InputError (file, field) on a problem."""
+        from pipeline.evaluate import QUERY_SETS, parse_measure, parse_measures
+        from pipeline.spec import parse
+
+        def problem(message: str, field: str) -> IrpipeError:  # a file's fields, or a spec's command-line options
+            return InputError(self.path, message, field=field) if self.path else ConfigError(message, field)
+
+        if not _SAFE_NAME.fullmatch(self.name) or self.name == BASELINE:
+            raise problem(f"name {self.name!r} must be letters, digits, '_', '-', '.' (not first) and not "
+                          f"{BASELINE!r}: it names files under runs/ and the results folder", "name")
+        if self.rel_level is not None and (isinstance(self.rel_level, bool) or not isinstance(self.rel_level, int)
+                                           or self.rel_level < 1):
+            raise problem(f"rel_level must be an integer >= 1, got {self.rel_level!r}", "rel_level")
+        if not math.isfinite(self.tolerance) or self.tolerance < 0:
+            raise problem(f"tolerance must be a number >= 0, got {self.tolerance!r}", "tolerance")
+        if self.output_format not in RUN_FORMATS:
+            raise problem(f"output_format must be one of {RUN_FORMATS}", "output_format")
+        if self.queries not in QUERY_SETS:
+            raise problem(f"queries must be one of {', '.join(QUERY_SETS)}", "queries")
+        if self.baseline is not None and not self.baseline.strip():
+            raise problem("baseline is a pipeline spec (a string)", "baseline")
+        rel_level = self.rel_level or 1
+        try:
+            measures = [str(m) for m in parse_measures(self.measures, rel_level)]
+        except IrpipeError as error:
+            raise problem(str(error), "measures") from None
+        for measure in self.expected:
+            try:
+                key = str(parse_measure(measure, rel_level))
+            except IrpipeError as error:
+                raise problem(str(error), f"expected.{measure}") from None
+            if key not in measures:
+                raise problem(f"expected score for {measure}, which is not among the measures "
+                              f"({', '.join(self.measures)})", f"expected.{measure}")
+        for key in ("pipeline", "baseline"):
+            if getattr(self, key):
+                try:
+                    parse(getattr(self, key))
+                except IrpipeError as error:
+                    raise problem(str(error), key) from None
 
     @classmethod
     def load(cls, path: str | Path) -> "Experiment":
-        import yaml
-
-        try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(path, "no such experiment file") from None
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            raise InputError(path, f"invalid YAML: {getattr(error, 'problem', error)}",
-                             line=mark.line + 1 if mark else None) from None
-        return cls.from_dict(data, str(path))
+        if not Path(path).is_file():
+            raise InputError(path, "no such experiment file")
+        return cls.from_dict(load_yaml(path), str(path))
 
 
 def status(score: float, expected: float, tolerance: float) -> str:
@@ -142,6 +189,7 @@ def run_experiment(experiment: Experiment, output: str | Path | None = None, res
     from pipeline.evaluate import parse_measure
     from pipeline.spec import parse
 
+    experiment.check()  # again: the command line may have changed fields since loading
     start = time.perf_counter()
     run, _, dataset = run_pipeline(experiment.pipeline, dataset or experiment.dataset, use_cache)
     output = Path(output or Path("runs") / f"{experiment.name}.{experiment.output_format}")

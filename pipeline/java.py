@@ -8,6 +8,7 @@ to the options), so Pyserini's own classpath call later becomes a no-op. A proce
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import importlib.util
@@ -17,7 +18,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from pipeline.errors import MissingResourceError
+from pipeline.errors import IrpipeError, MissingResourceError
 
 MIN_JAVA = 21
 
@@ -108,3 +109,18 @@ def autoclass(name: str):
     from jnius import autoclass as _autoclass
 
     return _autoclass(name)
+
+
+@contextlib.contextmanager
+def java_errors(what: str, hint: str):
+    """Turn a Java exception thrown by Lucene/Anserini (a damaged index, a value Java refuses) into an IrpipeError
+    naming `what` (the index) with its Java class and message, and `hint` (what to do)."""
+    start()  # importing jnius starts the JVM: with the classpath set first
+    from jnius import JavaException
+
+    try:
+        yield
+    except JavaException as error:
+        cause = (getattr(error, "classname", None) or "java exception").rsplit(".", 1)[-1]
+        message = getattr(error, "innermessage", None) or str(error)
+        raise IrpipeError(f"{what}: {cause}: {message}; {hint}") from None

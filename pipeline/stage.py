@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from pipeline import cache
 from pipeline.data.runs import Run, Topics
-from pipeline.errors import IrpipeError, UnknownNameError
+from pipeline.errors import ConfigError, IrpipeError, UnknownNameError
 from pipeline.log import logger
 from pipeline.rerank import models
 
@@ -59,6 +59,17 @@ def get_stage_class(name: str) -> type:
     if name not in _REGISTRY:
         raise UnknownNameError("stage", name, stage_names())
     return _REGISTRY[name]
+
+
+def check_range(name: str, value, low: float | None = None, high: float | None = None, integer: bool = False) -> None:
+    """A ConfigError naming the option unless `value` is a finite number (an integer when `integer`) in [low, high]:
+    checked when a stage is made, before any work (Lucene would throw deep inside a search)."""
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}", field=name)
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"between {low} and {high}"
+        raise ConfigError(f"{name} must be {bounds}, got {value!r}", field=name)
 
 
 def stage_names() -> list[str]:
@@ -236,6 +247,8 @@ class Fusion(Stage):
             raise ValueError("fusion norm applies to method=weighted (reciprocal rank fusion uses ranks, not scores)")
         if weights is not None and len(weights) != len(self.stages):
             raise ValueError(f"{len(weights)} weights for {len(self.stages)} fused stages")
+        check_range("k", k, low=0)
+        check_range("depth", depth, low=1, integer=True)
         self.method, self.k, self.depth, self.norm = method, k, depth, norm
         self.weights = tuple(weights) if weights is not None else (1.0,) * len(self.stages)
         self.needs_run = any(s.needs_run for s in self.stages)

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
-from pipeline.retrieve.index import LANGUAGES, build_index
+from pipeline.retrieve.index import DUPLICATES, LANGUAGES, build_index
 from pipeline.retrieve.lucene import SEGMENTERS
 
 
@@ -28,23 +29,29 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-buffer", type=int, default=1024, metavar="MB",
                         help="Lucene RAM buffer; bounds the indexing JVM's heap (default 1024)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
+    parser.add_argument("--duplicates", choices=DUPLICATES, default="refuse",
+                        help="a repeated document id: refuse (default: an error naming its line) or keep-first "
+                             "(index the first occurrence only)")
 
 
-def _docs_from_args(args) -> tuple[Iterator[dict], str]:
+def _docs_from_args(args) -> tuple[Iterator[dict], str, Callable | None]:
+    """(documents, source, locate: position -> (file, line) for error messages, or None for a dataset)."""
     if args.dataset:
         from pipeline.data.registry import get_dataset
 
-        return get_dataset(args.dataset).docs(), f"dataset:{args.dataset}"
-    from pipeline.data.corpus import iter_docs
+        return get_dataset(args.dataset).docs(), f"dataset:{args.dataset}", None
+    from pipeline.data.corpus import doc_location, iter_docs
 
-    return iter_docs(args.input, args.format), str(Path(args.input).resolve())
+    return (iter_docs(args.input, args.format), str(Path(args.input).resolve()),
+            functools.partial(doc_location, args.input, args.format))
 
 
 def main(args: argparse.Namespace) -> int:
-    docs, source = _docs_from_args(args)
+    docs, source, locate = _docs_from_args(args)
     metadata = build_index(docs, args.index, source, threads=args.threads, language=args.language,
                            pretokenized=args.pretokenized, store_positions=args.store_positions,
                            store_docvectors=args.store_docvectors, store_raw=args.store_raw, overwrite=args.overwrite,
-                           memory_buffer=args.memory_buffer, segmenter=args.segment)
+                           memory_buffer=args.memory_buffer, segmenter=args.segment,
+                           duplicates=args.duplicates, locate=locate)
     print(json.dumps(metadata, indent=2))
     return 0

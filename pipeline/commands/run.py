@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from pipeline.commands.data_args import add_data_args, dataset_from_args
@@ -29,6 +30,9 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     target = args.target
+    if target is not None and not target.strip():
+        raise ConfigError("empty pipeline spec: give a spec such as \"bm25() % 100\", an experiment .yaml file, "
+                          "or nothing at all for the main job")
     dataset = dataset_from_args(args, required=False)
     if target and (target.endswith((".yaml", ".yml")) or Path(target).is_file()):
         experiment = Experiment.load(target)
@@ -36,7 +40,8 @@ def main(args: argparse.Namespace) -> int:
         if dataset is None:
             raise ConfigError("a pipeline spec needs data: --dataset NAME|DIR, or --topics FILE with --qrels and "
                               "--corpus, --index or --run (or give an experiment .yaml file)")
-        experiment = Experiment.from_dict({"name": Path(args.output).stem.split(".")[0] if args.output else "run",
+        name = re.sub(r"[^A-Za-z0-9_-]+", "_", Path(args.output).stem.split(".")[0]) if args.output else ""
+        experiment = Experiment.from_dict({"name": name.strip("_") or "run",
                                            "dataset": dataset.name, "pipeline": target,
                                            "measures": args.eval or "RR@10,AP,nDCG@10"})
     else:

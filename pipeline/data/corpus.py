@@ -20,6 +20,19 @@ _DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO>", re.DOTALL)
 
 def iter_docs(path: str | Path, format: str | None = None) -> Iterator[dict]:
     """Documents of a file or of every file in a folder (recursively, in name order; hidden files skipped)."""
+    return (doc for _, _, doc in located_docs(path, format))
+
+
+def doc_location(path: str | Path, format: str | None, ordinal: int) -> tuple[Path, int]:
+    """(file, line) of the `ordinal`-th (0-based) document of `iter_docs(path, format)`: for error messages."""
+    for number, (file, line, _) in enumerate(located_docs(path, format)):
+        if number == ordinal:
+            return file, line
+    raise IndexError(ordinal)
+
+
+def located_docs(path: str | Path, format: str | None = None) -> Iterator[tuple[Path, int, dict]]:
+    """(file, 1-based line where it starts, document) for each document of a file or folder (see iter_docs)."""
     path = Path(path)
     if format is not None and format not in DOC_FORMATS:
         raise ValueError(f"unknown document format {format!r}; expected one of {DOC_FORMATS}")
@@ -29,12 +42,13 @@ def iter_docs(path: str | Path, format: str | None = None) -> Iterator[dict]:
         if not files:
             raise InputError(path, "folder holds no files")
         for file in files:
-            yield from iter_docs(file, format)
+            yield from located_docs(file, format)
         return
     if not path.is_file():
         raise MissingResourceError(f"{path}: no such file or folder")
     fmt = format or detect_doc_format(path)
-    yield from {"jsonl": _jsonl_docs, "tsv": _tsv_docs, "trec": _trec_docs}[fmt](path)
+    for number, doc in {"jsonl": _jsonl_docs, "tsv": _tsv_docs, "trec": _trec_docs}[fmt](path):
+        yield path, number, doc
 
 
 def detect_doc_format(path: str | Path) -> str:
@@ -53,7 +67,7 @@ def detect_doc_format(path: str | Path) -> str:
     raise InputError(path, f"cannot detect the document format (one of {', '.join(DOC_FORMATS)}); pass format=", number)
 
 
-def _jsonl_docs(path: Path) -> Iterator[dict]:
+def _jsonl_docs(path: Path) -> Iterator[tuple[int, dict]]:
     for number, obj in json_lines(path):
         doc_id = obj.pop("id", None)
         if isinstance(doc_id, int) and not isinstance(doc_id, bool):
@@ -63,25 +77,25 @@ def _jsonl_docs(path: Path) -> Iterator[dict]:
         contents = obj.pop("contents", None)
         if not isinstance(contents, str):
             raise InputError(path, "missing \"contents\" string", number, "contents")
-        yield {"id": _check_id(doc_id, path, number, "id"), "contents": contents, **obj}
+        yield number, {"id": _check_id(doc_id, path, number, "id"), "contents": contents, **obj}
 
 
-def _tsv_docs(path: Path) -> Iterator[dict]:
+def _tsv_docs(path: Path) -> Iterator[tuple[int, dict]]:
     for number, line in numbered_lines(path):
         if "\t" not in line:
             raise InputError(path, "expected id<TAB>text, found no tab", number, "columns")
         doc_id, contents = line.split("\t", 1)
-        yield {"id": _check_id(doc_id, path, number, "id"), "contents": contents}
+        yield number, {"id": _check_id(doc_id, path, number, "id"), "contents": contents}
 
 
-def _trec_docs(path: Path) -> Iterator[dict]:
+def _trec_docs(path: Path) -> Iterator[tuple[int, dict]]:
     for number, block in sgml_blocks(path, "DOC"):
         match = _DOCNO.search(block)
         if not match:
             raise InputError(path, "document has no <DOCNO>...</DOCNO>", number, "DOCNO")
         doc_id = _check_id(match.group(1).strip(), path, number, "DOCNO")
         body = block[: match.start()] + " " + block[match.end():]
-        yield {"id": doc_id, "contents": normalise(_TAG.sub(" ", body))}
+        yield number, {"id": doc_id, "contents": normalise(_TAG.sub(" ", body))}
 
 
 def sgml_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str]]:

@@ -1,15 +1,41 @@
-"""Small file helpers shared by every reader and writer: atomic writes and line iteration."""
+"""Small file helpers shared by every reader and writer: atomic writes, text reading and line iteration.
+
+Every text file is read as UTF-8 through `open_text`/`numbered_lines`/`read_text`, so a binary or mis-encoded
+file is one `InputError` naming the file and the line; every output is written through `atomic_write`, so a
+read-only or full folder is one `OutputError` naming the file.
+"""
 from __future__ import annotations
 
 import contextlib
+import errno
+import glob
 import gzip
 import hashlib
 import os
 import tempfile
+import time
+import zlib
 from pathlib import Path
 from typing import IO, Iterator
 
-from pipeline.errors import InputError, MissingResourceError
+from pipeline.errors import InputError, MissingResourceError, OutputError
+from pipeline.log import logger
+
+TMP_SUFFIX = ".tmp"  # atomic_write's scratch files: `.<name>.<random>.tmp` beside the target
+STALE_SECONDS = 24 * 3600  # a pid-less scratch file this old belongs to a killed writer
+# errors of the place written to, not of the program: reported with the file and what to do
+_OUTPUT_ERRNOS = {errno.ENOSPC: "free some space or write elsewhere", errno.EDQUOT: "free some space or write elsewhere",
+                  errno.EROFS: "the file system is read-only: write elsewhere",
+                  errno.EACCES: "make the folder writable or write elsewhere",
+                  errno.EPERM: "make the folder writable or write elsewhere", errno.EFBIG: "write elsewhere"}
+
+
+def output_error(path: str | Path, error: OSError) -> OutputError | None:
+    """An `OutputError` for an OSError caused by the place written to (full, read-only, no permission), else None."""
+    hint = _OUTPUT_ERRNOS.get(error.errno)
+    if hint is None:
+        return None
+    return OutputError(error.filename or path, f"cannot write: {error.strerror}; {hint}")
 
 
 _digests: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process
@@ -35,18 +61,62 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     An interrupted or failed write leaves the previous file (or no file) behind, never a truncated one.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sweep_stale(path.parent, path.name)
+        fd, tmp = tempfile.mkstemp(prefix=scratch_prefix(path.name), suffix=TMP_SUFFIX, dir=path.parent)
+    except OSError as error:
+        raise output_error(path, error) or error from None
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise output_error(path, error) from None  # the disk filled while writing
         raise
+
+
+def scratch_prefix(name: str) -> str:
+    """The prefix of a scratch file or folder: `.NAME.PID.`, so the next run can tell a killed writer's leftovers
+    (its process is gone) from a live writer's."""
+    return f".{name}.{os.getpid()}."
+
+
+def sweep_stale(folder: str | Path, name: str) -> list[Path]:
+    """Remove the scratch of `name` in `folder` (`.NAME.PID.*`, see scratch_prefix) whose process no longer runs,
+    and pid-less `.NAME.*.tmp` files older than STALE_SECONDS (from older versions); each removal is logged."""
+    import shutil
+
+    folder, removed = Path(folder), []
+    for entry in sorted(folder.glob(f".{glob.escape(name)}.*")) if folder.is_dir() else []:
+        pid = entry.name[len(name) + 2:].split(".", 1)[0]
+        if pid.isdigit():
+            if _running(int(pid)):
+                continue
+        elif entry.suffix != TMP_SUFFIX or time.time() - entry.lstat().st_mtime < STALE_SECONDS:
+            continue
+        try:
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        except OSError:
+            continue  # not ours to remove (permissions) or already gone
+        logger.warning("removed %s, left behind by an interrupted run", entry)
+        removed.append(entry)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
 
 
 def open_text(path: str | Path) -> IO[str]:
@@ -59,16 +129,72 @@ def open_text(path: str | Path) -> IO[str]:
     return open(path, encoding="utf-8-sig")
 
 
+def _open_binary(path: Path) -> IO[bytes]:
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def decoding_error(path: str | Path, error: Exception) -> InputError:
+    """The InputError for a file that is not UTF-8 text (or a damaged .gz): the first bad line found by re-reading
+    it as bytes (only on this error path, so reading good files costs nothing)."""
+    path = Path(path)
+    if not isinstance(error, UnicodeDecodeError):
+        return InputError(path, f"damaged gzip file ({error}): fetch or compress it again")
+    with contextlib.suppress(OSError, EOFError, zlib.error, gzip.BadGzipFile), _open_binary(path) as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return InputError(path, f"not UTF-8 text (byte {raw[bad.start:bad.start + 1]!r} at column "
+                                        f"{bad.start + 1}): a binary file, or save it as UTF-8", number)
+    return InputError(path, f"not UTF-8 text ({error.reason}): a binary file, or save it as UTF-8")
+
+
+_DECODING = (UnicodeDecodeError, EOFError, zlib.error, gzip.BadGzipFile)
+
+
+def read_text(path: str | Path) -> str:
+    """The whole of a (possibly gzipped) UTF-8 text file; a binary or mis-encoded one is an InputError."""
+    try:
+        with open_text(path) as handle:
+            return handle.read()
+    except _DECODING as error:
+        raise decoding_error(path, error) from None
+
+
+def load_yaml(path: str | Path):
+    """A YAML file parsed safely and without aliases (`*name`): nested aliases expand exponentially (a 1 KB file
+    can stand for gigabytes), so an alias is an InputError naming its line."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise InputError(path, "YAML aliases (*name) are not allowed: write the value out", line=mark.line + 1)
+            return super().compose_node(parent, index)
+
+    try:
+        return yaml.load(read_text(path), Loader=NoAliasLoader)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        raise InputError(path, f"invalid YAML: {getattr(error, 'problem', error)}",
+                         line=mark.line + 1 if mark else None) from None
+
+
 def numbered_lines(path: str | Path, skip_blank: bool = True) -> Iterator[tuple[int, str]]:
-    """Yield (1-based line number, line without newline); an empty file is an error."""
+    """Yield (1-based line number, line without newline); an empty file is an error, and so is one that is not
+    UTF-8 text (naming its first bad line)."""
     empty = True
     with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.rstrip("\r\n")
-            if skip_blank and not line.strip():
-                continue
-            empty = False
-            yield number, line
+        try:
+            for number, line in enumerate(handle, start=1):
+                line = line.rstrip("\r\n")
+                if skip_blank and not line.strip():
+                    continue
+                empty = False
+                yield number, line
+        except _DECODING as error:
+            raise decoding_error(path, error) from None
     if empty:
         raise InputError(path, "file is empty")
 

@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from pipeline.data.files import atomic_write
+from pipeline.data.files import atomic_write, read_text
 from pipeline.errors import ConfigError, InputError, MissingResourceError
 
 SOURCES = ("glove", "bert", "word2vec", "random")
@@ -88,7 +88,7 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path: Path) -> "Vocabulary":
-        words = Path(path).read_text(encoding="utf-8").split("\n")
+        words = read_text(path).split("\n")
         if words and words[-1] == "":
             words.pop()
         if words[:2] != [cls.PAD, cls.UNK]:
@@ -169,7 +169,7 @@ def bert_table(path: str | Path | None = None) -> WordTable:
         matrix = f.get_tensor(keys[0]) if keys else None
     if matrix is None:
         raise MissingResourceError(f"{folder}: no embeddings.word_embeddings.weight tensor in the checkpoint")
-    vocab = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    vocab = read_text(folder / "vocab.txt").split("\n")
     whole = [w for w in vocab if w and not w.startswith("##") and not (w.startswith("[") and w.endswith("]"))]
     return WordTable(matrix.shape[1], whole, np.asarray(matrix, dtype=np.float32), bert_path=folder)
 
@@ -272,7 +272,7 @@ class IdfTable:
 
     @classmethod
     def load(cls, path: Path) -> "IdfTable":
-        lines = Path(path).read_text(encoding="utf-8").split("\n")
+        lines = read_text(path).split("\n")
         head = lines[0].split("\t")
         if len(head) != 2 or head[0] != "max_order" or not head[1].isdigit():
             raise InputError(path, "an IDF table starts with `max_order<TAB>N`", 1)

@@ -13,8 +13,9 @@ from pathlib import Path
 from pipeline.data.runs import Run, Topics
 from pipeline.errors import ConfigError
 from pipeline.log import progress
+from pipeline.retrieve.index import LANGUAGES, dataset_index
 from pipeline.retrieve.lucene import LuceneIndex, read_index_metadata
-from pipeline.stage import Stage, register
+from pipeline.stage import Stage, check_range, register
 
 
 # How a Chinese dataset's own index splits text into terms: jieba words (indexed pre-tokenized, queries cut the
@@ -25,8 +26,6 @@ DEFAULT_CHINESE_TERMS = "jieba"
 
 def dataset_index_for(dataset, segment: str | None = None) -> Path:
     """The dataset's own index (built on first use); for a Chinese dataset, of jieba words or CJK bigrams."""
-    from pipeline.retrieve.index import dataset_index
-
     language = getattr(dataset, "language", "en")
     if segment is not None and language != "zh":
         raise ConfigError(f"segment={segment} is for Chinese datasets; {dataset.name} is {language}")
@@ -51,17 +50,20 @@ class BM25(Stage):
     def __init__(self, index: str | Path | None = None, k1: float = 0.9, b: float = 0.4, hits: int = 1000,
                  threads: int = 1, rm3: bool = False, fb_terms: int = 10, fb_docs: int = 10,
                  original_query_weight: float = 0.5, language: str | None = None, segment: str | None = None):
-        if hits < 1:
-            raise ValueError(f"hits must be >= 1, got {hits}")
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+        check_range("k1", k1, low=0)
+        check_range("b", b, low=0, high=1)
+        for name, value in (("hits", hits), ("threads", threads), ("fb_terms", fb_terms), ("fb_docs", fb_docs)):
+            check_range(name, value, low=1, integer=True)
+        check_range("original_query_weight", original_query_weight, low=0, high=1)
         self.index = str(index) if index is not None else None
         self.k1, self.b, self.hits, self.threads = float(k1), float(b), int(hits), int(threads)
         self.rm3, self.fb_terms, self.fb_docs = bool(rm3), int(fb_terms), int(fb_docs)
         self.original_query_weight = float(original_query_weight)
+        if language is not None and language not in LANGUAGES:
+            raise ConfigError(f"language must be one of {', '.join(LANGUAGES)}, got {language!r}", field="language")
         self.language = language
         if segment is not None and segment not in CHINESE_TERMS:
-            raise ValueError(f"segment must be one of {', '.join(CHINESE_TERMS)}, got {segment!r}")
+            raise ConfigError(f"segment must be one of {', '.join(CHINESE_TERMS)}, got {segment!r}")
         self.segment = segment  # Chinese datasets: index jieba words or CJK bigrams (default: DEFAULT_CHINESE_TERMS)
 
     def config(self) -> dict:

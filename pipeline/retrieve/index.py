@@ -5,6 +5,10 @@ into JSONL part files of CHUNK_DOCS documents in a scratch folder, so memory sta
 size; Anserini then indexes the parts in parallel (one thread per part) in a child JVM. The index is built under
 a temporary name and renamed into place, and `irpipe-index.json` beside it records the source, the document
 count and the settings.
+
+A repeated document id is refused (search would return that document twice per query), naming the line of its
+second occurrence, unless `duplicates="keep-first"`. Ctrl-C or SIGTERM stops the Anserini child and removes the
+scratch folder; a scratch folder whose process was killed outright is swept by the next build beside it.
 """
 from __future__ import annotations
 
@@ -17,19 +21,24 @@ import shutil
 import subprocess
 import tempfile
 import time
+from array import array
 from collections import deque
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
 
 from pipeline import java
 from pipeline.cache import cache_root
-from pipeline.data.files import atomic_write
-from pipeline.errors import ConfigError, IrpipeError
+from pipeline.data.files import atomic_write, scratch_prefix, sweep_stale
+from pipeline.errors import ConfigError, InputError, IrpipeError
 from pipeline.log import logger, progress
 from pipeline.retrieve.lucene import INDEX_METADATA, SEGMENTERS, read_index_metadata
 
 CHUNK_DOCS = 200_000
 _PROGRESS = re.compile(r"files completed|documents indexed in")
+SCRATCH = "irpipe-index"  # scratch folders `.irpipe-index.PID.*` beside the index, swept when their process is gone
+DUPLICATES = ("refuse", "keep-first")  # what to do with a repeated document id
 LANGUAGES = ("en", "zh", "ar", "bn", "de", "es", "fa", "fi", "fr", "hi", "id", "ja", "ko", "ru", "sw", "te", "th")
 
 
@@ -37,13 +46,14 @@ class IndexingError(IrpipeError):
     """Anserini's IndexCollection failed; the message carries the end of its log."""
 
 
-def _write_parts(docs: Iterable[dict], folder: Path, segment: Callable[[str], str] | None = None) -> int:
-    """Stream docs into part-NNNNN.jsonl files; returns the number of documents written. With `segment`, the
-    indexed `contents` is the segmented text and the original is kept in the stored raw record as `text`."""
-    count, part, handle = 0, 0, None
+def _write_parts(docs: Iterable[dict], folder: Path, segment: Callable[[str], str] | None = None) -> array:
+    """Stream docs into part-NNNNN.jsonl files; returns a 64-bit hash of each document id, in order (8 bytes a
+    document, for the duplicate check). With `segment`, the indexed `contents` is the segmented text and the
+    original is kept in the stored raw record as `text`."""
+    hashes, part, handle = array("q"), 0, None
     try:
         for doc in progress(docs, desc="reading documents", unit="doc"):
-            if count % CHUNK_DOCS == 0:
+            if len(hashes) % CHUNK_DOCS == 0:
                 if handle:
                     handle.close()
                 handle = open(folder / f"part-{part:05d}.jsonl", "w", encoding="utf-8")
@@ -52,11 +62,71 @@ def _write_parts(docs: Iterable[dict], folder: Path, segment: Callable[[str], st
             if segment is not None:
                 record = {"id": doc["id"], "contents": segment(doc["contents"]), "text": doc["contents"]}
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-            count += 1
+            hashes.append(hash(doc["id"]))
     finally:
         if handle:
             handle.close()
-    return count
+    return hashes
+
+
+def _repeated_ids(parts: Path, hashes: array) -> list[tuple[str, int, int]]:
+    """(document id, position of its first occurrence, position of a later one) for each repeated id, positions
+    0-based in reading order. Sorting the hashes finds candidates in memory; only then are the parts re-read."""
+    values = np.frombuffer(hashes, dtype=np.int64)
+    ordered = np.sort(values)
+    suspects = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+    if suspects.size == 0:
+        return []
+    wanted = set(np.flatnonzero(np.isin(values, suspects)).tolist())
+    first, repeats = {}, []
+    for position, record in enumerate(_part_records(parts)):
+        if position in wanted:
+            doc_id = record["id"]
+            if doc_id in first:
+                repeats.append((doc_id, first[doc_id], position))
+            else:
+                first[doc_id] = position
+    return repeats
+
+
+def _part_records(parts: Path) -> Iterator[dict]:
+    for part in sorted(parts.glob("part-*.jsonl")):
+        with open(part, encoding="utf-8") as handle:
+            yield from (json.loads(line) for line in handle)
+
+
+def _drop_documents(parts: Path, positions: set[int]) -> None:
+    """Rewrite the part files without the documents at `positions` (reading order)."""
+    position = 0
+    for part in sorted(parts.glob("part-*.jsonl")):
+        with open(part, encoding="utf-8") as handle:
+            lines = handle.readlines()
+        kept = [line for offset, line in enumerate(lines, start=position) if offset not in positions]
+        position += len(lines)
+        if len(kept) != len(lines):
+            part.write_text("".join(kept), encoding="utf-8")
+
+
+def _check_duplicates(parts: Path, hashes: array, duplicates: str, source: str,
+                      locate: Callable[[int], tuple[Path, int]] | None) -> int:
+    """Refuse repeated document ids (search would return such a document twice per query), naming the second
+    occurrence; with duplicates="keep-first", drop the later ones with a warning. Returns the documents kept."""
+    repeats = _repeated_ids(parts, hashes)
+    if not repeats:
+        return len(hashes)
+    doc_id, first, again = repeats[0]
+    if duplicates != "keep-first":
+        what = f"document id {doc_id!r} occurs again ({len(repeats)} later occurrence(s) of repeated ids in all)"
+        hint = "make the ids unique, or pass --duplicates keep-first to index the first occurrence only"
+        if locate is not None:
+            (file, line), (first_file, first_line) = locate(again), locate(first)
+            raise InputError(file, f"{what}; first on line {first_line}" +
+                             (f" of {first_file}" if first_file != file else "") + f": {hint}", line, "id")
+        raise InputError(source, f"{what}: documents {first + 1} and {again + 1}: {hint}", field="id")
+    _drop_documents(parts, {position for _, _, position in repeats})
+    logger.warning("%s: %d document(s) with a repeated id left out (kept the first occurrence), e.g. %r",
+                   source, len(repeats), doc_id)
+    return len(hashes) - len(repeats)
 
 
 def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretokenized: bool,
@@ -74,28 +144,48 @@ def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretok
     logger.debug("running %s", " ".join(command))
     tail: deque[str] = deque(maxlen=30)
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    with child.stdout:
-        for line in child.stdout:
-            tail.append(line.rstrip())
-            # Anserini reports its progress per input file ("... files completed, N documents indexed")
-            level = logging.INFO if _PROGRESS.search(line) else logging.DEBUG
-            logger.log(level, "anserini: %s", line.rstrip().split(" - ", 1)[-1])
-    _, status, usage = os.wait4(child.pid, 0)
+    try:
+        with child.stdout:
+            for line in child.stdout:
+                tail.append(line.rstrip())
+                # Anserini reports its progress per input file ("... files completed, N documents indexed")
+                level = logging.INFO if _PROGRESS.search(line) else logging.DEBUG
+                logger.log(level, "anserini: %s", line.rstrip().split(" - ", 1)[-1])
+        _, status, usage = os.wait4(child.pid, 0)
+    except BaseException:  # Ctrl-C, SIGTERM (pipeline.cli.Terminated): the child goes too, before its folder
+        _stop(child)
+        raise
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0 or not any(target.glob("segments_*")):
         raise IndexingError(f"Anserini IndexCollection failed (exit {child.returncode}):\n" + "\n".join(tail))
     return usage.ru_maxrss // 1024
 
 
+def _stop(child: subprocess.Popen, grace: float = 5.0) -> None:
+    """Terminate the child JVM, killing it if it has not exited after `grace` seconds, and reap it."""
+    child.terminate()
+    try:
+        child.wait(grace)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+    logger.info("stopped the Anserini indexer (pid %d)", child.pid)
+
+
 def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, threads: int = 1, language: str = "en",
                 pretokenized: bool = False, store_positions: bool = True, store_docvectors: bool = True,
                 store_raw: bool = True, overwrite: bool = False, memory_buffer: int = 1024,
-                segmenter: str | None = None) -> dict:
+                segmenter: str | None = None, duplicates: str = "refuse",
+                locate: Callable[[int], tuple[Path, int]] | None = None) -> dict:
     """Index `docs` ({"id", "contents"} dicts, streamed) into `index_dir`; returns the recorded metadata.
 
     `segmenter="jieba"` indexes jieba-segmented text pre-tokenized (whitespace analyzer); searches then segment
-    queries the same way (the metadata records the segmenter)."""
+    queries the same way (the metadata records the segmenter). A repeated document id is an InputError
+    (`duplicates="refuse"`, naming its file and line when `locate(position) -> (file, line)` is given) or its later
+    occurrences are left out (`duplicates="keep-first"`)."""
     index_dir = Path(index_dir)
+    if duplicates not in DUPLICATES:
+        raise ConfigError(f"duplicates must be one of {', '.join(DUPLICATES)}, got {duplicates!r}")
     if language not in LANGUAGES:
         raise ConfigError(f"unsupported index language {language!r}; choose one of {', '.join(LANGUAGES)}")
     segment = None
@@ -109,12 +199,14 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
         raise ConfigError(f"{index_dir} already exists: pass --overwrite to replace it")
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix=".irpipe-index-", dir=index_dir.parent) as scratch:
+    sweep_stale(index_dir.parent, SCRATCH)
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix(SCRATCH), dir=index_dir.parent) as scratch:
         parts, target = Path(scratch) / "parts", Path(scratch) / "index"
         parts.mkdir()
-        count = _write_parts(docs, parts, segment)
-        if count == 0:
+        hashes = _write_parts(docs, parts, segment)
+        if not hashes:
             raise ConfigError(f"no documents to index from {source}")
+        count = _check_duplicates(parts, hashes, duplicates, source, locate)
         logger.info("indexing %d documents with Anserini (%d threads)", count, threads)
         java_peak_mb = _run_anserini(parts, target, threads, language, pretokenized, store_positions,
                                      store_docvectors, store_raw, memory_buffer)

@@ -20,7 +20,7 @@ from pipeline.errors import ConfigError
 from pipeline.log import progress
 from pipeline.retrieve.bm25 import BM25, open_index
 from pipeline.retrieve.keyword_dictionary import Keyword, KeywordDictionary, load_dictionary, word_splitter
-from pipeline.stage import Stage, register
+from pipeline.stage import Stage, check_range, register
 
 # -- extraction -------------------------------------------------------------------------------------------------
 
@@ -61,6 +61,8 @@ class Keywords(Stage):
     name = "keywords"
 
     def __init__(self, dict: str, max_keywords: int | None = None):  # noqa: A002  (the spec's `dict=` name)
+        if max_keywords is not None:
+            check_range("max_keywords", max_keywords, low=1, integer=True)
         self.dict, self.max_keywords = str(dict), max_keywords
 
     def config(self) -> dict:
@@ -85,10 +87,9 @@ class BM25KW(BM25):
                  k1: float = 0.9, b: float = 0.4, hits: int = 1000, threads: int = 1, language: str | None = None,
                  segment: str | None = None, max_keywords: int | None = None):
         super().__init__(index, k1, b, hits, threads, language=language, segment=segment)
-        if weight < 0:
-            raise ValueError(f"weight must be >= 0, got {weight}")
-        if max_keywords is not None and max_keywords < 1:
-            raise ValueError(f"max_keywords must be >= 1, got {max_keywords}")
+        check_range("weight", weight, low=0)
+        if max_keywords is not None:
+            check_range("max_keywords", max_keywords, low=1, integer=True)
         self.dict, self.weight, self.max_keywords = str(dict), float(weight), max_keywords
 
     def config(self) -> dict:

@@ -31,7 +31,8 @@ from typing import Callable, Mapping, Sequence, TypeVar
 import numpy as np
 
 from pipeline import java
-from pipeline.errors import IrpipeError, MissingResourceError
+from pipeline.data.files import read_text
+from pipeline.errors import InputError, IrpipeError, MissingResourceError
 
 INDEX_METADATA = "irpipe-index.json"
 _HIT = re.compile(r"doc=\d+ score=\S+ shardIndex=-?\d+ fields=\[(\S+), \[([0-9a-f ]*)\]\]")
@@ -87,9 +88,18 @@ def adjust_score_ties(scores: np.ndarray) -> np.ndarray:
     return out
 
 
+_DAMAGED = "it is damaged or incomplete: rebuild it with `irpipe index ... --overwrite`"
+
+
 def read_index_metadata(index_dir: str | Path) -> dict:
     path = Path(index_dir) / INDEX_METADATA
-    return json.loads(path.read_text()) if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as error:
+        raise InputError(path, f"damaged index record ({error.msg}): rebuild the index with `irpipe index ... "
+                               "--overwrite`", error.lineno) from None
 
 
 class LuceneIndex:
@@ -103,22 +113,23 @@ class LuceneIndex:
                 "(or `irpipe index --dataset NAME --index DIR`)")
         self.metadata = read_index_metadata(self.path)
         self.language = language or self.metadata.get("language", "en")
-        self._simple = java.autoclass("io.anserini.search.SimpleSearcher")(str(self.path))
-        if self.metadata.get("pretokenized"):
-            self._simple.set_analyzer(java.autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")())
-        elif self.language != "en":
-            self._simple.set_language(self.language)
-        self._analyzer = self._simple.get_analyzer()
-        self._query_generator = java.autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
-        self._analyze = java.autoclass("io.anserini.analysis.AnalyzerUtils").analyze
-        self._list_to_string = java.autoclass("java.util.Objects").toString
-        paths = java.autoclass("java.nio.file.Paths")
-        directory = java.autoclass("org.apache.lucene.store.FSDirectory").open(paths.get(str(self.path)))
-        self._reader = java.autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
-        sort_field = java.autoclass("org.apache.lucene.search.SortField")
-        self._sort = java.autoclass("org.apache.lucene.search.Sort")(
-            sort_field.FIELD_SCORE, sort_field("id", java.autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL))
-        self._to_string = java.autoclass("org.apache.commons.lang3.builder.ReflectionToStringBuilder").toString
+        with java.java_errors(f"cannot open the Lucene index {self.path}", _DAMAGED):
+            self._simple = java.autoclass("io.anserini.search.SimpleSearcher")(str(self.path))
+            if self.metadata.get("pretokenized"):
+                self._simple.set_analyzer(java.autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")())
+            elif self.language != "en":
+                self._simple.set_language(self.language)
+            self._analyzer = self._simple.get_analyzer()
+            self._query_generator = java.autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
+            self._analyze = java.autoclass("io.anserini.analysis.AnalyzerUtils").analyze
+            self._list_to_string = java.autoclass("java.util.Objects").toString
+            paths = java.autoclass("java.nio.file.Paths")
+            directory = java.autoclass("org.apache.lucene.store.FSDirectory").open(paths.get(str(self.path)))
+            self._reader = java.autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+            sort_field = java.autoclass("org.apache.lucene.search.SortField")
+            self._sort = java.autoclass("org.apache.lucene.search.Sort")(
+                sort_field.FIELD_SCORE, sort_field("id", java.autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL))
+            self._to_string = java.autoclass("org.apache.commons.lang3.builder.ReflectionToStringBuilder").toString
         self._searchers: dict[tuple[float, float], object] = {}
         self._lock = threading.Lock()
         self.segmenter = self.metadata.get("segmenter")  # "jieba": the stored text was segmented in Python
@@ -234,11 +245,12 @@ class LuceneIndex:
                 progress.update(1)
             return hits
 
-        if threads <= 1:
-            results = [one(item) for item in items]
-        else:
-            with ThreadPoolExecutor(threads) as pool:
-                results = list(pool.map(one, items))
+        with java.java_errors(f"searching the Lucene index {self.path}", _DAMAGED):
+            if threads <= 1:
+                results = [one(item) for item in items]
+            else:
+                with ThreadPoolExecutor(threads) as pool:
+                    results = list(pool.map(one, items))
         return {qid: hits for (qid, _), hits in zip(items, results)}
 
     def search_rm3(self, queries: dict[str, str], k: int, k1: float, b: float, threads: int, fb_terms: int = 10,
@@ -255,7 +267,8 @@ class LuceneIndex:
         for qid, text in queries.items():
             qids.add(qid)
             texts.add(text)
-        results = simple.batch_search(texts, qids, int(k), int(threads))
+        with java.java_errors(f"searching the Lucene index {self.path}", _DAMAGED):
+            results = simple.batch_search(texts, qids, int(k), int(threads))
         return {qid: [(hit.docid, hit.score) for hit in results.get(qid)] for qid in queries}
 
     def doc_text(self, docid: str) -> str | None:

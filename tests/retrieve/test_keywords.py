@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.data.runs import Topics
-from pipeline.errors import InputError
+from pipeline.errors import ConfigError, InputError
 from pipeline.retrieve.bm25 import BM25
 from pipeline.retrieve.index import build_index
 from pipeline.retrieve.keyword_dictionary import Keyword, KeywordDictionary, build_dictionary, diff_idf
@@ -204,7 +204,7 @@ def test_spec_grammar_builds_the_same_stages():
     assert repr(stage) == "bm25kw(dict=thucnews, weight=0.5, k1=0.9, b=0.4, hits=100) >> exclude()"
     assert parse(repr(stage)) == stage
     assert parse("keywords(dict=squad-dev)") == Keywords("squad-dev")
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError, match="weight must be >= 0"):
         BM25KW("thucnews", weight=-1)
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Iterator
 
 from pipeline.data.corpus import DOC_FORMATS
-from pipeline.data.files import numbered_lines
+from pipeline.data.files import load_yaml, numbered_lines
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import RUN_FORMATS, Run, Topics, read_run
 from pipeline.data.sets.answer_selection import AnswerSelectionDataset
@@ -66,18 +66,11 @@ def is_dataset_folder(path: str | Path) -> bool:
 
 def load_dataset_folder(folder: str | Path, name: str | None = None) -> Dataset:
     """The dataset described by `folder/dataset.yaml` (`name` overrides the file's own, e.g. a registered name)."""
-    import yaml
-
     folder = Path(folder)
     spec_path = folder / SPEC_FILE
     if not spec_path.is_file():
         raise MissingResourceError(f"{folder}: not a dataset folder (it has no {SPEC_FILE}; see `irpipe datasets add`)")
-    try:
-        spec = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        raise InputError(spec_path, f"invalid YAML: {getattr(error, 'problem', error)}",
-                         line=mark.line + 1 if mark else None) from None
+    spec = load_yaml(spec_path)
     return local_dataset(spec if spec is not None else {}, folder, spec_path, name)
 
 
