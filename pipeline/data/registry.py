@@ -20,6 +20,7 @@ from pipeline.data.sets.base import DataFile, Dataset, DatasetLacksError, Pair  
 from pipeline.data.sets.chinese import BqDataset, InsuranceQaZhDataset, LcqmcDataset, ThucnewsDataset
 from pipeline.data.sets.cranfield import CranfieldDataset
 from pipeline.data.sets.irds import PREFIX as IRDS_PREFIX, IrdsDataset
+from pipeline.data.sets.microblog import MicroblogDataset
 from pipeline.data.sets.msmarco import BM25TopDataset
 from pipeline.data.sets.questions import QuestionRetrievalDataset
 from pipeline.data.sets.squad import SquadDataset
@@ -38,6 +39,7 @@ FAMILIES: dict[str, type[Dataset]] = {
     "thucnews": ThucnewsDataset,
     "insuranceqa-zh": InsuranceQaZhDataset,
     "question-retrieval": QuestionRetrievalDataset,
+    "microblog": MicroblogDataset,
 }
 
 
