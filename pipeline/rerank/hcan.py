@@ -36,7 +36,8 @@ from pipeline.rerank.overlap import STOP_WORDS
 from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
 
 _CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"), "idf_stat": ("df", "cf"),
-            "rm_softmax": ("query", "context"), "rm_mode": ("paper", "code"), "sm_mode": ("paper", "code")}
+            "rm_softmax": ("query", "context", "padded", "none"), "rm_similarity": ("dot", "cosine"),
+            "rm_mode": ("paper", "code"), "sm_mode": ("paper", "code")}
 
 
 @dataclass
@@ -56,7 +57,10 @@ class HCANConfig:
     max_query_length: int = 100      # RM features are per query position: the classifier's width depends on it
     max_doc_length: int = 100
     idf_stat: str = "df"             # df | cf (the code's collection frequency)
-    rm_softmax: str = "query"        # the code normalises over the query axis; one sentence of the paper row-wise
+    rm_softmax: str = "query"        # the code normalises over the query axis; one sentence of the paper row-wise;
+                                     # padded: over the query axis with max_query_length - n zero logits (the code
+                                     # masks nothing, so its padded query rows compete); none: S itself
+    rm_similarity: str = "dot"       # S = U_q U_c^T (paper); cosine: of L2-normalised rows (not in paper or code)
     rm_mode: str = "paper"           # paper: max + mean pooling; code: max only
     sm_mode: str = "paper"           # paper: last real BiLSTM states; code: ReLU(H), max + mean over time
     sm_hidden: int = 150             # d, both directions together
@@ -138,13 +142,29 @@ ENCODERS = {"deep": DeepEncoder, "wide": WideEncoder, "contextual": ContextualEn
 # -- relevance matching (no parameters) -------------------------------------------------------------------------
 def relevance_matching(uq, uc, qmask, cmask, idf, c: HCANConfig) -> torch.Tensor:
     """(B, n, *) x (B, m, *) -> (B, 2n) IDF-weighted [max; mean] over the candidate axis (code mode: (B, n) max)."""
+    if c.rm_similarity == "cosine":
+        uq, uc = F.normalize(uq, dim=-1), F.normalize(uc, dim=-1)
     s = uq @ uc.transpose(1, 2)                                            # (B, n, m)  S = U_q U_c^T
     rows, cols = qmask.unsqueeze(2), cmask.unsqueeze(1)
-    s = masked_softmax(s, rows, 1) if c.rm_softmax == "query" else masked_softmax(s, cols, 2)
+    if c.rm_softmax == "query":
+        s = masked_softmax(s, rows, 1)
+    elif c.rm_softmax == "context":
+        s = masked_softmax(s, cols, 2)
+    elif c.rm_softmax == "padded":
+        s = padded_query_softmax(s, rows, c.max_query_length)
     features = [s.masked_fill(~cols, float("-inf")).amax(2) * idf]        # (B, n)  Max, times IDF weights
     if c.rm_mode == "paper":
         features.append((s * cols).sum(2) / cols.sum(2) * idf)            # (B, n)  Mean over real columns
     return torch.cat([F.pad(f, (0, c.max_query_length - f.size(1))) for f in features], 1)  # (B, 2L): fixed width
+
+
+def padded_query_softmax(s: torch.Tensor, rows: torch.Tensor, length: int) -> torch.Tensor:
+    """Softmax of (B, n, m) S over the query axis as if each query had `length` rows, the missing ones with logit 0
+    (the code's unmasked padding): a candidate word near no query word then weighs little on every query row."""
+    top = s.masked_fill(~rows, float("-inf")).amax(1, keepdim=True).clamp(min=0)  # (B, 1, m)  for stability
+    e = torch.exp(s - top) * rows                                           # (B, n, m)  real rows only
+    missing = (length - rows.sum(1, keepdim=True)).clamp(min=0)            # (B, 1, 1)  zero-logit rows
+    return e / (e.sum(1, keepdim=True) + missing * torch.exp(-top))
 
 
 def overlap_features(query: list[str], doc: list[str], idf: IdfTable) -> list[float]:
