@@ -36,7 +36,7 @@ from pipeline.rerank.overlap import STOP_WORDS
 from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
 
 _CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"), "idf_stat": ("df", "cf"),
-            "rm_softmax": ("query", "context", "padded", "none"), "rm_similarity": ("dot", "cosine"),
+            "rm_softmax": ("query", "context", "padded", "raw"), "rm_similarity": ("dot", "cosine"),
             "rm_mode": ("paper", "code"), "sm_mode": ("paper", "code")}
 
 
@@ -59,7 +59,7 @@ class HCANConfig:
     idf_stat: str = "df"             # df | cf (the code's collection frequency)
     rm_softmax: str = "query"        # the code normalises over the query axis; one sentence of the paper row-wise;
                                      # padded: over the query axis with max_query_length - n zero logits (the code
-                                     # masks nothing, so its padded query rows compete); none: S itself
+                                     # masks nothing, so its padded query rows compete); raw: S itself
     rm_similarity: str = "dot"       # S = U_q U_c^T (paper); cosine: of L2-normalised rows (not in paper or code)
     rm_mode: str = "paper"           # paper: max + mean pooling; code: max only
     sm_mode: str = "paper"           # paper: last real BiLSTM states; code: ReLU(H), max + mean over time

@@ -37,7 +37,7 @@ def padded(tensors: dict, query: int, doc: int) -> dict:
 
 MODES = [dict(encoder=e, rm_mode=m, sm_mode=m, rm_softmax=s) for e in ("deep", "wide", "contextual")
          for m in ("paper", "code") for s in ("query", "context")] + [dict(external_features=True)] + [
-    dict(rm_softmax=s, rm_similarity=sim) for s in ("padded", "none") for sim in ("dot", "cosine")]
+    dict(rm_softmax=s, rm_similarity=sim) for s in ("padded", "raw") for sim in ("dot", "cosine")]
 
 
 @pytest.mark.parametrize("options", MODES, ids=lambda o: "-".join(map(str, o.values())))
@@ -98,7 +98,7 @@ def test_relevance_matching_by_hand():
 
 def test_padded_softmax_and_cosine_by_hand():
     """rm_softmax=padded: the query-axis softmax of a query padded to max_query_length with zero logits (the
-    code's unmasked padding); rm_similarity=cosine with rm_softmax=none: max cosine times IDF."""
+    code's unmasked padding); rm_similarity=cosine with rm_softmax=raw: max cosine times IDF."""
     c = tiny(max_query_length=4, rm_mode="code", rm_softmax="padded")
     uq = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])
     uc = torch.tensor([[[2.0, 0.0], [1.0, 1.0], [0.0, 0.0]]])
@@ -109,7 +109,7 @@ def test_padded_softmax_and_cosine_by_hand():
     features = relevance_matching(uq, uc, qmask, cmask, idf, c)
     torch.testing.assert_close(features[0], torch.cat([with_zero_rows.max(1).values * torch.tensor([0.5, 1.0]),
                                                        torch.zeros(2)]))
-    cosine = relevance_matching(uq, uc, qmask, cmask, idf, dataclasses.replace(c, rm_softmax="none",
+    cosine = relevance_matching(uq, uc, qmask, cmask, idf, dataclasses.replace(c, rm_softmax="raw",
                                                                                 rm_similarity="cosine"))
     torch.testing.assert_close(cosine[0], torch.tensor([1.0 * 0.5, 2 ** -0.5, 0.0, 0.0]))
 
@@ -190,7 +190,7 @@ def test_from_training_data_fixes_the_embedding_width_and_vocabulary():
     (dict(encoder="cnn"), "encoder='cnn'; choose one of deep, wide, contextual"),
     (dict(rm_only=True, sm_only=True), "exclude each other"),
     (dict(sm_hidden=15), "even"),
-    (dict(rm_softmax="row"), "query, context, padded, none"),
+    (dict(rm_softmax="row"), "query, context, padded, raw"),
     (dict(rm_similarity="euclid"), "dot, cosine"),
 ])
 def test_bad_configs_fail_at_once(options, message):
