@@ -339,6 +339,12 @@ class HCAN(RerankModel):
             features.append(overlap)                                       # (B, 4)
         return F.log_softmax(self.classifier(torch.cat(features, 1)), 1)   # (B, 2)
 
+    def state_dict(self, *args, **kwargs):
+        """On CUDA, cuDNN keeps each LSTM's weights as views of one flat buffer, which safetensors refuses to save
+        (shared storage): CUDA tensors are handed out as copies. On the CPU these are the tensors themselves."""
+        state = super().state_dict(*args, **kwargs)
+        return type(state)((k, v.clone() if v.is_cuda else v) for k, v in state.items())
+
     def score(self, output: torch.Tensor) -> torch.Tensor:
         return output[:, 1].double().exp()  # P(relevant); float64 keeps near-1 probabilities apart
 
