@@ -11,6 +11,14 @@ Shapes: B pairs, n query tokens, m candidate tokens, E embedding width, F filter
 Padding (id 0) is masked in every softmax (-inf), pooling and LSTM (packed sequences): appending padding to a
 query or candidate does not change its score (tests/rerank/test_hcan.py).
 
+Relevance-matching variants (defaults as MODELS.md): `rm_softmax="padded"` is the authors' code, which masks
+nothing, so a short query's padded rows take part in the query-axis softmax with logit ~0 and a candidate word
+near no query word weighs little everywhere (the masked softmax of MODELS.md only says which query word a
+candidate word is nearest, however far); `rm_softmax="raw", rm_similarity="cosine"` drops the softmax and
+compares L2-normalised rows, so level 0 is the exact-match signal (an exact match scores 1 whatever training
+does to the embeddings). On tweet search (2-4 word queries) the first is much better than the default and the
+second better still (eval/microblog-*.yaml).
+
 Resolutions beyond MODELS.md: RM features are computed at the batch's query length and zero-padded to
 max_query_length (padding weighs 0 anyway); an empty text reads as one unknown word; sm_mode="code" also applies
 the code's ReLU to H; the code's embedding dropout and its IDF weighting of levels 0-1 only are not reproduced;
