@@ -19,6 +19,7 @@ from typing import Iterator
 
 from pipeline.data.files import atomic_write
 from pipeline.data.runs import Run, Topics
+from pipeline.log import logger
 
 
 def cache_root() -> Path:
@@ -49,7 +50,8 @@ class StageCache:
             with gzip.open(path, "rt", encoding="utf-8") as handle:
                 data = json.load(handle)
             run = Run({q: [(d, s) for d, s in hits] for q, hits in data["ranking"].items()}, data["texts"], data["tag"])
-        except (OSError, ValueError, KeyError):
+        except (OSError, EOFError, ValueError, KeyError, TypeError) as error:  # truncated, corrupt, not a run
+            logger.warning("stage cache: damaged entry %s (%s): recomputed", path, type(error).__name__)
             path.unlink(missing_ok=True)  # a damaged entry is recomputed, never trusted
             self.misses += 1
             return None

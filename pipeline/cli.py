@@ -1,4 +1,4 @@
-"""`irpipe` command line: one subcommand per task, each defined in the module that implements it.
+"""`irpipe` command line: one subcommand per task, each in its own module under pipeline/commands/.
 
 Every command module exposes `define_args(parser)` and `main(args) -> int`; `main` here maps an
 `IrpipeError` to a one-line message on stderr and exit status 2.
@@ -8,22 +8,24 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 from pipeline import __version__, log
 from pipeline.errors import IrpipeError
 
 COMMANDS = {
-    "datasets": ("pipeline.data.registry", "list, describe and fetch registered datasets"),
-    "index": ("pipeline.retrieve.index", "build a Lucene index from JSONL, TSV, TREC SGML or a dataset"),
-    "search": ("pipeline.retrieve.bm25", "BM25 (optionally RM3) retrieval into a run file"),
-    "keywords": ("pipeline.retrieve.keywords", "diff-idf domain keyword dictionaries: build, extract keywords"),
-    "eval": ("pipeline.evaluate", "evaluate run files with ir-measures (tables, significance, plots)"),
-    "run": ("pipeline.experiment", "run a pipeline spec or an experiment file end to end (run file + scores)"),
-    "tune": ("pipeline.tune", "grid-search a spec's {placeholders} on a tuning set (e.g. fusion weights on dev)"),
-    "leaderboard": ("pipeline.leaderboard", "regenerate eval/LEADERBOARD.md from eval/results and references"),
-    "rerank": ("pipeline.rerank.neural", "rerank a run file with a neural model checkpoint"),
-    "train": ("pipeline.rerank.train", "train a neural reranker (checkpoint folder, train.jsonl log, --resume)"),
+    "datasets": ("pipeline.commands.datasets", "list, describe, fetch datasets; name dataset folders of your own"),
+    "index": ("pipeline.commands.index", "build a Lucene index from JSONL, TSV, TREC SGML or a dataset"),
+    "search": ("pipeline.commands.search", "BM25 (optionally RM3) retrieval into a run file"),
+    "keywords": ("pipeline.commands.keywords", "diff-idf domain keyword dictionaries: build, extract keywords"),
+    "eval": ("pipeline.commands.eval", "evaluate run files with ir-measures (tables, significance, plots)"),
+    "run": ("pipeline.commands.run", "run a pipeline spec or an experiment file end to end (run file + scores)"),
+    "tune": ("pipeline.commands.tune", "grid-search a spec's {placeholders} on a tuning set (e.g. fusion weights on dev)"),
+    "leaderboard": ("pipeline.commands.leaderboard", "regenerate eval/LEADERBOARD.md from eval/results and references"),
+    "rerank": ("pipeline.commands.rerank", "rerank a run file with a neural model (checkpoint or pretrained)"),
+    "train": ("pipeline.commands.train", "train a neural reranker (checkpoint folder, train.jsonl log, --resume)"),
+    "encode": ("pipeline.commands.encode", "store document encodings of a late-interaction model (biencoder, ...)"),
 }
 
 
@@ -41,7 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that the same clean-up runs (temporary files, child processes, what was saved)."""
+
+
+def _terminate(signum, frame):
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
     args = parser.parse_args(argv)
     log.configure(quiet=args.quiet, verbose=args.verbose)
@@ -55,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     except IrpipeError as error:
         print(f"irpipe {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"irpipe {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interrupt:
+        terminated = isinstance(interrupt, Terminated)
+        print(f"irpipe {args.command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 143 if terminated else 130
 
 
 if __name__ == "__main__":

@@ -41,4 +41,8 @@ class MissingResourceError(IrpipeError):
 
 
 class ConfigError(IrpipeError):
-    """A stage, pipeline or experiment configured in a way that cannot run."""
+    """A stage, pipeline or experiment configured in a way that cannot run; `field` names the option at fault."""
+
+    def __init__(self, message: str, field: str | None = None):
+        self.field = field
+        super().__init__(message)

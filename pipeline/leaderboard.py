@@ -6,15 +6,13 @@ row per published reference (from eval/references.yaml), marked
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-from pipeline.data.files import atomic_write
 from pipeline.errors import InputError
 
 
-def _load_results(results_dir: Path) -> list[dict]:
+def load_results(results_dir: Path) -> list[dict]:
     results = []
     for path in sorted(results_dir.glob("*.json")):
         try:
@@ -24,7 +22,7 @@ def _load_results(results_dir: Path) -> list[dict]:
     return results
 
 
-def _load_references(path: Path) -> dict[str, list[dict]]:
+def load_references(path: Path) -> dict[str, list[dict]]:
     import yaml
 
     if not path.is_file():
@@ -67,17 +65,3 @@ def render(results: list[dict], references: dict[str, list[dict]]) -> str:
             lines.append(f"| {entry['system']} *(published)* | " + " | ".join(cells) + f" | {entry.get('source', '')} |")
         lines.append("")
     return "\n".join(lines)
-
-
-def define_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--results-dir", default="eval/results", metavar="DIR")
-    parser.add_argument("--references", default="eval/references.yaml", metavar="YAML")
-    parser.add_argument("--output", default="eval/LEADERBOARD.md", metavar="MD")
-
-
-def main(args: argparse.Namespace) -> int:
-    text = render(_load_results(Path(args.results_dir)), _load_references(Path(args.references)))
-    with atomic_write(args.output) as out:
-        out.write(text)
-    print(f"wrote {args.output}")
-    return 0

@@ -166,14 +166,35 @@ class _Parser:
         except KeyError as error:
             self.fail(str(error), token)
         try:
-            inspect.signature(cls).bind(*args, **kwargs)
+            bound = inspect.signature(cls).bind(*args, **kwargs)
         except TypeError as error:
             params = ", ".join(p for p in inspect.signature(cls).parameters)
             self.fail(f"{token.text}: {error} (parameters: {params})", token)
+        for name, value in bound.arguments.items():
+            problem = _kind_problem(inspect.signature(cls).parameters[name], value)
+            if problem:
+                self.fail(f"{token.text}: {name}={value!r}: {problem}", token)
         try:
             return cls(*args, **kwargs)
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, ConfigError) as error:
             self.fail(f"{token.text}: {error}", token)
+
+
+_KINDS = {"bool": (bool,), "int": (int,), "float": (int, float)}
+
+
+def _kind_problem(parameter: inspect.Parameter, value) -> str | None:
+    """Why `value` does not fit a stage parameter annotated bool / int / float (optionally `| None`), or None."""
+    annotation = str(parameter.annotation).replace(" ", "")
+    optional = annotation.endswith("|None")
+    kinds = _KINDS.get(annotation.removesuffix("|None"))
+    if kinds is None or (value is None and optional) or parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+        return None
+    if kinds == (bool,):
+        return None if isinstance(value, bool) else "expected true or false (booleans are spelled true / false)"
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        return f"expected {'an integer' if kinds == (int,) else 'a number'}"
+    return None
 
 
 def parse(spec: str) -> Stage:

@@ -19,6 +19,7 @@ from pipeline import cache
 from pipeline.data.runs import Run, Topics
 from pipeline.errors import IrpipeError, UnknownNameError
 from pipeline.log import logger
+from pipeline.rerank import models
 
 
 class StageError(IrpipeError):
@@ -26,15 +27,14 @@ class StageError(IrpipeError):
 
 
 # -- the stage registry: spec names -> classes ----------------------------------------------------------------
-# Modules that define stages register them on import; the spec parser imports these lazily by name.
+# Modules that define stages register them on import; the spec parser imports these lazily by name. Neural
+# reranker models are found by file name in pipeline/rerank/models/ (their registry), not listed here.
 _BUILTIN_MODULES = {
     "bm25": "pipeline.retrieve.bm25",
     "overlap": "pipeline.rerank.overlap",
     "keywords": "pipeline.retrieve.keywords",
     "bm25kw": "pipeline.retrieve.keywords",
     "exclude": "pipeline.data.sets.questions",
-    "monobert": "pipeline.rerank.monobert",
-    "hcan": "pipeline.rerank.hcan",
 }
 _REGISTRY: dict[str, type] = {}
 
@@ -54,13 +54,15 @@ def get_stage_class(name: str) -> type:
         import importlib
 
         importlib.import_module(_BUILTIN_MODULES[name])
+    if name not in _REGISTRY and name in models.model_names():
+        models.model_class(name)  # importing the model file registers its stage
     if name not in _REGISTRY:
-        raise UnknownNameError("stage", name, sorted(set(_REGISTRY) | set(_BUILTIN_MODULES)))
+        raise UnknownNameError("stage", name, stage_names())
     return _REGISTRY[name]
 
 
 def stage_names() -> list[str]:
-    return sorted(set(_REGISTRY) | set(_BUILTIN_MODULES))
+    return sorted(set(_REGISTRY) | set(_BUILTIN_MODULES) | set(models.model_names()))
 
 
 class Stage:

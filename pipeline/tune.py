@@ -13,12 +13,9 @@ row as JSON (atomically).
 """
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import re
 
-from pipeline.data.files import atomic_write
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 
@@ -53,16 +50,17 @@ def expand(spec: str, grid: dict[str, list[str]]) -> list[tuple[dict[str, str], 
     return [(values, PLACEHOLDER.sub(lambda m, v=values: v[m.group(1)], spec)) for values in combinations]
 
 
-def grid_search(spec: str, dataset_name: str, grid: dict[str, list[str]], measure: str,
+def grid_search(spec: str, dataset, grid: dict[str, list[str]], measure: str,
                 extra_measures: list[str] = (), rel_level: int | None = None) -> list[dict]:
-    """Run and score every combination; rows in grid order, each {"values", "spec", "measures"}."""
+    """Run and score every combination on `dataset` (a `Dataset`, or a name or folder); rows in grid order, each
+    {"values", "spec", "measures"}."""
     from pipeline.evaluate import evaluate, parse_measure
     from pipeline.experiment import run_pipeline
 
     rows = []
     for number, (values, concrete) in enumerate(expand(spec, grid), start=1):
         logger.info("tune %d: %s", number, concrete)
-        run, _, dataset = run_pipeline(concrete, dataset_name)
+        run, _, dataset = run_pipeline(concrete, dataset)
         level = rel_level if rel_level is not None else dataset.rel_level
         measures = list(dict.fromkeys([measure, *extra_measures]))
         rows.append({"values": values, "spec": concrete, "measures": evaluate(run, dataset.qrels(), measures, level),
@@ -86,29 +84,3 @@ def format_rows(rows: list[dict]) -> str:
         lines.append("  ".join(f"{c:>10}" for c in cells) + ("  <- best" if row is top else ""))
     lines.append(f"best {top['key']} {top['measures'][top['key']]:.4f}: {top['spec']}")
     return "\n".join(lines)
-
-
-# -- irpipe tune --------------------------------------------------------------------------------------------
-
-def define_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", metavar="SPEC", help="a pipeline spec with {name} placeholders")
-    parser.add_argument("--dataset", required=True, metavar="NAME", help="the tuning set (e.g. a dev split)")
-    parser.add_argument("--grid", action="append", required=True, metavar="NAME=V1,V2,...",
-                        help="values of one placeholder (repeat for several; all combinations are run)")
-    parser.add_argument("--measure", default="AP", metavar="MEASURE", help="the measure to maximise (default AP)")
-    parser.add_argument("--eval", metavar="MEASURES", help="further measures to report, comma-separated")
-    parser.add_argument("--rel-level", type=int, metavar="N", help="binary relevance level (default: the dataset's)")
-    parser.add_argument("--output", metavar="JSON", help="write every row (values, spec, scores) here")
-
-
-def main(args: argparse.Namespace) -> int:
-    grid = parse_grid(args.grid)
-    extra = [m.strip() for m in (args.eval or "").split(",") if m.strip()]
-    rows = grid_search(args.spec, args.dataset, grid, args.measure, extra, args.rel_level)
-    print(format_rows(rows))
-    if args.output:
-        with atomic_write(args.output) as out:
-            json.dump({"spec": args.spec, "dataset": args.dataset, "measure": args.measure, "rows": rows,
-                       "best": best(rows)}, out, indent=2)
-            out.write("\n")
-    return 0

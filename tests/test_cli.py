@@ -27,3 +27,31 @@ def test_building_the_parser_imports_no_heavy_library():
             "print(sorted(m for m in ('torch', 'transformers', 'jnius', 'jieba', 'pyserini') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_sigterm_cleans_up_like_ctrl_c_and_exits_143(tmp_path):
+    """SIGTERM during a command raises like Ctrl-C inside it (so atomic writes and child clean-up run) and exits 143."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import os, signal, sys, time\n"
+            "from pipeline import cli\n"
+            "from pipeline.data.files import atomic_write\n"
+            "def slow(args):\n"
+            "    with atomic_write(args.out) as out:\n"
+            "        out.write('partial'); out.flush(); print('ready', flush=True); time.sleep(30)\n"
+            "    return 0\n"
+            "import types; module = types.ModuleType('slowcmd'); module.main = slow\n"
+            "module.define_args = lambda p: p.add_argument('out')\n"
+            "sys.modules['slowcmd'] = module; cli.COMMANDS['slow'] = ('slowcmd', 'a slow writer')\n"
+            "sys.exit(cli.main(['slow', sys.argv[1]]))\n")
+    target = tmp_path / "out.txt"
+    child = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    assert child.stdout.readline().strip() == "ready"
+    child.send_signal(signal.SIGTERM)
+    stdout, stderr = child.communicate(timeout=30)
+    assert child.returncode == 143 and "irpipe slow: terminated" in stderr and "Traceback" not in stderr
+    assert not target.exists() and list(tmp_path.iterdir()) == []  # the temporary file is gone too

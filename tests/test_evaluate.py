@@ -18,10 +18,8 @@ from pipeline import cli
 from pipeline.data.runs import Run, read_run
 from pipeline.data.qrels import read_qrels
 from pipeline.errors import IrpipeError, MissingResourceError, UnknownNameError
-from pipeline.evaluate import (
-    Comparison, EvalError, adjust_pvalues, compare, evaluate, evaluated_queries, parse_measures, per_query,
-    plot_differences,
-)
+from pipeline.compare import Comparison, adjust_pvalues, compare, plot_differences
+from pipeline.evaluate import EvalError, evaluate, evaluated_queries, parse_measures, per_query
 from support import SHARED_DATA, needs_shared_data
 
 DL = SHARED_DATA / "msmarco-passage-topics-qrels"

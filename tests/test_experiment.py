@@ -17,7 +17,7 @@ from pipeline.experiment import Experiment, run_experiment, status
 from pipeline.leaderboard import render
 from pipeline.rerank.overlap import Overlap
 from pipeline.retrieve.bm25 import BM25
-from support import REPO, needs_shared_data
+from support import REPO, needs_shared_data, write_collection
 
 CONFIGS = sorted(p for p in (REPO / "eval").glob("*.yaml")
                  if p.name != "references.yaml" and yaml.safe_load(p.read_text()).get("ci", True))
@@ -118,3 +118,41 @@ def test_committed_leaderboard_is_current(tmp_path):
     assert main(["-q", "leaderboard", "--results-dir", str(REPO / "eval" / "results"),
                  "--references", str(REPO / "eval" / "references.yaml"), "--output", str(output)]) == 0
     assert output.read_text() == (REPO / "eval" / "LEADERBOARD.md").read_text()
+
+
+def test_a_baseline_gives_the_comparison_table_and_the_win_loss_plot(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    data = write_collection(tmp_path / "data")
+    (tmp_path / "exp.yaml").write_text(f"dataset: {data}\npipeline: bm25() % 10 >> overlap()\n"
+                                       "baseline: bm25() % 10\nmeasures: [AP, nDCG@10]\n")
+    code = main(["-q", "run", str(tmp_path / "exp.yaml"), "--results-dir", str(tmp_path / "results"),
+                 "--output", str(tmp_path / "runs" / "exp.trec")])
+    out = capsys.readouterr().out
+    assert code == 0
+    result = json.loads((tmp_path / "results" / "exp.json").read_text())
+    assert set(result["baseline"]["pvalues"]) == {"AP", "nDCG@10"}
+    assert (tmp_path / "runs" / "exp.png").stat().st_size > 1000
+    assert (tmp_path / "runs" / "exp.baseline.trec").is_file()
+    header, baseline_row, exp_row = out.split("baseline = bm25() % 10\n")[1].splitlines()[:3]
+    assert "AP p-value" in header and baseline_row.startswith("baseline") and exp_row.startswith("exp")
+
+
+def test_the_main_job_is_the_default_experiment(tmp_path, monkeypatch, capsys):
+    from pipeline.commands import run as run_command
+    from pipeline.experiment import DEFAULT_EXPERIMENT
+
+    main_job = Experiment.load(DEFAULT_EXPERIMENT)
+    assert DEFAULT_EXPERIMENT == REPO / "eval" / "main-job.yaml" and main_job.name == "main-job"
+    assert "biencoder()" in main_job.pipeline and main_job.baseline == "candidates()"
+    # `irpipe run` alone runs the default experiment file; here a cheap one of the same shape on data of our own
+    data = write_collection(tmp_path / "data")
+    (tmp_path / "main-job.yaml").write_text(f"dataset: {data}\npipeline: bm25() % 10 >> overlap()\n"
+                                            "baseline: bm25() % 10\nmeasures: [nDCG@10, AP]\n")
+    monkeypatch.setattr(run_command, "DEFAULT_EXPERIMENT", tmp_path / "main-job.yaml")
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["-q", "run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("main-job  tiny-trec") and "nDCG@10 p-value" in out
+    assert {p.name for p in (tmp_path / "runs").iterdir()} == {"main-job.trec", "main-job.baseline.trec",
+                                                                "main-job.png"}

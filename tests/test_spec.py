@@ -64,3 +64,16 @@ def test_cutoff_is_a_stage_in_the_pipeline():
 def test_rrf_by_name_is_plus():
     assert parse("rrf(bm25(), bm25(k1=1.2))") == parse("bm25() + bm25(k1=1.2)")
     assert parse("rrf(bm25(), bm25(k1=1.2), k=10)") == Fusion(BM25(), BM25(k1=1.2), k=10)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("overlap(idf=no)", "idf='no': expected true or false"),
+    ("overlap(idf=1)", "idf=1: expected true or false"),
+    ("bm25(hits=1.5)", "hits=1.5: expected an integer"),
+    ("bm25(k1=abc)", "k1='abc': expected a number"),
+    ("bm25(hits=true)", "hits=True: expected an integer"),
+])
+def test_option_values_are_checked_by_kind(spec, message):
+    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse(spec)
+    assert repr(parse("overlap(idf=false)")) == "overlap(idf=False)"

@@ -111,3 +111,24 @@ def test_weighted_fusion_normalises_per_query():
 def test_bad_fusion_norm(options):
     with pytest.raises(ValueError, match="norm"):
         Fusion(A, B, **options)
+
+
+@pytest.mark.parametrize("damage", [lambda b: b[: len(b) // 2], lambda b: b"not gzip", lambda b: b""],
+                         ids=["truncated", "garbage", "empty"])
+def test_a_damaged_cache_entry_is_recomputed_with_a_warning(tmp_path, caplog, damage):
+    import gzip
+    import json
+    import logging
+
+    from pipeline.cache import StageCache
+
+    cache = StageCache(tmp_path)
+    run = Run({"q": [("d1", 2.0), ("d2", 1.0)]}, {"d1": "text"})
+    cache.put("ab" * 20, Cutoff(5), run)
+    path = next(tmp_path.rglob("*.json.gz"))
+    assert json.loads(gzip.decompress(path.read_bytes()))["ranking"]["q"][0] == ["d1", 2.0]
+    assert cache.get("ab" * 20).ranking == run.ranking
+    path.write_bytes(damage(path.read_bytes()))
+    with caplog.at_level(logging.WARNING, logger="irpipe"):
+        assert cache.get("ab" * 20) is None
+    assert "damaged entry" in caplog.text and not path.exists() and cache.misses == 1

@@ -2,7 +2,8 @@
 
     python -m pipeline.benchmarks.rerank_speed [--models monobert hcan] [--threads 1 2] [--record]
 
-For each model (default: monobert, and hcan when it is installed) with its default config and training options:
+For each model (default: every model of the registry, pipeline/rerank/models) with its default config and training
+options:
 - training: `--steps` optimizer steps on batches of the training set (`--train`, default wikiqa/train) drawn exactly
   as the training loop draws them (same loss, batch size, length bucketing), timed after `--warmup` steps;
   seconds/epoch = seconds/step x the epoch's steps (an extrapolation, printed as such);
@@ -13,79 +14,64 @@ The machine is described in the output (cores, threads, load average: other proc
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
 import time
-from pathlib import Path
 
-from pipeline.data.files import atomic_write
-
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_MODELS = ("monobert", "hcan")
-
-
-def _available(name: str) -> bool:
-    from pipeline.errors import IrpipeError
-    from pipeline.rerank.checkpoint import model_class
-
-    try:
-        model_class(name)
-    except (IrpipeError, ImportError):
-        return False
-    return True
-
+from pipeline.benchmarks import machine, record
 
 def bench_model(name: str, train: str, test: str, steps: int, warmup: int, pairs: int, batch_size: int,
                 threads: int | None, device: str = "auto") -> dict:
     import torch
 
     from pipeline.data.registry import get_dataset
-    from pipeline.rerank.checkpoint import model_class
-    from pipeline.rerank.neural import predict, resolve_device
-    from pipeline.rerank.train import _batch_loss, _batches, _epoch_size, _Stepper, examples_from, resolve_options
+    from pipeline.rerank.config import make_config
+    from pipeline.rerank.models import model_class
+    from pipeline.rerank.pairs import pairs_of
+    from pipeline.rerank.scoring import predict, resolve_device
+    from pipeline.training.examples import epoch_batches, epoch_steps, examples_from
+    from pipeline.training.loop import batch_loss
+    from pipeline.training.optim import Stepper
+    from pipeline.training.options import resolve_options
 
     if threads:
         torch.set_num_threads(threads)
     cls = model_class(name)
-    config = cls.config_class()
+    config = make_config(cls.config_class, {})
     options = resolve_options(cls, config, {"device": device})
-    loss_kind = options.loss or cls.default_loss
     examples = examples_from(get_dataset(train), options.negatives, options.depth, options.min_rel)
     torch.manual_seed(0)
     model = cls.from_training_data(config, list(examples.queries.values()), list(examples.texts.values()))
     device = resolve_device(device)
     model.to(device).train()
-    epoch_steps = -(-_epoch_size(examples, loss_kind, options) // options.train_batch_size)
-    stepper = _Stepper(model, options, epoch_steps * options.epochs, False, device)  # the training loop's own step
-    batches = _batches(examples, loss_kind, options, torch.Generator().manual_seed(0))[:warmup + steps]
+    sampling = model.batch_sampling()
+    steps_per_epoch = epoch_steps(examples, sampling, options)
+    stepper = Stepper(model, options, steps_per_epoch * options.epochs, False, device)  # the training loop's own step
+    batches = epoch_batches(examples, sampling, options, torch.Generator().manual_seed(0))[:warmup + steps]
     for i, batch in enumerate(batches):
         if i == warmup:
             start = time.perf_counter()
-        loss, _ = _batch_loss(model, examples, batch, loss_kind, options, device)
-        stepper.step(loss)
+        loss, _ = batch_loss(model, batch, device)
+        stepper.step(loss.total)
     step_seconds = (time.perf_counter() - start) / max(1, len(batches) - warmup)
 
-    candidates = get_dataset(test).run()
-    topics = get_dataset(test).topics()
-    scored = [(topics[q], candidates.texts[d]) for q, hits in candidates.ranking.items() for d, _ in hits][:pairs]
-    queries, docs = [q for q, _ in scored], [d for _, d in scored]
-    predict(model, queries[:batch_size], docs[:batch_size], batch_size, device)  # warm-up
+    test_set = get_dataset(test)
+    candidates = test_set.run()
+    scored = pairs_of(test_set.topics(), candidates, candidates.texts)[:pairs]
+    predict(model, scored[:batch_size], batch_size, device)  # warm-up
     start = time.perf_counter()
-    result = predict(model, queries, docs, batch_size, device)
+    result = predict(model, scored, batch_size, device)
     infer_seconds = time.perf_counter() - start
     return {"model": name, "device": str(device), "threads": torch.get_num_threads(), "train": train,
-            "loss": loss_kind, "train_batch_size": options.train_batch_size, "timed_steps": len(batches) - warmup,
+            "sampling": sampling, "train_batch_size": options.train_batch_size, "timed_steps": len(batches) - warmup,
             "seconds_per_step": round(step_seconds, 3), "train_pairs_per_s": round(options.train_batch_size / step_seconds, 1),
-            "epoch_steps": epoch_steps, "seconds_per_epoch": round(step_seconds * epoch_steps, 1),
-            "test": test, "pairs": len(queries), "batch_size": batch_size, "truncated": result.truncated,
-            "inference_pairs_per_s": round(len(queries) / infer_seconds, 1)}
+            "epoch_steps": steps_per_epoch, "seconds_per_epoch": round(step_seconds * steps_per_epoch, 1),
+            "test": test, "pairs": len(scored), "batch_size": batch_size, "truncated": result.truncated,
+            "inference_pairs_per_s": round(len(scored) / infer_seconds, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", help=f"model names (default: {', '.join(DEFAULT_MODELS)} where installed)")
+    parser.add_argument("--models", nargs="+", help="model names (default: every model of the registry)")
     parser.add_argument("--train", default="wikiqa/train", metavar="DATASET")
     parser.add_argument("--test", default="wikiqa/test", metavar="DATASET")
     parser.add_argument("--steps", type=int, default=20, help="timed training steps (default 20)")
@@ -101,12 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline import log
 
     log.configure(quiet=True)
-    names = args.models or [name for name in DEFAULT_MODELS if _available(name)]
+    from pipeline.rerank.models import model_names
+
+    names = args.models or model_names()
     rows = [bench_model(name, args.train, args.test, args.steps, args.warmup, args.pairs, args.batch_size,
                         threads, args.device) for name in names for threads in args.threads]
-    machine = (f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
-               f"load average {os.getloadavg()[0]:.1f} at the end")
-    print(machine)
+    print(machine())
     print(f"{'model':<10} {'dev':>4} {'thr':>3} {'train pairs/s':>13} {'s/step':>7} {'steps/epoch':>11} "
           f"{'s/epoch (extrapolated)':>22} {'infer pairs/s':>13}")
     for row in rows:
@@ -114,11 +100,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['seconds_per_step']:>7} {row['epoch_steps']:>11} {row['seconds_per_epoch']:>22} "
               f"{row['inference_pairs_per_s']:>13}")
     if args.record:
-        record = {"command": "python -m pipeline.benchmarks.rerank_speed " + " ".join(argv or sys.argv[1:]),
-                  "machine": machine, "rows": rows}
-        with atomic_write(REPO / "eval" / "benchmarks" / "rerank-speed.json") as out:
-            json.dump(record, out, indent=2)
-            out.write("\n")
+        record("rerank-speed", __spec__.name, argv, {"rows": rows})
     return 0
 
 

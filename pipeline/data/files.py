@@ -3,12 +3,29 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import os
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
 from pipeline.errors import InputError, MissingResourceError
+
+
+_digests: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, computed once per process for each (path, size, mtime)."""
+    stat = path.stat()
+    key = (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _digests:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        _digests[key] = digest.hexdigest()
+    return _digests[key]
 
 
 @contextlib.contextmanager

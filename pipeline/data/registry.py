@@ -6,11 +6,12 @@
     >>> for doc in ds.docs(): ...
 
 Files resolve through the cache, the mirror (`$IRPIPE_MIRROR`) and the upstream download (see
-`pipeline.data.sets.base`). The CLI: `irpipe datasets list | info NAME | fetch NAME...`.
+`pipeline.data.sets.base`). Datasets of your own: a folder with a `dataset.yaml` is a dataset by its path, or
+by a name given to it with `add_local` (kept in `<irpipe cache>/local-datasets.json`); see
+`pipeline.data.sets.local`. The CLI: `irpipe datasets list | info NAME | fetch NAME... | add NAME DIR`.
 """
 from __future__ import annotations
 
-import argparse
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -20,14 +21,18 @@ from pipeline.data.sets.base import DataFile, Dataset, DatasetLacksError, Pair  
 from pipeline.data.sets.chinese import BqDataset, InsuranceQaZhDataset, LcqmcDataset, ThucnewsDataset
 from pipeline.data.sets.cranfield import CranfieldDataset
 from pipeline.data.sets.irds import PREFIX as IRDS_PREFIX, IrdsDataset
+from pipeline.data.sets.local import is_dataset_folder, load_dataset_folder
 from pipeline.data.sets.microblog import MicroblogDataset
 from pipeline.data.sets.msmarco import BM25TopDataset
 from pipeline.data.sets.questions import QuestionRetrievalDataset
 from pipeline.data.sets.squad import SquadDataset
 from pipeline.data.sets.standard import StandardDataset
-from pipeline.errors import UnknownNameError
+from pipeline.cache import cache_root
+from pipeline.data.files import atomic_write
+from pipeline.errors import ConfigError, UnknownNameError
 
 REGISTRY_FILE = Path(__file__).with_name("datasets.json")
+LOCAL_REGISTRY_FILE = "local-datasets.json"  # under the irpipe cache root: names given to dataset folders
 FAMILIES: dict[str, type[Dataset]] = {
     "standard": StandardDataset,
     "cranfield": CranfieldDataset,
@@ -54,13 +59,37 @@ def dataset_names() -> list[str]:
     return list(_registry()["datasets"])
 
 
+def local_datasets() -> dict[str, str]:
+    """Names given to dataset folders with `add_local` (`irpipe datasets add`): name -> folder."""
+    path = cache_root() / LOCAL_REGISTRY_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def add_local(name: str, folder: str | Path) -> Dataset:
+    """Register the dataset folder `folder` as `name` (checked by loading it); returns the dataset."""
+    if name in _registry()["datasets"] or name.startswith(IRDS_PREFIX):
+        raise ConfigError(f"{name!r} is a registered dataset name (or irds:); choose another name")
+    dataset = load_dataset_folder(folder, name)
+    names = {**local_datasets(), name: str(Path(folder).resolve())}
+    with atomic_write(cache_root() / LOCAL_REGISTRY_FILE) as out:
+        json.dump(names, out, indent=2)
+        out.write("\n")
+    return dataset
+
+
 def get_dataset(name: str) -> Dataset:
-    """The dataset called `name`; `irds:<id>` wraps ir_datasets' `<id>`. Nothing is read or fetched yet."""
+    """The dataset called `name`: registered, `irds:<id>` (ir_datasets' `<id>`), a name given with `add_local`, or
+    the path of a dataset folder (one with a dataset.yaml). Nothing is read or fetched yet."""
     if name.startswith(IRDS_PREFIX):
         return IrdsDataset(name)
     registry = _registry()
     if name not in registry["datasets"]:
-        raise UnknownNameError("dataset", name, dataset_names())
+        local = local_datasets()
+        if name in local:
+            return load_dataset_folder(local[name], name)
+        if is_dataset_folder(name) or Path(name).is_dir():  # a folder without a dataset.yaml is told so
+            return load_dataset_folder(name)
+        raise UnknownNameError("dataset", name, dataset_names() + list(local))
     spec = registry["datasets"][name]
     files = {}
     for key, ref in spec["files"].items():
@@ -69,30 +98,3 @@ def get_dataset(name: str) -> Dataset:
         files[key] = (DataFile(rel, entry["repo"], entry["commit"], entry["path"], entry["sha256"], entry["size"],
                                tuple(entry.get("members", ()))), member)
     return FAMILIES[spec["family"]](name, spec, files)
-
-
-def define_args(parser: argparse.ArgumentParser) -> None:
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    actions.add_parser("list", help="registered datasets and what each provides")
-    info = actions.add_parser("info", help="a dataset's description, counts, files and upstream (JSON)")
-    info.add_argument("name", metavar="NAME")
-    fetch = actions.add_parser("fetch", help="resolve a dataset's files into the cache (mirror, then download)")
-    fetch.add_argument("names", nargs="+", metavar="NAME")
-
-
-def main(args: argparse.Namespace) -> int:
-    if args.action == "list":
-        rows = [(ds.name, ",".join(ds.provides), ds.description) for ds in map(get_dataset, dataset_names())]
-        widths = [max(len(row[i]) for row in rows + [("NAME", "PROVIDES", "")]) for i in range(2)]
-        print(f"{'NAME':<{widths[0]}}  {'PROVIDES':<{widths[1]}}  DESCRIPTION")
-        for name, provides, description in rows:
-            print(f"{name:<{widths[0]}}  {provides:<{widths[1]}}  {description}")
-        print("\n(and irds:<id> for any ir_datasets id)")
-    elif args.action == "info":
-        print(json.dumps(get_dataset(args.name).info(), indent=2, ensure_ascii=False))
-    else:
-        datasets = [get_dataset(name) for name in args.names]  # unknown names fail before any fetching
-        for dataset in datasets:
-            for key, path in dataset.fetch().items():
-                print(f"{dataset.name}\t{key}\t{path}")
-    return 0

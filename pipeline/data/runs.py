@@ -45,6 +45,19 @@ class Topics:
     def fingerprint(self) -> str:
         return _digest([self.queries, self.extra])
 
+    def to_frame(self):
+        """A pandas DataFrame with PyTerrier's columns qid, query (+ extra fields); see pipeline.data.frames."""
+        from pipeline.data.frames import topics_frame
+
+        return topics_frame(self.queries, self.extra)
+
+    @classmethod
+    def from_frame(cls, frame) -> "Topics":
+        """Topics from a DataFrame with columns qid, query (others become extra fields)."""
+        from pipeline.data.frames import topics_from_frame
+
+        return cls(*topics_from_frame(frame))
+
 
 def _rank_key(hit: tuple[str, float]):
     return (-hit[1], hit[0])
@@ -90,6 +103,19 @@ class Run:
 
     def fingerprint(self) -> str:
         return _digest([self.ranking, sorted(self.texts.items())])
+
+    def to_frame(self, topics: Topics | None = None):
+        """A pandas DataFrame with PyTerrier's columns qid, docno, score, rank (+ text, + query given topics)."""
+        from pipeline.data.frames import run_frame
+
+        return run_frame(self.ranking, self.texts, topics.queries if topics is not None else None)
+
+    @classmethod
+    def from_frame(cls, frame, tag: str = "irpipe") -> "Run":
+        """A run from a DataFrame with columns qid, docno, score (rank and text optional): PyTerrier's results."""
+        from pipeline.data.frames import run_from_frame
+
+        return cls(*run_from_frame(frame), tag)
 
     def write(self, path: str | Path, format: str = "trec", tag: str | None = None, digits: int = 6) -> Path:
         """Write atomically; `digits` decimals for scores (6 = Pyserini's own output)."""

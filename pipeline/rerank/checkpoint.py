@@ -6,7 +6,7 @@
     DIR/...                  the model's assets (vocabularies, IDF tables, tokenizer files: `save_assets`)
 
 `save_checkpoint(model, DIR)` writes one; `load_checkpoint(DIR)` rebuilds the model: the model class comes from
-the stage registry by the name in config.json, the config dataclass from its fields, the untrained network from
+the model registry (pipeline/rerank/models) by the name in config.json, the config dataclass from its fields, the untrained network from
 `load_assets`, then the weights. Whatever is wrong -- a missing file, bad JSON, an unknown model, a config field
 the model does not have or of the wrong type, a tensor missing, unexpected or of the wrong shape -- raises a
 `CheckpointError` naming the file and the problem. Other files in DIR (a training log, resume state) are ignored.
@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline import __version__
-from pipeline.data.files import atomic_write
+from pipeline.data.files import atomic_write, file_sha256
 from pipeline.errors import ConfigError, InputError, UnknownNameError
+from pipeline.rerank import models
+from pipeline.rerank.config import config_to_dict, make_config
 
 if TYPE_CHECKING:
     from pipeline.rerank.model import RerankModel
@@ -36,86 +38,31 @@ class CheckpointError(InputError):
     """A checkpoint folder that cannot be loaded: names the file (and the field or tensor) at fault."""
 
 
-# -- the model registry: checkpoint "model" names are stage names --------------------------------------------------
+# -- the model and its config from config.json -----------------------------------------------------------------
 
-def model_class(name: str, where: str | Path | None = None) -> type["RerankModel"]:
-    """The `RerankModel` subclass registered under `name` (its stage's `model_class`)."""
-    from pipeline.stage import get_stage_class, stage_names
-
+def checkpoint_model_class(name: str, where: str | Path) -> type["RerankModel"]:
+    """The model class named by a checkpoint's config.json (a CheckpointError naming the file otherwise)."""
     try:
-        stage = get_stage_class(name)
+        return models.model_class(name)
     except UnknownNameError as error:
-        if where is None:
-            raise
-        raise CheckpointError(where, f"unknown model {name!r}: {error}", field="model") from None
-    model = getattr(stage, "model_class", None)
-    if model is None:
-        message = f"{name!r} is a stage, not a neural reranker model (stages: {', '.join(stage_names())})"
-        raise CheckpointError(where, message, field="model") if where is not None else ConfigError(message)
-    return model
+        raise CheckpointError(where, f"{error}", field="model") from None
 
 
-# -- config dataclasses <-> JSON -----------------------------------------------------------------------------------
-
-def config_to_dict(config) -> dict:
-    return json.loads(json.dumps(dataclasses.asdict(config)))  # tuples -> lists, as they come back from JSON
-
-
-def config_from_dict(config_class: type, fields: dict, where: str | Path, strict: bool = True):
-    """The config dataclass from JSON fields, checked field by field; `strict`: no field may be missing."""
+def checkpoint_config(config_class: type, fields, where: str | Path, overrides: dict | None = None):
+    """The config dataclass from config.json's fields (all present, each of its kind, the whole checked), then
+    `overrides`; what is wrong is a CheckpointError naming the file and field."""
     if not isinstance(fields, dict):
         raise CheckpointError(where, "the model config is not a JSON object", field="config")
-    known = {f.name: f for f in dataclasses.fields(config_class)}
-    for name, value in fields.items():
-        problem = field_problem(config_class, name, value)
-        if problem:
-            hint = ": a checkpoint of another model or version?" if name not in known else ""
-            raise CheckpointError(where, problem + hint, field=f"config.{name}")
-    missing = [name for name, f in known.items() if name not in fields and (strict or _default(f) is dataclasses.MISSING)]
+    missing = [f.name for f in dataclasses.fields(config_class) if f.name not in fields]
     if missing:
         raise CheckpointError(where, f"the model config lacks the field(s) {', '.join(missing)} of "
                               f"{config_class.__name__}", field=f"config.{missing[0]}")
-    values = {name: tuple(v) if isinstance(_default(known[name]), tuple) and isinstance(v, list) else v
-              for name, v in fields.items()}
-    return config_class(**values)
-
-
-def field_problem(config_class: type, name: str, value) -> str | None:
-    """Why `value` cannot be the field `name` of the config dataclass, or None when it can."""
-    fields = {f.name: f for f in dataclasses.fields(config_class)}
-    if name not in fields:
-        return f"{config_class.__name__} has no field {name!r} (fields: {', '.join(fields)})"
-    default = _default(fields[name])
-    if not _same_kind(value, default):
-        return f"{name}={value!r} should be of type {type(default).__name__}, like the default {default!r}"
-    return None
-
-
-def _default(field: dataclasses.Field):
-    if field.default is not dataclasses.MISSING:
-        return field.default
-    if field.default_factory is not dataclasses.MISSING:
-        return field.default_factory()
-    return dataclasses.MISSING
-
-
-def _same_kind(value, default) -> bool:
-    """Whether a JSON value fits a field by its default's type (None and missing defaults accept anything)."""
-    if default is None or default is dataclasses.MISSING or value is None and default is None:
-        return True
-    if isinstance(default, bool):
-        return isinstance(value, bool)
-    if isinstance(default, int):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(default, float):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if isinstance(default, str):
-        return isinstance(value, str)
-    if isinstance(default, (list, tuple)):
-        return isinstance(value, list)
-    if isinstance(default, dict):
-        return isinstance(value, dict)
-    return True
+    try:
+        config = make_config(config_class, fields)
+    except ConfigError as error:
+        hint = ": a checkpoint of another model or version?" if "has no field" in str(error) else ""
+        raise CheckpointError(where, f"{error}{hint}", field=f"config.{error.field}") from None
+    return make_config(config_class, overrides, base=config) if overrides else config
 
 
 # -- saving and loading --------------------------------------------------------------------------------------------
@@ -170,10 +117,8 @@ def load_checkpoint(directory: str | Path, overrides: dict[str, Any] | None = No
     directory = Path(directory)
     data = read_checkpoint_config(directory)
     config_path = directory / CONFIG_FILE
-    cls = model_class(data["model"], config_path)
-    config = config_from_dict(cls.config_class, data["config"], config_path)
-    if overrides:
-        config = dataclasses.replace(config, **overrides)
+    cls = checkpoint_model_class(data["model"], config_path)
+    config = checkpoint_config(cls.config_class, data["config"], config_path, overrides)
     weights = directory / WEIGHTS_FILE
     if not weights.is_file():
         raise CheckpointError(weights, "missing: the model's weights")
@@ -209,24 +154,17 @@ def load_weights(model, path: str | Path) -> None:
                               field=sorted(missing or unexpected)[0])
 
 
-_digests: dict[tuple[str, int, int], str] = {}
+def file_digest(path: Path) -> str:
+    """The sha256 of a checkpoint file (memoised per process); a CheckpointError when it is missing."""
+    if not path.is_file():
+        raise CheckpointError(path, "missing")
+    return file_sha256(path)
 
 
 def checkpoint_digest(directory: str | Path) -> str:
-    """sha1 of a checkpoint's config.json and weights: a retrained checkpoint invalidates cached runs."""
-    directory = Path(directory)
+    """sha1 over the sha256 of a checkpoint's config.json and weights: a retrained checkpoint invalidates cached
+    runs."""
     digest = hashlib.sha1()
     for name in (CONFIG_FILE, WEIGHTS_FILE):
-        path = directory / name
-        if not path.is_file():
-            raise CheckpointError(path, "missing")
-        stat = path.stat()
-        key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-        if key not in _digests:
-            file_digest = hashlib.sha1()
-            with open(path, "rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    file_digest.update(chunk)
-            _digests[key] = file_digest.hexdigest()
-        digest.update(_digests[key].encode())
+        digest.update(file_digest(Path(directory) / name).encode())
     return digest.hexdigest()

@@ -1,18 +1,28 @@
-"""The contract between a neural reranker model and the shared framework (scoring, training, checkpoints).
+"""The contract between a neural reranker model and the shared framework (scoring, training, checkpoints, store).
 
-A model file (hcan.py, monobert.py, mrnn.py, addax.py, kwbert.py) defines a config dataclass and a subclass of
-`RerankModel`. The framework (pipeline/rerank/neural.py, train.py, checkpoint.py) never looks inside a model;
-it only calls what is declared here:
+A model file in pipeline/rerank/models/ (hcan.py, monobert.py, biencoder.py, ...) defines a config dataclass and
+a `RerankModel` subclass decorated with `@register_model`; the module's name is the model's name. The framework
+never looks inside a model; it only calls what is declared here:
 
-    model = ModelClass.from_training_data(config, queries, docs)   # builds vocabularies / IDF tables, then the net
-    batch = model.prepare(queries, docs)                             # tokenise + pad -> Batch (CPU tensors)
-    out = model(**batch.tensors)                                     # forward pass -> raw output (e.g. logits)
-    model.score(out)        -> (B,)  ranking score, higher = more relevant (inference)
-    model.loss(out, labels) -> ()    the model's own pointwise loss (NLL for HCAN, CE for BERT, ...)
+    model = ModelClass.from_training_data(config, queries, docs)   # vocabularies / IDF tables, then the net
+    batch = model.prepare(pairs)                                     # Pair list -> Batch (CPU tensors)
+    out = model(**batch.tensors)                                     # forward pass -> raw output
+    model.score(out)        -> (B,) ranking score, higher = more relevant
+    model.loss(out, batch)  -> Loss(total, parts): the model's own loss; batch.labels (B,), batch.groups (B,)
     model.save_assets(dir) / cls.load_assets(config, dir)          # vocabularies etc. beside the weights
 
-Pairwise and triplet losses are computed by the framework from `score`-like outputs of positive and negative
-batches (`model.margin_scores(out)`, by default the score itself).
+`sampling` says how training batches are drawn for the model's loss (pipeline/training/examples.py): "pointwise"
+(labelled pairs, shuffled), "pairs" (each positive with `negatives_per_positive` negatives of its query: one group),
+"queries" (whole queries kept together: one group per query, for in-batch mining) or "positives" (one positive
+pair per row, distinct queries: in-batch negatives). Library losses (pipeline/training/losses.py) compare scores
+within `batch.groups`.
+
+Late interaction (optional, `LateInteraction`): a model that encodes documents without the query can have their
+encodings stored once (`irpipe encode`, pipeline/rerank/store.py) and scored later against a query:
+
+    model.encode_documents(texts) -> list of (rows_i, dims) float tensors
+    model.encode_queries(texts)   -> list of query encodings (whatever `score_encoded` takes)
+    model.score_encoded(query, documents) -> (n,) scores of one query against n stored document encodings
 """
 from __future__ import annotations
 
@@ -23,27 +33,47 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from pipeline.rerank.pairs import Pair
+
+SAMPLINGS = ("pointwise", "pairs", "queries", "positives")
+
 
 @dataclass
 class Batch:
-    """Model inputs for a list of (query, doc) pairs, plus how many of them were truncated."""
+    """Model inputs for a list of pairs, how many were truncated, and (training, dev loss) labels and groups."""
 
     tensors: dict[str, torch.Tensor]
     truncated: int = 0
-    size: int = 0
-    extra: dict = field(default_factory=dict)
+    pairs: list[Pair] = field(default_factory=list)
+    labels: torch.Tensor | None = None   # (B,) float
+    groups: torch.Tensor | None = None   # (B,) long: pairs compared with each other by a pairwise loss
+
+    @property
+    def size(self) -> int:
+        return len(self.pairs)
 
     def to(self, device: torch.device | str) -> "Batch":
-        return Batch({k: v.to(device) for k, v in self.tensors.items()}, self.truncated, self.size, self.extra)
+        move = lambda t: t.to(device) if t is not None else None  # noqa: E731
+        return Batch({k: v.to(device) for k, v in self.tensors.items()}, self.truncated, self.pairs,
+                     move(self.labels), move(self.groups))
+
+
+@dataclass
+class Loss:
+    """A model's training loss: the total that is minimised and its named parts (each logged per epoch)."""
+
+    total: torch.Tensor
+    parts: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 class RerankModel(nn.Module):
     """Base class of every neural reranker model."""
 
-    name: ClassVar[str] = ""            # registry / spec name, e.g. "hcan"
+    name: ClassVar[str] = ""            # registry / spec name = the model file's name, e.g. "hcan"
     config_class: ClassVar[type] = object  # the model's config dataclass
-    default_loss: ClassVar[str] = "pointwise"  # "pointwise" (model.loss), "hinge" or "triplet"
-    training_defaults: ClassVar[dict] = {}  # TrainOptions overrides (optimizer, lr, schedule...): see train.py
+    sampling: ClassVar[str] = "pointwise"  # how training batches are drawn (see the module docstring)
+    training_defaults: ClassVar[dict] = {}  # TrainOptions overrides (optimizer, lr, schedule...)
+    pretrained: ClassVar[bool] = False  # usable with no training (zero-shot): `model()` with no ckpt= or train=
 
     def __init__(self, config):
         super().__init__()
@@ -54,20 +84,19 @@ class RerankModel(nn.Module):
         """A fresh model whose vocabularies/statistics come from the training texts (default: none needed)."""
         return cls(config)
 
-    def prepare(self, queries: list[str], docs: list[str]) -> Batch:
+    def batch_sampling(self) -> str:
+        """The sampling this model's loss needs with its config (default: the class's `sampling`)."""
+        return self.sampling
+
+    def prepare(self, pairs: list[Pair]) -> Batch:
         raise NotImplementedError
 
-    def score(self, output: torch.Tensor) -> torch.Tensor:
+    def score(self, output) -> torch.Tensor:
         """(B,) ranking scores from the forward output."""
         raise NotImplementedError
 
-    def loss(self, output: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Pointwise training loss for 0/1 (or graded) labels."""
+    def loss(self, output, batch: Batch) -> Loss:
         raise NotImplementedError
-
-    def margin_scores(self, output: torch.Tensor) -> torch.Tensor:
-        """(B,) scores that pairwise hinge / triplet losses compare (default: `score`)."""
-        return self.score(output)
 
     def save_assets(self, directory: Path) -> None:
         """Write vocabularies, IDF tables, tokenizer files... beside the weights (default: nothing)."""
@@ -76,3 +105,16 @@ class RerankModel(nn.Module):
     def load_assets(cls, config, directory: Path) -> "RerankModel":
         """Rebuild the (untrained) model from its config and assets; the framework then loads the weights."""
         return cls(config)
+
+
+class LateInteraction:
+    """Mixin of models whose document side is encoded without the query (see the module docstring)."""
+
+    def encode_documents(self, texts: list[str]) -> list[torch.Tensor]:
+        raise NotImplementedError
+
+    def encode_queries(self, texts: list[str]) -> list[torch.Tensor]:
+        raise NotImplementedError
+
+    def score_encoded(self, query: torch.Tensor, documents: list[torch.Tensor]) -> torch.Tensor:
+        raise NotImplementedError

@@ -10,7 +10,9 @@ import math
 import re
 from collections import Counter
 
+from pipeline.errors import ConfigError
 from pipeline.rerank.base import Reranker
+from pipeline.rerank.pairs import Pair
 from pipeline.stage import register
 
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET
@@ -28,12 +30,15 @@ class Overlap(Reranker):
     name = "overlap"
 
     def __init__(self, idf: bool = True, index: str | None = None):
-        self.idf, self.index = bool(idf), index
+        if not isinstance(idf, bool):
+            raise ConfigError(f"overlap: idf={idf!r}; expected true or false", field="idf")
+        self.idf, self.index = idf, index
 
     def config(self) -> dict:
         return {"idf": self.idf} | ({"index": self.index} if self.index else {})
 
-    def score_pairs(self, queries: list[str], texts: list[str]) -> list[float]:
+    def score(self, pairs: list[Pair]) -> list[float]:
+        queries, texts = [p.query for p in pairs], [p.text for p in pairs]
         document_words = {text: words(text) for text in texts}
         weight = lambda word: 1.0  # noqa: E731
         if self.idf:

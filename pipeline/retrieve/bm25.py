@@ -1,19 +1,18 @@
-"""BM25 (optionally + RM3) first-stage retrieval as a Stage, and `irpipe search`.
+"""BM25 (optionally + RM3) first-stage retrieval as a Stage (the command `irpipe search`: pipeline/commands/search.py).
 
 Rankings and scores are identical to `python -m pyserini.search.lucene --bm25 --k1 K1 --b B --hits N` on the
 same index and topics (see pipeline/retrieve/lucene.py for how, and tests/retrieve/test_bm25.py for the proof).
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import functools
 import json
 from pathlib import Path
 
-from pipeline.data.runs import RUN_FORMATS, Run, Topics
+from pipeline.data.runs import Run, Topics
 from pipeline.errors import ConfigError
-from pipeline.log import logger, progress
+from pipeline.log import progress
 from pipeline.retrieve.lucene import LuceneIndex, read_index_metadata
 from pipeline.stage import Stage, register
 
@@ -99,52 +98,3 @@ class BM25(Stage):
             with progress(desc="bm25", total=len(topics), unit="q") as bar:
                 ranking = index.search_many(topics.queries, self.hits, self.k1, self.b, self.threads, progress=bar)
         return Run(ranking, tag="bm25+rm3" if self.rm3 else "bm25")
-
-
-# -- irpipe search ------------------------------------------------------------------------------------------
-
-def define_search_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--index", metavar="DIR", help="Lucene index (default: the dataset's own, built on first use)")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--topics", metavar="FILE", help="topics file (TSV qid<TAB>query, TREC SGML, CACM, JSONL)")
-    source.add_argument("--dataset", metavar="NAME", help="registered dataset whose topics to search")
-    parser.add_argument("--output", required=True, metavar="RUN", help="run file to write (atomically)")
-    parser.add_argument("--k1", type=float, default=0.9, help="BM25 k1 (default 0.9)")
-    parser.add_argument("--b", type=float, default=0.4, help="BM25 b (default 0.4)")
-    parser.add_argument("--hits", type=int, default=1000, metavar="N", help="hits per query (default 1000)")
-    parser.add_argument("--threads", type=int, default=1, metavar="N", help="search threads (default 1)")
-    parser.add_argument("--rm3", action="store_true", help="RM3 pseudo-relevance feedback")
-    parser.add_argument("--fb-terms", type=int, default=10, metavar="N", help="RM3 expansion terms (default 10)")
-    parser.add_argument("--fb-docs", type=int, default=10, metavar="N", help="RM3 feedback documents (default 10)")
-    parser.add_argument("--original-query-weight", type=float, default=0.5, metavar="W",
-                        help="RM3 weight of the original query (default 0.5)")
-    parser.add_argument("--language", metavar="LANG", help="analyzer language (default: as the index was built)")
-    parser.add_argument("--segment", choices=CHINESE_TERMS, help=f"Chinese --dataset: index jieba words or CJK bigrams "
-                                                                 f"(default {DEFAULT_CHINESE_TERMS})")
-    parser.add_argument("--output-format", choices=RUN_FORMATS, default="trec", help="trec (default) or msmarco")
-    parser.add_argument("--run-tag", default="bm25", metavar="TAG", help="run tag in the TREC file (default bm25)")
-
-
-define_args = define_search_args
-
-
-def main(args: argparse.Namespace) -> int:
-    from pipeline.data.topics import read_topics
-
-    if args.topics:
-        topics = read_topics(args.topics)
-        index = args.index
-    else:
-        from pipeline.data.registry import get_dataset
-
-        dataset = get_dataset(args.dataset)
-        topics = dataset.topics()
-        index = args.index or dataset_index_for(dataset, args.segment)
-    if not index:
-        raise ConfigError("--index DIR is required with --topics")
-    stage = BM25(index, args.k1, args.b, args.hits, args.threads, args.rm3, args.fb_terms, args.fb_docs,
-                 args.original_query_weight, args.language)
-    run = stage(topics)
-    run.write(args.output, format=args.output_format, tag=args.run_tag)
-    logger.info("wrote %s (%d queries, %d hits)", args.output, len(run), run.num_hits())
-    return 0

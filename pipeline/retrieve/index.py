@@ -1,4 +1,4 @@
-"""Building Lucene indexes with Anserini's IndexCollection, and `irpipe index`.
+"""Building Lucene indexes with Anserini's IndexCollection (the command: pipeline/commands/index.py).
 
 Documents are streamed (from JSONL, TSV such as MS MARCO's collection.tsv, TREC SGML or a registered dataset)
 into JSONL part files of CHUNK_DOCS documents in a scratch folder, so memory stays flat whatever the collection
@@ -8,7 +8,6 @@ count and the settings.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -20,7 +19,7 @@ import tempfile
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 from pipeline import java
 from pipeline.cache import cache_root
@@ -138,8 +137,12 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
 
 
 def dataset_index(dataset, threads: int = 2, segmenter: str | None = None) -> Path:
-    """The cached index of a registered dataset's corpus, built on first use (`segmenter`: see build_index)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", dataset.name) + (f".{segmenter}" if segmenter else "")
+    """The cached index of a dataset's corpus, built on first use (`segmenter`: see build_index); a local dataset
+    may name its own prebuilt index (`index_dir`) and keys its cached one by its corpus checksum (`index_key`)."""
+    if getattr(dataset, "index_dir", None) is not None and segmenter is None:
+        return Path(dataset.index_dir)
+    key = getattr(dataset, "index_key", dataset.name)
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", key) + (f".{segmenter}" if segmenter else "")
     index_dir = cache_root() / "indexes" / safe
     if read_index_metadata(index_dir).get("documents"):
         return index_dir
@@ -148,45 +151,3 @@ def dataset_index(dataset, threads: int = 2, segmenter: str | None = None) -> Pa
     build_index(dataset.docs(), index_dir, source=f"dataset:{dataset.name}", threads=threads, language=language,
                 overwrite=True, segmenter=segmenter)
     return index_dir
-
-
-# -- irpipe index -------------------------------------------------------------------------------------------
-
-def define_args(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--input", metavar="PATH", help="JSONL / TSV / TREC SGML file or folder (optionally .gz)")
-    source.add_argument("--dataset", metavar="NAME", help="registered dataset whose corpus to index")
-    parser.add_argument("--index", required=True, metavar="DIR", help="index folder to create")
-    parser.add_argument("--format", choices=("jsonl", "tsv", "trec"), help="input format (default: detected)")
-    parser.add_argument("--threads", type=int, default=2, metavar="N", help="indexing threads (default 2)")
-    parser.add_argument("--language", default="en", choices=LANGUAGES, help="analyzer language (zh: CJK bigrams)")
-    parser.add_argument("--pretokenized", action="store_true", help="text is already segmented: whitespace analyzer")
-    parser.add_argument("--segment", choices=SEGMENTERS, metavar="SEGMENTER",
-                        help="segment the text first and index it pre-tokenized (jieba: Chinese words)")
-    parser.add_argument("--no-positions", dest="store_positions", action="store_false", help="do not store positions")
-    parser.add_argument("--no-docvectors", dest="store_docvectors", action="store_false",
-                        help="do not store document vectors (RM3 needs them)")
-    parser.add_argument("--no-raw", dest="store_raw", action="store_false", help="do not store the raw documents")
-    parser.add_argument("--memory-buffer", type=int, default=1024, metavar="MB",
-                        help="Lucene RAM buffer; bounds the indexing JVM's heap (default 1024)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
-
-
-def _docs_from_args(args) -> tuple[Iterator[dict], str]:
-    if args.dataset:
-        from pipeline.data.registry import get_dataset
-
-        return get_dataset(args.dataset).docs(), f"dataset:{args.dataset}"
-    from pipeline.data.corpus import iter_docs
-
-    return iter_docs(args.input, args.format), str(Path(args.input).resolve())
-
-
-def main(args: argparse.Namespace) -> int:
-    docs, source = _docs_from_args(args)
-    metadata = build_index(docs, args.index, source, threads=args.threads, language=args.language,
-                           pretokenized=args.pretokenized, store_positions=args.store_positions,
-                           store_docvectors=args.store_docvectors, store_raw=args.store_raw, overwrite=args.overwrite,
-                           memory_buffer=args.memory_buffer, segmenter=args.segment)
-    print(json.dumps(metadata, indent=2))
-    return 0

@@ -41,7 +41,7 @@ class TinyQA(Dataset):
         return {qid: {doc: int(doc.endswith("-a")) for doc, _ in hits} for qid, hits in self.run().ranking.items()}
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def tiny_qa() -> TinyQA:
     return TinyQA()
 
@@ -52,7 +52,7 @@ def tiny_bert(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from pipeline.rerank.monobert import DEFAULT_BERT, bert_folder
+    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder
 
     folder = tmp_path_factory.mktemp("tiny-bert")
     tokenizer = AutoTokenizer.from_pretrained(bert_folder(DEFAULT_BERT), local_files_only=True)

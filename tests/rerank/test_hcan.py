@@ -8,8 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.hcan import HCAN, CoAttention, HCANConfig, overlap_features, relevance_matching
+from pipeline.rerank.model import Batch
+from pipeline.rerank.models.hcan import HCAN, CoAttention, HCANConfig, overlap_features, relevance_matching
 from pipeline.rerank.text import tokenize
+from support import make_pairs
 
 QUERIES = ["who wrote the iron lady ?", "what is the capital of france ?", "who wrote the iron lady ?",
            "how tall is the eiffel tower in paris ?"]
@@ -43,11 +45,11 @@ MODES = [dict(encoder=e, rm_mode=m, sm_mode=m, rm_softmax=s) for e in ("deep", "
 @pytest.mark.parametrize("options", MODES, ids=lambda o: "-".join(map(str, o.values())))
 def test_appending_padding_does_not_change_a_score(options):
     model = build(**options)
-    batch = model.prepare(QUERIES, DOCS)
+    batch = model.prepare(make_pairs(QUERIES, DOCS))
     with torch.inference_mode():
         scores = model.score(model(**batch.tensors))
         more_padding = model.score(model(**padded(batch.tensors, 3, 7)))
-        alone = torch.cat([model.score(model(**model.prepare([q], [d]).tensors)) for q, d in zip(QUERIES, DOCS)])
+        alone = torch.cat([model.score(model(**model.prepare(make_pairs([q], [d])).tensors)) for q, d in zip(QUERIES, DOCS)])
     torch.testing.assert_close(more_padding, scores, rtol=0, atol=1e-6)
     torch.testing.assert_close(alone, scores, rtol=0, atol=1e-6)  # each pair alone: no padding at all
     assert len(set(scores.tolist())) > 1
@@ -116,7 +118,7 @@ def test_padded_softmax_and_cosine_by_hand():
 
 def test_prepare_aligns_idf_levels_with_query_positions():
     model = build()
-    batch = model.prepare(["who wrote the iron lady ?", "capital of france"], DOCS[:2])
+    batch = model.prepare(make_pairs(["who wrote the iron lady ?", "capital of france"], DOCS[:2]))
     idf = batch.tensors["query_idf"]                                        # (B, N+1, n)
     assert idf.shape == (2, 5, 6)
     for i, query in enumerate(["who wrote the iron lady ?", "capital of france"]):
@@ -127,19 +129,19 @@ def test_prepare_aligns_idf_levels_with_query_positions():
             assert idf[i, level, :len(words)].tolist() == pytest.approx(expected)
     assert (idf[1, :, 3:] == 0).all()                                       # padding weighs 0
     assert idf[0, 1, 4] == model.idf.weight("lady ?", 2) and model.idf.weight("unseen words", 2) == 1.0
-    contextual = build(encoder="contextual").prepare(["capital of france"], DOCS[:1]).tensors["query_idf"]
+    contextual = build(encoder="contextual").prepare(make_pairs(["capital of france"], DOCS[:1])).tensors["query_idf"]
     assert (contextual[0] == contextual[0, :1]).all()                       # unigram IDF at every level
 
 
 def test_truncation_is_counted_and_empty_texts_score():
     model = build(max_query_length=3, max_doc_length=4)
-    batch = model.prepare(["a b", "a b c d", "", "a"], ["x y", "x", "x y z w", ""])
+    batch = model.prepare(make_pairs(["a b", "a b c d", "", "a"], ["x y", "x", "x y z w", ""]))
     assert batch.truncated == 1 and batch.size == 4
     assert batch.tensors["query_ids"].shape == (4, 3) and batch.tensors["doc_ids"].shape == (4, 4)
-    batch = model.prepare(["a b c d", "q"], ["x", "x y z w v"])
+    batch = model.prepare(make_pairs(["a b c d", "q"], ["x", "x y z w v"]))
     assert batch.truncated == 2
     with torch.inference_mode():
-        assert torch.isfinite(model.score(model(**model.prepare(["", "a"], ["", ""]).tensors))).all()
+        assert torch.isfinite(model.score(model(**model.prepare(make_pairs(["", "a"], ["", ""])).tensors))).all()
 
 
 @pytest.mark.parametrize("options, width", [
@@ -153,7 +155,7 @@ def test_ablations_and_modes_shape_the_classifier(options, width):
     model = build(**options)
     assert model.classifier[0].in_features == width
     assert len(model.sm) == (0 if options.get("rm_only") else model.config.levels)
-    output = model(**model.prepare(QUERIES, DOCS).tensors)
+    output = model(**model.prepare(make_pairs(QUERIES, DOCS)).tensors)
     assert output.shape == (4, 2)
     torch.testing.assert_close(output.exp().sum(1), torch.ones(4))        # log-probabilities
     scores = model.score(output)
@@ -165,8 +167,8 @@ def test_loss_is_nll_and_padding_row_stays_zero_and_frozen():
     before = model.embedding.weight.detach().clone()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9, nesterov=True, weight_decay=1e-3)
     for _ in range(3):
-        output = model(**model.prepare(QUERIES, DOCS).tensors)
-        loss = model.loss(output, LABELS)
+        output = model(**model.prepare(make_pairs(QUERIES, DOCS)).tensors)
+        loss = model.loss(output, Batch({}, labels=LABELS.float())).total
         torch.testing.assert_close(loss, -output[torch.arange(4), LABELS].mean())
         optimizer.zero_grad()
         loss.backward()
@@ -205,15 +207,15 @@ def test_assets_round_trip(tmp_path):
     again.load_state_dict(model.state_dict())
     again.eval()
     assert again.vocab.words == model.vocab.words and again.idf.tables == model.idf.tables
-    batch = model.prepare(QUERIES, DOCS)
+    batch = model.prepare(make_pairs(QUERIES, DOCS))
     with torch.inference_mode():
         torch.testing.assert_close(again.score(again(**batch.tensors)), model.score(model(**batch.tensors)))
 
 
 def test_trains_and_round_trips_through_the_framework(tiny_qa, tmp_path):
     from pipeline.rerank.checkpoint import load_checkpoint
-    from pipeline.rerank.neural import predict
-    from pipeline.rerank.train import train
+    from pipeline.rerank.scoring import predict
+    from pipeline.training.loop import train
     from pipeline.stage import get_stage_class
 
     overrides = dataclasses.asdict(tiny(dropout=0.1))
@@ -225,7 +227,7 @@ def test_trains_and_round_trips_through_the_framework(tiny_qa, tmp_path):
     queries = [tiny_qa.topics()[q] for q in ("q0", "q1")]
     docs = ["the sky is blue", "a cat sleeps on the warm mat"]
     again = load_checkpoint(tmp_path / "hcan")
-    assert predict(model, queries, docs).scores == predict(again, queries, docs).scores
+    assert predict(model, make_pairs(queries, docs)).scores == predict(again, make_pairs(queries, docs)).scores
     stage = get_stage_class("hcan")(ckpt=str(tmp_path / "hcan"))
     reranked = stage(tiny_qa.topics(), tiny_qa.run())
     assert len(reranked) == 8 and reranked.num_hits() == 40
@@ -240,6 +242,6 @@ def test_overlap_features_by_hand():
                 3 / 5, sum(idf[w] for w in ("wrote", "iron", "lady")) / sum(idf[w] for w in content)]
     assert overlap_features(query, doc, model.idf) == pytest.approx(expected)
     assert overlap_features(["the"], ["a"], model.idf)[2:] == [0.0, 0.0]   # no content word: 0, not a division by 0
-    batch = model.prepare([" ".join(query)], [" ".join(doc)])
+    batch = model.prepare(make_pairs([" ".join(query)], [" ".join(doc)]))
     torch.testing.assert_close(batch.tensors["overlap"], torch.tensor([expected]), rtol=0, atol=1e-6)
     assert model.classifier[0].in_features == build().classifier[0].in_features + 4

@@ -6,8 +6,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline.errors import MissingResourceError
-from pipeline.rerank.monobert import DEFAULT_BERT, MonoBERT, MonoBERTConfig, bert_folder
+from pipeline.errors import ConfigError, MissingResourceError
+from pipeline.rerank.bert import DEFAULT_BERT, bert_folder
+from pipeline.rerank.config import make_config
+from pipeline.rerank.model import Batch
+from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
+from support import make_pairs
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +23,7 @@ def minilm() -> MonoBERT:
 def test_inputs_are_cls_query_sep_doc_sep(tiny_bert):
     model = MonoBERT(MonoBERTConfig(bert=str(tiny_bert), max_length=12, max_query_length=3))
     tok = model.tokenizer
-    batch = model.prepare(["red green blue white", "sky"], ["one two three four five six seven eight nine", "sea"])
+    batch = model.prepare(make_pairs(["red green blue white", "sky"], ["one two three four five six seven eight nine", "sea"]))
     ids, segments, mask = (batch.tensors[k] for k in ("input_ids", "token_type_ids", "attention_mask"))
     q = tok("red green blue", add_special_tokens=False)["input_ids"]
     d = tok("one two three four five six", add_special_tokens=False)["input_ids"]  # 12 - 3 specials - 3 query pieces
@@ -33,8 +37,8 @@ def test_inputs_are_cls_query_sep_doc_sep(tiny_bert):
 
 def test_padding_does_not_change_a_score(minilm):
     query, doc = "what colour is the sky", "on a clear day the sky is blue"
-    alone = minilm.prepare([query], [doc])
-    padded = minilm.prepare([query, "another question"], [doc, "a much longer passage " * 20])
+    alone = minilm.prepare(make_pairs([query], [doc]))
+    padded = minilm.prepare(make_pairs([query, "another question"], [doc, "a much longer passage " * 20]))
     assert padded.tensors["input_ids"].shape[1] > alone.tensors["input_ids"].shape[1]
     with torch.inference_mode():
         score_alone = minilm.score(minilm(**alone.tensors))[0]
@@ -48,8 +52,10 @@ def test_scores_and_loss_are_as_defined(tiny_bert):
     assert model.score(logits).tolist() == pytest.approx([2.0 - 0.5, -1.0 - 1.0])
     model.config.score = "prob"
     assert model.score(logits).tolist() == pytest.approx([1 / (1 + torch.e ** -1.5), 1 / (1 + torch.e ** 2.0)])
-    labels = torch.tensor([1.0, 0.0])
-    assert model.loss(logits, labels).item() == pytest.approx(F.cross_entropy(logits, torch.tensor([1, 0])).item())
+    batch = Batch({}, labels=torch.tensor([1.0, 0.0]))
+    loss = model.loss(logits, batch)
+    assert loss.total.item() == pytest.approx(F.cross_entropy(logits, torch.tensor([1, 0])).item())
+    assert loss.parts == {"ce": loss.total}
 
 
 def test_cls_pooling_has_no_pooler(tiny_bert):
@@ -61,7 +67,8 @@ def test_config_and_folder_errors(tmp_path):
     assert (bert_folder(DEFAULT_BERT) / "config.json").is_file()
     with pytest.raises(MissingResourceError, match="not a BERT checkpoint folder"):
         bert_folder(str(tmp_path))
-    with pytest.raises(ValueError, match="pooling"):
-        MonoBERTConfig(pooling="mean")
-    with pytest.raises(ValueError, match="max_length"):
-        MonoBERTConfig(max_length=4)
+    with pytest.raises(ConfigError, match="monobert: pooling='mean'; choose one of pooler, cls") as caught:
+        make_config(MonoBERTConfig, {"pooling": "mean"})
+    assert caught.value.field == "pooling"
+    with pytest.raises(ConfigError, match="max_length=4; expected a number >= 5"):
+        make_config(MonoBERTConfig, {"max_length": 4})

@@ -12,8 +12,9 @@ import torch
 from pipeline.data.runs import Run, Topics, read_run
 from pipeline.errors import ConfigError
 from pipeline.rerank.checkpoint import save_checkpoint
-from pipeline.rerank.monobert import MonoBERT, MonoBERTConfig, MonoBERTReranker
-from pipeline.rerank.neural import autocast, predict, resolve_device
+from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
+from pipeline.rerank.pairs import Pair, pairs_of
+from pipeline.rerank.scoring import autocast, predict, resolve_device
 from pipeline.spec import SpecError, parse
 
 
@@ -26,24 +27,24 @@ def checkpoint(tiny_bert, tmp_path_factory):
 
 def test_scores_do_not_depend_on_batch_size_or_order(checkpoint, tiny_qa):
     run = tiny_qa.run()
-    pairs = [(tiny_qa.topics()[q], run.texts[d]) for q, hits in run.ranking.items() for d, _ in hits]
-    reranker = MonoBERTReranker(ckpt=str(checkpoint))
+    pairs = pairs_of(tiny_qa.topics(), run, run.texts)
+    reranker = MonoBERT.stage(ckpt=str(checkpoint))
     model = reranker.load()
-    one = predict(model, *map(list, zip(*pairs)), batch_size=1).scores
-    many = predict(model, *map(list, zip(*pairs)), batch_size=64).scores
-    backwards = predict(model, *map(list, zip(*pairs[::-1])), batch_size=7).scores[::-1]
+    one = predict(model, pairs, batch_size=1).scores
+    many = predict(model, pairs, batch_size=64).scores
+    backwards = predict(model, pairs[::-1], batch_size=7).scores[::-1]
     assert one == pytest.approx(many, abs=1e-5) and one == pytest.approx(backwards, abs=1e-5)
 
 
 def test_stage_returns_the_run_sorted_by_the_new_score(checkpoint, tiny_qa):
-    reranker = MonoBERTReranker(ckpt=str(checkpoint), batch_size=3)
+    reranker = MonoBERT.stage(ckpt=str(checkpoint), batch_size=3)
     output = reranker(tiny_qa.topics(), tiny_qa.run())
     model = reranker.load()
     for qid, hits in output.ranking.items():
         scores = [s for _, s in hits]
         assert scores == sorted(scores, reverse=True) and len(hits) == 5
         docid, score = hits[0]
-        expected = predict(model, [tiny_qa.topics()[qid]], [tiny_qa.run().texts[docid]]).scores[0]
+        expected = predict(model, [Pair(qid, docid, tiny_qa.topics()[qid], tiny_qa.run().texts[docid])]).scores[0]
         assert score == pytest.approx(expected, abs=1e-5)
     assert output.texts == tiny_qa.run().texts and output.tag == "monobert"
 
@@ -51,19 +52,19 @@ def test_stage_returns_the_run_sorted_by_the_new_score(checkpoint, tiny_qa):
 def test_truncation_is_counted_and_reported(checkpoint, caplog):
     topics = Topics({"q": "what colour is the sky"})
     run = Run({"q": [("short", 2.0), ("long", 1.0)]}, {"short": "blue", "long": "the sky is " + "very " * 40 + "blue"})
-    reranker = MonoBERTReranker(ckpt=str(checkpoint))
+    reranker = MonoBERT.stage(ckpt=str(checkpoint))
     with caplog.at_level(logging.WARNING, logger="irpipe"):
         reranker(topics, run)
     assert reranker.truncated == 1
     assert "monobert: 1 of 2 pairs were truncated to fit the model (max_length=24, max_query_length=64)" in caplog.text
-    longer = MonoBERTReranker(ckpt=str(checkpoint), max_length=128)  # a config override at load time
+    longer = MonoBERT.stage(ckpt=str(checkpoint), max_length=128)  # a config override at load time
     longer(topics, run)
     assert longer.truncated == 0 and longer.load().config.max_length == 128
 
 
 def test_spec_builds_the_stage_and_checks_options(checkpoint):
     stage = parse(f"monobert(ckpt={checkpoint}, max_length=64)")
-    assert stage == MonoBERTReranker(ckpt=str(checkpoint), max_length=64)
+    assert stage == MonoBERT.stage(ckpt=str(checkpoint), max_length=64)
     assert repr(stage) == f"monobert(ckpt={checkpoint}, max_length=64)"
     recipe = parse("monobert(train=wikiqa/train, dev=wikiqa/dev, epochs=2, seed=1)")
     assert recipe.config() == {"train": "wikiqa/train", "dev": "wikiqa/dev", "epochs": 2, "seed": 1}
@@ -72,7 +73,7 @@ def test_spec_builds_the_stage_and_checks_options(checkpoint):
                           ("monobert(ckpt=x, epochs=2)", "training option"),
                           ("monobert(train=wikiqa/train, epoch=2)", "did you mean epochs"),
                           ("monobert(train=wikiqa/train, max_length=long)", "should be of type int"),
-                          ("monobert(train=wikiqa/train, loss=listwise)", "loss must be one of")]:
+                          ("monobert(train=wikiqa/train, pooling=mean)", "pooling='mean'; choose one of pooler, cls")]:
         with pytest.raises(SpecError, match=message):
             parse(spec)
 
@@ -85,17 +86,16 @@ def test_devices_and_autocast():
             resolve_device("cuda")
         with pytest.raises(ConfigError, match="fp16 autocast needs a CUDA device"):
             autocast(torch.device("cpu"), "fp16")
-    with pytest.raises(ConfigError, match="amp must be one of"):
+    with pytest.raises(ConfigError, match="amp='fp8'; choose one of"):
         autocast(torch.device("cpu"), "fp8")
 
 
 def test_bf16_autocast_scores_close_to_float32(checkpoint, tiny_qa):
     run = tiny_qa.run()
-    queries = [tiny_qa.topics()[q] for q, hits in run.ranking.items() for _ in hits]
-    docs = [run.texts[d] for hits in run.ranking.values() for d, _ in hits]
-    model = MonoBERTReranker(ckpt=str(checkpoint)).load()
-    exact = predict(model, queries, docs).scores
-    assert predict(model, queries, docs, amp="bf16").scores == pytest.approx(exact, abs=0.05)
+    pairs = pairs_of(tiny_qa.topics(), run, run.texts)
+    model = MonoBERT.stage(ckpt=str(checkpoint)).load()
+    exact = predict(model, pairs).scores
+    assert predict(model, pairs, amp="bf16").scores == pytest.approx(exact, abs=0.05)
 
 
 def test_rerank_command_with_a_dataset(checkpoint, tmp_path, capsys, shared_data):
@@ -127,6 +127,8 @@ def test_train_command_writes_a_checkpoint(tiny_bert, tmp_path, capsys, shared_d
     assert model.config.max_length == 32
     assert main(["-q", "train", "monobert", "--train", "wikiqa/dev", "--out", str(tmp_path / "x"),
                  "--set", "max_lenght=3"]) == 2
+    assert main(["-q", "train", "monobert", "--train", "wikiqa/dev", "--out", str(tmp_path / "x"),
+                 "--set", "pooling=mean"]) == 2  # a ConfigError naming the field and the choices, no traceback
 
 
 def test_importing_the_cli_imports_no_torch():
@@ -145,6 +147,22 @@ def test_bm25_then_monobert_takes_texts_from_the_index(checkpoint, cacm_index, c
     output = pipeline(topics)
     assert output.ranking.keys() == first.ranking.keys()
     assert all({d for d, _ in output[q]} == {d for d, _ in first[q][:5]} for q in first.ranking)
-    without_index = MonoBERTReranker(ckpt=str(checkpoint))
+    without_index = MonoBERT.stage(ckpt=str(checkpoint))
     with pytest.raises(ConfigError, match="no index is given"):
         without_index(topics, first.cut(5))
+
+
+def test_a_bound_stage_keeps_its_identity_when_it_runs(checkpoint, shared_data, tmp_path, monkeypatch):
+    """Running a reranker bound to a dataset builds (or finds) the dataset's index for candidates without a text;
+    its repr, config and fingerprint (its cache key) stay what they were."""
+    from pipeline.data.registry import get_dataset
+
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    cacm = get_dataset("cacm")
+    topics = cacm.topics().subset(["1", "2"])
+    stage = MonoBERT.stage(ckpt=str(checkpoint)).bind(cacm)
+    before = (repr(stage), stage.config(), stage.fingerprint())
+    run = Run({qid: [("CACM-0001", 2.0), ("CACM-0002", 1.0)] for qid in topics})  # no texts: read from the index
+    output = stage(topics, run)
+    assert output.num_hits() == 4
+    assert (repr(stage), stage.config(), stage.fingerprint()) == before

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from pipeline.errors import ConfigError, InputError
-from pipeline.rerank.text import (IdfTable, Vocabulary, bert_table, default_bert_path, embedding_matrix, glove_table,
+from pipeline.rerank.bert import bert_folder
+from pipeline.rerank.text import (IdfTable, Vocabulary, bert_table, embedding_matrix, glove_table,
                                   tokenize, word2vec_table, word_table)
 
 
@@ -76,7 +77,7 @@ def test_bert_table_whole_words_and_mean_of_pieces():
     from transformers import AutoTokenizer
 
     table = bert_table()
-    folder = default_bert_path()
+    folder = bert_folder("")
     with safe_open(str(folder / "model.safetensors"), "np") as f:
         rows = f.get_tensor("embeddings.word_embeddings.weight")
     pieces = AutoTokenizer.from_pretrained(str(folder)).tokenize("thatcherism")

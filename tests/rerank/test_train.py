@@ -10,7 +10,10 @@ import torch
 from safetensors.torch import load_file
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.train import Examples, TrainOptions, examples_from, pair_loss, train
+from pipeline.training.examples import epoch_batches, examples_from
+from pipeline.training.loop import train
+from pipeline.training.losses import batch_hard_triplet, in_batch_softmax, pairwise_hinge
+from pipeline.training.options import TrainOptions, check_options
 
 
 def _options(**changes) -> dict:
@@ -22,9 +25,9 @@ def _weights(folder) -> dict[str, torch.Tensor]:
     return load_file(folder / "model.safetensors")
 
 
-def _train(tiny_bert, dataset, out, **kwargs):
+def _train(tiny_bert, dataset, out, model="monobert", **kwargs):
     options = _options(**kwargs.pop("options", {}))
-    return train("monobert", dataset, out, dev=kwargs.pop("dev", dataset), options=options,
+    return train(model, dataset, out, dev=kwargs.pop("dev", dataset), options=options,
                  overrides={"bert": str(tiny_bert), "max_length": 32}, **kwargs)
 
 
@@ -41,25 +44,25 @@ def test_same_seed_same_weights_other_seed_other_weights(tiny_bert, tiny_qa, tmp
     assert not _same(_weights(first.out), _weights(other.out))
 
 
-@pytest.mark.parametrize("loss", ["pointwise", "hinge"])
-def test_interrupted_and_resumed_equals_uninterrupted(tiny_bert, tiny_qa, tmp_path, loss):
-    whole = _train(tiny_bert, tiny_qa, tmp_path / "whole", options={"loss": loss})
+@pytest.mark.parametrize("model", ["monobert", "biencoder"])  # pointwise pairs; positives with in-batch negatives
+def test_interrupted_and_resumed_equals_uninterrupted(tiny_bert, tiny_qa, tmp_path, model):
+    whole = _train(tiny_bert, tiny_qa, tmp_path / "whole", model)
 
     def interrupt(record):
         if record["epoch"] == 1:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        _train(tiny_bert, tiny_qa, tmp_path / "resumed", options={"loss": loss}, on_epoch_end=interrupt)
+        _train(tiny_bert, tiny_qa, tmp_path / "resumed", model, on_epoch_end=interrupt)
     log = [json.loads(line) for line in (tmp_path / "resumed" / "train.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1]
     with pytest.raises(ConfigError, match="--resume"):
-        _train(tiny_bert, tiny_qa, tmp_path / "resumed", options={"loss": loss})
+        _train(tiny_bert, tiny_qa, tmp_path / "resumed", model)
     with pytest.raises(ConfigError, match="changed: options"):
-        _train(tiny_bert, tiny_qa, tmp_path / "resumed", options={"loss": loss, "lr": 0.5}, resume=True)
-    resumed = _train(tiny_bert, tiny_qa, tmp_path / "resumed", options={"loss": loss}, resume=True)
+        _train(tiny_bert, tiny_qa, tmp_path / "resumed", model, options={"lr": 0.5}, resume=True)
+    resumed = _train(tiny_bert, tiny_qa, tmp_path / "resumed", model, resume=True)
     assert _same(_weights(whole.out), _weights(resumed.out))
-    assert _same(_weights(whole.out / "state"), _weights(resumed.out / "state"))
+    assert _same(_weights(whole.out / "state" / "epoch-0003"), _weights(resumed.out / "state" / "epoch-0003"))
     assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
     assert resumed.best_epoch == whole.best_epoch
 
@@ -68,9 +71,11 @@ def test_log_checkpoint_and_best_epoch(tiny_bert, tiny_qa, tmp_path):
     result = _train(tiny_bert, tiny_qa, tmp_path / "out")
     log = [json.loads(line) for line in (tmp_path / "out" / "train.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1, 2, 3]
-    assert all({"loss", "lr", "dev", "train_seconds", "best", "truncated", "dev_truncated"} <= set(r) for r in log)
+    assert all({"loss", "loss_parts", "lr", "dev", "train_seconds", "best", "truncated", "dev_truncated"} <= set(r)
+               for r in log)
     assert log[0]["truncated"] == 0 and log[0]["dev_truncated"] == 0
-    assert set(log[0]["dev"]) == {"AP", "RR@10", "nDCG@10", "loss"}
+    assert set(log[0]["dev"]) == {"AP", "RR@10", "nDCG@10", "loss", "loss:ce"}
+    assert log[0]["loss_parts"]["ce"] == pytest.approx(log[0]["loss"])
     best = max(range(3), key=lambda i: (log[i]["dev"]["AP"], -i))  # first epoch reaching the highest dev AP
     assert result.best_epoch == best + 1 and result.best == log[best]["dev"]
     config = json.loads((tmp_path / "out" / "config.json").read_text())
@@ -92,20 +97,37 @@ def test_dev_loss_selection_and_no_dev(tiny_bert, tiny_qa, tmp_path):
     assert no_dev.best_epoch == 2 and no_dev.best == {}
 
 
-def test_sgd_plateau_and_triplet_run(tiny_bert, tiny_qa, tmp_path):
+def test_sgd_plateau_run(tiny_bert, tiny_qa, tmp_path):
     result = _train(tiny_bert, tiny_qa, tmp_path / "out", options={
-        "epochs": 2, "optimizer": "sgd", "nesterov": True, "schedule": "plateau", "plateau_patience": 0,
-        "loss": "triplet", "lr": 0.05})
+        "epochs": 2, "optimizer": "sgd", "nesterov": True, "schedule": "plateau", "plateau_patience": 0, "lr": 0.05})
     assert len(result.history) == 2 and all(r["loss"] >= 0 for r in result.history)
 
 
-def test_pair_losses_follow_their_formulas():
-    positive, negative = torch.tensor([2.0, 0.5, 1.0]), torch.tensor([1.0, 1.0, 3.0])
-    hinge = pair_loss(positive, negative, ["a", "a", "b"], "hinge", 1.0)
-    assert hinge.item() == pytest.approx((max(0, 1 - 2 + 1) + max(0, 1 - 0.5 + 1) + max(0, 1 - 1 + 3)) / 3)
-    triplet = pair_loss(positive, negative, ["a", "a", "b"], "triplet", 1.0)
-    # query a: hardest positive 0.5, hardest negative 1.0; query b: 1.0 against 3.0
-    assert triplet.item() == pytest.approx((max(0, 1 - 0.5 + 1.0) + max(0, 1 - 1.0 + 3.0)) / 2)
+def test_pairwise_hinge_compares_within_groups():
+    scores, labels = torch.tensor([2.0, 1.0, 0.5, 1.0, 3.0]), torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0])
+    groups = torch.tensor([0, 0, 1, 1, 1])
+    # group 0: (2.0 vs 1.0); group 1: (0.5 vs 3.0), (1.0 vs 3.0)
+    expected = (max(0, 1 - 2 + 1) + max(0, 1 - 0.5 + 3) + max(0, 1 - 1 + 3)) / 3
+    assert pairwise_hinge(scores, labels, groups, 1.0).item() == pytest.approx(expected)
+    assert pairwise_hinge(scores, torch.ones(5), groups).item() == 0.0  # nothing to compare
+
+
+def test_batch_hard_triplet_picks_the_hardest_pair_of_each_group():
+    # distances: group 0 positives 0.2, 0.9 (hardest 0.9), negatives 0.5, 1.5 (hardest 0.5); group 1: 0.3 vs 0.4
+    distances = torch.tensor([0.2, 0.9, 0.5, 1.5, 0.3, 0.4])
+    labels, groups = torch.tensor([1.0, 1, 0, 0, 1, 0]), torch.tensor([0, 0, 0, 0, 1, 1])
+    expected = (max(0, 0.9 - 0.5 + 0.5) + max(0, 0.3 - 0.4 + 0.5)) / 2
+    assert batch_hard_triplet(distances, labels, groups, 0.5).item() == pytest.approx(expected)
+
+
+def test_in_batch_softmax_is_cross_entropy_over_the_batch():
+    queries, docs = torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    cos = torch.tensor([[1.0, 2 ** -0.5], [0.0, 2 ** -0.5]])
+    expected = torch.nn.functional.cross_entropy(20 * cos, torch.tensor([0, 1]))
+    assert in_batch_softmax(queries, docs, ["a", "b"], 20.0).item() == pytest.approx(expected.item(), abs=1e-5)
+    # two positives of one query: neither is the other's negative
+    same = in_batch_softmax(queries, docs, ["a", "a"], 20.0)
+    assert same.item() == pytest.approx(0.0, abs=1e-6)
 
 
 def test_examples_from_labelled_candidates(tiny_qa):
@@ -114,8 +136,14 @@ def test_examples_from_labelled_candidates(tiny_qa):
     assert examples.labels["q0"]["q0-a"] == 1 and examples.texts["q0-a"] == "the sky is blue"
     assert examples_from(tiny_qa, max_queries=3).summary()["queries"] == 3
     generator = torch.Generator().manual_seed(0)
-    pairs = Examples.pairs(examples, generator, per_positive=2)
-    assert len(pairs) == 16 and all(p.endswith("-a") and not n.endswith("-a") for _, p, n in pairs)
+    groups = examples.groups("pairs", generator, per_positive=2)
+    assert len(groups) == 8 and all(len(g) == 3 and g[0].label == 1 and g[1].label == g[2].label == 0 and
+                                    len({p.qid for p in g}) == 1 for g in groups)
+    assert all(len(g) == 1 and g[0].label == 1 for g in examples.groups("positives", generator))
+    queries = examples.groups("queries", generator, per_positive=2)
+    assert len(queries) == 8 and all(2 <= len(g) <= 3 and len({p.qid for p in g}) == 1 for g in queries)
+    batches = epoch_batches(examples, "pointwise", TrainOptions(train_batch_size=16), generator)
+    assert sorted(len(b) for b in batches) == [8, 16, 16] and all(len(g) == 1 for b in batches for g in b)
 
 
 def test_examples_with_bm25_negatives_on_dl19(shared_data):
@@ -133,11 +161,11 @@ def test_examples_with_bm25_negatives_on_dl19(shared_data):
 
 
 def test_bad_options_fail_before_training(tiny_bert, tiny_qa, tmp_path):
-    with pytest.raises(ValueError, match="loss must be one of"):
-        TrainOptions(loss="listwise")
-    with pytest.raises(ValueError, match="threads must be a positive integer"):
-        TrainOptions(threads=0)
-    with pytest.raises(ConfigError, match="unknown training option"):
+    with pytest.raises(ConfigError, match="optimizer='lamb'; choose one of adamw, adam, sgd"):
+        check_options({"optimizer": "lamb"})
+    with pytest.raises(ConfigError, match="threads=0; expected a number >= 1"):
+        check_options({"threads": 0})
+    with pytest.raises(ConfigError, match="has no field 'epoch'"):
         _train(tiny_bert, tiny_qa, tmp_path / "x", options={"epoch": 2})
     with pytest.raises(Exception, match="measure"):
         _train(tiny_bert, tiny_qa, tmp_path / "y", options={"measure": "MAPP"})
@@ -175,3 +203,81 @@ def test_training_truncation_is_counted_and_reported(tiny_bert, tiny_qa, tmp_pat
     # "[CLS] what colour is the sky [SEP]" leaves 3 pieces of a 10-piece input: every filler sentence is cut
     assert result.history[0]["truncated"] >= 32 and result.history[0]["dev_truncated"] >= 32
     assert "training inputs were truncated to fit the model" in caplog.text
+
+
+class _Fault(KeyboardInterrupt):
+    """The process dies here (as under SIGKILL: nothing after this point runs)."""
+
+
+@pytest.fixture(scope="module")
+def two_epochs(tiny_bert, tiny_qa, tmp_path_factory):
+    return _train(tiny_bert, tiny_qa, tmp_path_factory.mktemp("whole") / "out", options={"epochs": 2})
+
+
+@pytest.mark.parametrize("fault", [1, 2, 3, 4, 5, "after-commit"])
+def test_a_fault_anywhere_in_the_state_save_resumes_bit_identical(tiny_bert, tiny_qa, tmp_path, monkeypatch, fault,
+                                                                  two_epochs):
+    """Kill the save of epoch 2's state before its 1st..5th file replacement (the weights, the checkpoint config,
+    the trainer tensors, trainer.json, the commit) or after the commit: --resume ends with the very weights, history
+    and best epoch of an uninterrupted run."""
+    import os
+
+    from pipeline.training import loop, state
+
+    whole = two_epochs
+    real_save, real_replace, real_sweep = loop.save_state, os.replace, state.sweep_state
+
+    def faulty_save(root, model, trainer):
+        if trainer["epoch"] != 2:
+            return real_save(root, model, trainer)
+        calls = []
+
+        def replace(src, dst):
+            calls.append(dst)
+            if len(calls) == fault:
+                raise _Fault
+            return real_replace(src, dst)
+
+        def sweep(root):
+            raise _Fault
+
+        monkeypatch.setattr(os, "replace", replace)
+        if fault == "after-commit":
+            monkeypatch.setattr(state, "sweep_state", sweep)
+        try:
+            real_save(root, model, trainer)
+        finally:
+            monkeypatch.setattr(os, "replace", real_replace)
+            monkeypatch.setattr(state, "sweep_state", real_sweep)
+
+    monkeypatch.setattr(loop, "save_state", faulty_save)
+    with pytest.raises(_Fault):
+        _train(tiny_bert, tiny_qa, tmp_path / "cut", options={"epochs": 2})
+    monkeypatch.setattr(loop, "save_state", real_save)
+    resumed = _train(tiny_bert, tiny_qa, tmp_path / "cut", options={"epochs": 2}, resume=True)
+    assert _same(_weights(whole.out), _weights(resumed.out))
+    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in whole.history]
+    assert resumed.best_epoch == whole.best_epoch
+    assert sorted(p.name for p in (tmp_path / "cut" / "state").iterdir()) == ["current.json", "epoch-0002"]
+
+
+def test_a_tampered_state_is_refused_and_an_empty_one_said(tiny_bert, tiny_qa, tmp_path, caplog):
+    _train(tiny_bert, tiny_qa, tmp_path / "out", options={"epochs": 1})
+    (tmp_path / "out" / "state" / "epoch-0001" / "trainer.json").write_text("{}")
+    with pytest.raises(ConfigError, match="inconsistent .*changed after it was saved"):
+        _train(tiny_bert, tiny_qa, tmp_path / "out", options={"epochs": 2}, resume=True)
+    with caplog.at_level(logging.WARNING, logger="irpipe"):
+        _train(tiny_bert, tiny_qa, tmp_path / "fresh", options={"epochs": 1}, resume=True)
+    assert "holds no saved training state: training starts afresh" in caplog.text
+
+
+def test_deterministic_mode_fixes_kernels_and_threads(tiny_bert, tiny_qa, tmp_path):
+    threads = torch.get_num_threads()
+    try:
+        first = _train(tiny_bert, tiny_qa, tmp_path / "a", options={"epochs": 1, "deterministic": True})
+        assert torch.are_deterministic_algorithms_enabled() and torch.get_num_threads() == 1
+        second = _train(tiny_bert, tiny_qa, tmp_path / "b", options={"epochs": 1, "deterministic": True})
+        assert _same(_weights(first.out), _weights(second.out))
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.set_num_threads(threads)

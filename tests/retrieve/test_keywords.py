@@ -12,8 +12,8 @@ from pipeline.data.runs import Topics
 from pipeline.errors import InputError
 from pipeline.retrieve.bm25 import BM25
 from pipeline.retrieve.index import build_index
-from pipeline.retrieve.keywords import (BM25KW, Keyword, KeywordDictionary, KeywordExtractor, Keywords,
-                                        build_dictionary, diff_idf)
+from pipeline.retrieve.keyword_dictionary import Keyword, KeywordDictionary, build_dictionary, diff_idf
+from pipeline.retrieve.keywords import BM25KW, KeywordExtractor, Keywords
 from pipeline.retrieve.lucene import LuceneIndex
 from pipeline.spec import parse
 

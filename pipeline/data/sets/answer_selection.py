@@ -5,7 +5,9 @@ candidates are consecutive lines. The candidates of a question, in file order, f
 -position, so the shipped order is kept), their labels its qrels (0 = judged non-relevant), and every question
 is kept, including those with no correct or only correct candidates (filter at evaluation time if needed).
 Candidate ids are the docid column of id.txt where it has one (TrecQA dev/test: `qid 0 docid label`), else
-`<qid>-<position>` with a 0-based position (WikiQA, TrecQA train).
+`<qid>-<position>` with a 0-based position (WikiQA, TrecQA train). The same candidate id may stand under several
+questions (the same sentence judged for several questions, as in IR data) when its text is the same each time; a
+different text under the same id is an error naming both lines.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ class AnswerSelectionDataset(Dataset):
         qrels: Qrels = {}
         ranking: dict[str, list[tuple[str, float]]] = {}
         texts: dict[str, str] = {}
+        first_line: dict[str, int] = {}  # docid -> the line that gave its text
         previous = None
         for (number, question), (_, answer), (_, label), (_, ids) in zip(*(columns[key] for key in keys)):
             parts = ids.split()
@@ -60,10 +63,15 @@ class AnswerSelectionDataset(Dataset):
                 raise InputError(paths["questions"], message, number, "question")
             hits = ranking.setdefault(qid, [])
             docid = parts[2] if len(parts) >= 3 else f"{qid}-{len(hits)}"
-            if docid in texts:
-                raise InputError(paths["ids"], f"candidate id {docid!r} appears twice", number, "docid")
+            if docid in qrels.get(qid, {}):
+                raise InputError(paths["ids"], f"candidate id {docid!r} appears twice under question {qid!r}",
+                                 number, "docid")
+            if texts.setdefault(docid, answer.strip()) != answer.strip():
+                message = (f"candidate id {docid!r} has another text than on line {first_line[docid]} "
+                           "(the same id must name the same sentence)")
+                raise InputError(paths["answers"], message, number, "answer")
+            first_line.setdefault(docid, number)
             hits.append((docid, -float(len(hits) + 1)))
-            texts[docid] = answer.strip()
             qrels.setdefault(qid, {})[docid] = int(label)
         return _Candidates(Topics(queries), qrels, Run(ranking, texts, tag=self.name.replace("/", "-")))
 
@@ -77,7 +85,11 @@ class AnswerSelectionDataset(Dataset):
         return self._read().run
 
     def docs(self) -> Iterator[dict]:
-        """The candidate sentences as a small corpus ({"id", "contents", "qid"})."""
+        """The candidate sentences as a small corpus ({"id", "contents", "qid"}: the first question it stands
+        under); a candidate repeated under several questions is one document."""
         run = self._read().run
-        return ({"id": docid, "contents": run.texts[docid], "qid": qid}
-                for qid, hits in run.ranking.items() for docid, _ in hits)
+        first_qid = {}
+        for qid, hits in run.ranking.items():
+            for docid, _ in hits:
+                first_qid.setdefault(docid, qid)
+        return ({"id": docid, "contents": run.texts[docid], "qid": qid} for docid, qid in first_qid.items())

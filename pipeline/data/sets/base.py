@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterator, NamedTuple
 
 from pipeline.cache import cache_root as irpipe_cache_root
+from pipeline.data.files import file_sha256
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import Run, Topics
 from pipeline.errors import IrpipeError, MissingResourceError
@@ -31,7 +32,6 @@ from pipeline.log import logger, progress
 RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 CONNECT_TIMEOUT_S = 10  # fail fast where there is no network
 PROVIDES = ("topics", "qrels", "docs", "run", "pairs", "records")
-_verified: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process
 
 
 class DatasetLacksError(IrpipeError):
@@ -113,20 +113,13 @@ def _place_message(file: DataFile, reason: str) -> str:
 
 
 def _verify(path: Path, file: DataFile) -> Path:
-    stat = path.stat()
-    key = (str(path), stat.st_size, stat.st_mtime_ns)
-    if key not in _verified:
-        if stat.st_size != file.size:
-            raise MissingResourceError(
-                f"{path} has {stat.st_size:,} bytes, expected {file.size:,} ({file.url}); replace it")
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-        _verified[key] = digest.hexdigest()
-    if _verified[key] != file.sha256:
+    size = path.stat().st_size
+    if size != file.size:
+        raise MissingResourceError(f"{path} has {size:,} bytes, expected {file.size:,} ({file.url}); replace it")
+    sha256 = file_sha256(path)
+    if sha256 != file.sha256:
         raise MissingResourceError(
-            f"{path}: sha256 {_verified[key]} differs from the expected {file.sha256} ({file.url}); replace it")
+            f"{path}: sha256 {sha256} differs from the expected {file.sha256} ({file.url}); replace it")
     return path
 
 

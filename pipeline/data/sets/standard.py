@@ -15,11 +15,14 @@ from pipeline.data.topics import read_topics
 
 
 class StandardDataset(Dataset):
-    """Files keyed "docs", "topics", "qrels"; formats in the spec's "formats" (detected when absent)."""
+    """Files keyed "docs" (`docs_key`), "topics", "qrels"; formats in the spec's "formats" (detected when absent)."""
+
+    docs_key = "docs"
 
     def __init__(self, name, spec, files):
         super().__init__(name, spec, files)
-        self.provides = tuple(key for key in ("topics", "qrels", "docs") if key in files)
+        parts = {"topics": "topics", "qrels": "qrels", "docs": self.docs_key}
+        self.provides = tuple(what for what, key in parts.items() if key in files)
 
     def topics(self) -> Topics:
         if "topics" not in self.files:
@@ -32,6 +35,6 @@ class StandardDataset(Dataset):
         return read_qrels(self.path("qrels"))
 
     def docs(self) -> Iterator[dict]:
-        if "docs" not in self.files:
+        if self.docs_key not in self.files:
             raise self._lacks("docs")
-        return iter_docs(self.path("docs"), self.spec.get("formats", {}).get("docs"))
+        return iter_docs(self.path(self.docs_key), self.spec.get("formats", {}).get(self.docs_key))

@@ -38,14 +38,16 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from pipeline.errors import ConfigError
 from pipeline.log import logger
-from pipeline.rerank.model import Batch, RerankModel
+from pipeline.rerank.config import at_least, choice
+from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.neural import register_model
+from pipeline.training.losses import pairwise_hinge
 from pipeline.rerank.overlap import STOP_WORDS
 from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
 
 _CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"), "idf_stat": ("df", "cf"),
             "rm_softmax": ("query", "context", "padded", "raw"), "rm_similarity": ("dot", "cosine"),
-            "rm_mode": ("paper", "code"), "sm_mode": ("paper", "code")}
+            "rm_mode": ("paper", "code"), "sm_mode": ("paper", "code"), "loss": ("nll", "hinge")}
 
 
 @dataclass
@@ -75,18 +77,23 @@ class HCANConfig:
     rm_only: bool = False
     sm_only: bool = False
     external_features: bool = False  # the code's --ext: + 4 word-overlap features before the MLP (overlap_features)
+    loss: str = "nll"                # nll: pointwise NLL of P(relevant) [C]; hinge: pairwise, on the logit z_1 - z_0
+    margin: float = 1.0              # hinge margin
     seed: int = 0                    # unknown-word rows and word2vec (`hcan(seed=N)` also seeds the training run)
 
     def check(self) -> None:
         for name, allowed in _CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"hcan: {name}={getattr(self, name)!r}; choose one of {', '.join(allowed)}")
+            choice("hcan", name, getattr(self, name), allowed)
         if self.rm_only and self.sm_only:
-            raise ConfigError("hcan: rm_only and sm_only exclude each other (that would leave no features)")
-        if min(self.levels, self.filters, self.kernel, self.max_query_length, self.max_doc_length, self.sm_hidden) < 1:
-            raise ConfigError("hcan: levels, filters, kernel, max lengths and sm_hidden must be positive")
+            raise ConfigError("hcan: rm_only and sm_only exclude each other (that would leave no features)",
+                              field="sm_only")
+        for name in ("levels", "filters", "kernel", "max_query_length", "max_doc_length", "sm_hidden"):
+            at_least("hcan", name, getattr(self, name), 1)
+        at_least("hcan", "dropout", self.dropout, 0)
+        at_least("hcan", "margin", self.margin, 0)
         if (self.encoder == "contextual" and self.filters % 2) or self.sm_hidden % 2:
-            raise ConfigError("hcan: filters (contextual encoder) and sm_hidden must be even: F/2, d/2 per direction")
+            raise ConfigError("hcan: filters (contextual encoder) and sm_hidden must be even: F/2, d/2 per direction",
+                              field="sm_hidden")
 
 
 def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
@@ -229,10 +236,10 @@ class SemanticMatching(nn.Module):
 
 
 # -- the model ---------------------------------------------------------------------------------------------------
+@register_model
 class HCAN(RerankModel):
     name = "hcan"
     config_class = HCANConfig
-    default_loss = "pointwise"
     # the authors' code: SGD + Nesterov, batch 256, <= 20 epochs, early stop on dev loss (patience 4), LR x0.5 on a
     # dev plateau (patience 2); no weight decay and no gradient clipping
     training_defaults = {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": True, "train_batch_size": 256,
@@ -298,9 +305,13 @@ class HCAN(RerankModel):
         return cls(config, Vocabulary.load(paths[0]), idf)
 
     # -- inputs ---------------------------------------------------------------------------------------------------
-    def prepare(self, queries: list[str], docs: list[str]) -> Batch:
+    def batch_sampling(self) -> str:
+        return "pairs" if self.config.loss == "hinge" else "pointwise"
+
+    def prepare(self, pairs: list[Pair]) -> Batch:
         """Token ids padded to the batch's longest (<= max lengths), and per-level IDF weights of query positions."""
         c, memo, truncated = self.config, {}, 0
+        queries, docs = [p.query for p in pairs], [p.text for p in pairs]
 
         def tokens(text: str, limit: int) -> tuple[list[str], bool]:
             if (text, limit) not in memo:
@@ -326,7 +337,7 @@ class HCAN(RerankModel):
             if c.external_features:
                 overlap[i] = torch.tensor(overlap_features(q, d, self.idf))
         tensors = {"query_ids": query_ids, "doc_ids": doc_ids, "query_idf": query_idf}
-        return Batch(tensors | ({"overlap": overlap} if c.external_features else {}), truncated, len(qs))
+        return Batch(tensors | ({"overlap": overlap} if c.external_features else {}), truncated, pairs)
 
     # -- the network ----------------------------------------------------------------------------------------------
     def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_idf: torch.Tensor,
@@ -356,11 +367,9 @@ class HCAN(RerankModel):
     def score(self, output: torch.Tensor) -> torch.Tensor:
         return output[:, 1].double().exp()  # P(relevant); float64 keeps near-1 probabilities apart
 
-    def margin_scores(self, output: torch.Tensor) -> torch.Tensor:
-        return output[:, 1] - output[:, 0]  # the logit, for pairwise hinge training
-
-    def loss(self, output: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return F.nll_loss(output, (labels > 0).long())
-
-
-HCANReranker = register_model(HCAN)
+    def loss(self, output: torch.Tensor, batch: Batch) -> Loss:
+        if self.config.loss == "hinge":  # on the logit z_1 - z_0, within each positive's group
+            hinge = pairwise_hinge(output[:, 1] - output[:, 0], batch.labels, batch.groups, self.config.margin)
+            return Loss(hinge, {"hinge": hinge})
+        nll = F.nll_loss(output, (batch.labels > 0).long())
+        return Loss(nll, {"nll": nll})

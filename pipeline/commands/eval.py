@@ -1,0 +1,88 @@
+"""`irpipe eval`: run files scored with ir-measures -- tables, paired significance tests, per-query plots."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pipeline import log
+from pipeline.commands.data_args import add_data_args, dataset_from_args
+from pipeline.compare import CORRECTIONS, FORMATS, compare, plot_differences, plot_format
+from pipeline.data.qrels import Qrels, read_qrels
+from pipeline.data.runs import read_run
+from pipeline.evaluate import DEFAULT_MEASURES, QUERY_SETS, EvalError, parse_measure, parse_measures
+
+
+
+def define_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", nargs="+", metavar="RUN", help="run files (TREC or MS MARCO format)")
+    add_data_args(parser, parts=("qrels",), what="the qrels")
+    parser.add_argument("-m", "--measures", nargs="+", action="extend", metavar="MEASURE",
+                        help=f"ir-measures measures, after the runs (default: {' '.join(DEFAULT_MEASURES)})")
+    parser.add_argument("--baseline", metavar="RUN", help="run to test the others against (paired t-test)")
+    parser.add_argument("--correction", choices=CORRECTIONS, help="multiple-comparison correction per measure")
+    parser.add_argument("--rel-level", type=int, metavar="N",
+                        help="minimum relevance for binary measures (default: the dataset's, else 1; 2 for TREC DL)")
+    parser.add_argument("--queries", choices=list(QUERY_SETS), default="qrels",
+                        help="'qrels': every judged query, missing ones score 0 (trec_eval -c, default); "
+                             "'run': only judged queries the run answers (trec_eval without -c)")
+    parser.add_argument("--per-query", action="store_true", help="also print each query's scores")
+    parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    parser.add_argument("--plot", metavar="FILE.png", help="with --baseline: per-query difference bars")
+    parser.add_argument("--plot-measure", metavar="MEASURE", help="measure to plot (default: the first)")
+
+
+def _load_qrels(args) -> tuple[Qrels, int]:
+    """Qrels and the default relevance level, from --qrels or --dataset (a file of qrels alone: level 1)."""
+    if args.qrels and not args.dataset:
+        return read_qrels(args.qrels), 1
+    dataset = dataset_from_args(args)
+    return dataset.qrels(), dataset.rel_level
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.correction and not args.baseline:
+        raise EvalError("--correction needs --baseline")
+    if args.plot and not args.baseline:
+        raise EvalError("--plot draws differences against a baseline: add --baseline RUN")
+    if args.plot_measure and not args.plot:
+        raise EvalError("--plot-measure needs --plot FILE.png")
+    if args.plot:
+        plot_format(args.plot)  # fail before the work, not after it
+    if len(set(args.runs)) != len(args.runs):
+        raise EvalError("a run file is given twice")
+    stray = [m for m in args.measures or [] if Path(m).is_file()]
+    if stray:
+        raise EvalError(f"{stray[0]} is a file, not a measure: give the run files before -m MEASURE ...")
+    qrels, dataset_level = _load_qrels(args)
+    rel_level = args.rel_level if args.rel_level is not None else dataset_level
+    measures = parse_measures(args.measures or DEFAULT_MEASURES, rel_level)
+    plot_measure = None
+    if args.plot_measure:
+        plot_measure = str(parse_measure(args.plot_measure, rel_level))
+        if plot_measure not in [str(m) for m in measures]:
+            raise EvalError(f"--plot-measure {plot_measure} is not among the measures: add it to -m")
+    paths = list(args.runs)
+    baseline = args.baseline
+    if baseline is not None:
+        same = [p for p in paths if p == baseline or _same_file(p, baseline)]
+        if same:
+            baseline = same[0]
+        else:
+            paths.insert(0, baseline)
+    bar = log.progress(paths, desc="reading runs", unit="run") if len(paths) > 1 else paths
+    runs = {path: read_run(path) for path in bar}
+    result = compare(runs, qrels, measures, baseline=baseline, correction=args.correction,
+                     rel_level=rel_level, queries=args.queries)
+    sys.stdout.write(result.format(args.format, per_query=args.per_query))
+    if args.plot:
+        written = plot_differences(result, args.plot, plot_measure)
+        log.logger.info("wrote %s", written)
+    return 0
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return Path(a).samefile(b)
+    except OSError:
+        return False

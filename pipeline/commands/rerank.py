@@ -1,0 +1,68 @@
+"""`irpipe rerank`: rerank a run file with a neural model (a checkpoint folder, or a pretrained model's name).
+
+    irpipe rerank --model models/hcan-trecqa --run cand.trec --dataset trecqa/raw-test --output hcan.trec
+    irpipe rerank --model biencoder --store stores/dl20 --run dl20.trec --dataset dl20-passage --output be.trec
+"""
+from __future__ import annotations
+
+import argparse
+
+from pipeline.commands.data_args import add_data_args, dataset_from_args
+from pipeline.errors import ConfigError
+from pipeline.log import logger
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    """How a model is set up and run: config fields, device, autocast, threads (rerank and encode)."""
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="config",
+                        help="a model config field (max_length=512, ...); repeatable")
+    parser.add_argument("--device", default="auto", metavar="DEV", help="auto (default: CUDA when present), cpu, cuda, cuda:N")
+    parser.add_argument("--amp", choices=("bf16", "fp16"), help="autocast dtype (bf16 on CPU or CUDA, fp16 on CUDA)")
+    parser.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: all cores)")
+
+
+def define_args(parser: argparse.ArgumentParser) -> None:
+    from pipeline.data.runs import RUN_FORMATS
+
+    parser.add_argument("--model", required=True, metavar="DIR|NAME",
+                        help="checkpoint folder (config.json + model.safetensors), or a pretrained model (biencoder)")
+    add_data_args(parser, what="the run to rerank (--run, or the dataset's candidates), its topics and texts")
+    parser.add_argument("--output", required=True, metavar="RUN", help="reranked run file")
+    parser.add_argument("--output-format", choices=RUN_FORMATS, default="trec")
+    parser.add_argument("--store", metavar="DIR", help="stored document encodings (late-interaction models: irpipe encode)")
+    parser.add_argument("--batch-size", type=int, default=64, metavar="N", help="pairs per batch (default 64)")
+    add_model_args(parser)
+    parser.add_argument("--eval", metavar="MEASURES", help="evaluate the output with the qrels (e.g. RR@10,AP,nDCG@10)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from pipeline.commands.train import key_values
+    from pipeline.rerank.neural import reranker_for_model
+
+    dataset = dataset_from_args(args)
+    run = dataset.run()
+    if run is None:
+        raise ConfigError("nothing to rerank: give --run FILE (or a dataset that ships candidates)")
+    if args.dataset and args.run:  # candidate texts the named dataset ships (DL19/DL20, WikiQA, TrecQA)
+        from pipeline.data.registry import get_dataset
+
+        shipped = get_dataset(args.dataset).run()
+        if shipped is not None:
+            run.texts = {d: shipped.texts[d] for hits in run.ranking.values() for d, _ in hits if d in shipped.texts}
+    if args.eval and "qrels" not in dataset.provides:
+        raise ConfigError("--eval needs qrels: --qrels FILE or a dataset that has them")
+    topics = dataset.topics()
+    missing = [qid for qid in run.ranking if qid not in topics.queries]
+    if missing:
+        raise ConfigError(f"{len(missing)} queries of the run are not in the topics (e.g. {missing[0]!r})")
+    reranker = reranker_for_model(args.model, batch_size=args.batch_size, device=args.device, amp=args.amp,
+                                  threads=args.threads, store=args.store, **key_values(args.config, "--set"))
+    output = reranker.bind(dataset)(topics, run)  # texts the run lacks come from the dataset's (or --index) index
+    output.write(args.output, format=args.output_format, tag=reranker.name)
+    logger.info("wrote %s", args.output)
+    if args.eval:
+        from pipeline.evaluate import evaluate
+
+        for measure, score in evaluate(output, dataset.qrels(), args.eval, rel_level=dataset.rel_level).items():
+            print(f"{measure}\t{score:.4f}")
+    return 0

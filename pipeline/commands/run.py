@@ -1,0 +1,55 @@
+"""`irpipe run`: a pipeline spec or an experiment file, end to end (run file + scores); alone, the main job."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pipeline.commands.data_args import add_data_args, dataset_from_args
+from pipeline.data.runs import RUN_FORMATS
+from pipeline.errors import ConfigError
+from pipeline.experiment import DEFAULT_EXPERIMENT, Experiment, format_result, run_experiment
+from pipeline.log import logger
+
+
+def define_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", nargs="?", metavar="SPEC|YAML",
+                        help="a pipeline spec such as \"bm25(k1=0.9,b=0.4) %% 100\", or an experiment file (.yaml); "
+                             f"none: the main job ({DEFAULT_EXPERIMENT.parent.name}/{DEFAULT_EXPERIMENT.name})")
+    add_data_args(parser, what="the data to run a spec on (an experiment file names its own; these replace it)")
+    parser.add_argument("--output", metavar="RUN", help="run file (default runs/<name>.trec)")
+    parser.add_argument("--output-format", choices=RUN_FORMATS, help="trec (default) or msmarco")
+    parser.add_argument("--eval", metavar="MEASURES", help="measures for a spec, comma-separated (RR@10,AP,nDCG@10)")
+    parser.add_argument("--baseline", metavar="SPEC", help="a second pipeline to compare with (paired t-tests, "
+                                                          "per-query win/loss plot beside the run)")
+    parser.add_argument("--rel-level", type=int, metavar="N", help="binary relevance level (default: the dataset's)")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a score leaves its expected tolerance")
+    parser.add_argument("--no-cache", action="store_true", help="recompute every stage")
+    parser.add_argument("--results-dir", default="eval/results", metavar="DIR", help="where experiment results go")
+
+
+def main(args: argparse.Namespace) -> int:
+    target = args.target
+    dataset = dataset_from_args(args, required=False)
+    if target and (target.endswith((".yaml", ".yml")) or Path(target).is_file()):
+        experiment = Experiment.load(target)
+    elif target:
+        if dataset is None:
+            raise ConfigError("a pipeline spec needs data: --dataset NAME|DIR, or --topics FILE with --qrels and "
+                              "--corpus, --index or --run (or give an experiment .yaml file)")
+        experiment = Experiment.from_dict({"name": Path(args.output).stem.split(".")[0] if args.output else "run",
+                                           "dataset": dataset.name, "pipeline": target,
+                                           "measures": args.eval or "RR@10,AP,nDCG@10"})
+    else:
+        experiment = Experiment.load(DEFAULT_EXPERIMENT)
+    if args.baseline:
+        experiment.baseline = args.baseline
+    if args.rel_level is not None:
+        experiment.rel_level = args.rel_level
+    if args.output_format:
+        experiment.output_format = args.output_format
+    result = run_experiment(experiment, args.output, args.results_dir, use_cache=not args.no_cache, dataset=dataset)
+    print(format_result(result))
+    failed = [m for m, c in result["checks"].items() if c["status"] == "FAIL"]
+    if failed:
+        logger.warning("%s: %s outside tolerance %g", experiment.name, ", ".join(failed), experiment.tolerance)
+    return 1 if args.check and failed else 0

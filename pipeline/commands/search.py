@@ -1,0 +1,40 @@
+"""`irpipe search`: BM25 (optionally RM3) retrieval of a dataset's topics (or a topics file) into a run file."""
+from __future__ import annotations
+
+import argparse
+
+from pipeline.commands.data_args import add_data_args, dataset_from_args
+from pipeline.data.runs import RUN_FORMATS
+from pipeline.log import logger
+from pipeline.retrieve.bm25 import BM25, CHINESE_TERMS, DEFAULT_CHINESE_TERMS, dataset_index_for
+
+
+def define_args(parser: argparse.ArgumentParser) -> None:
+    add_data_args(parser, parts=("topics", "corpus", "index"), what="topics and the index (default: the dataset's own, "
+                                                             "built on first use)")
+    parser.add_argument("--output", required=True, metavar="RUN", help="run file to write (atomically)")
+    parser.add_argument("--k1", type=float, default=0.9, help="BM25 k1 (default 0.9)")
+    parser.add_argument("--b", type=float, default=0.4, help="BM25 b (default 0.4)")
+    parser.add_argument("--hits", type=int, default=1000, metavar="N", help="hits per query (default 1000)")
+    parser.add_argument("--threads", type=int, default=1, metavar="N", help="search threads (default 1)")
+    parser.add_argument("--rm3", action="store_true", help="RM3 pseudo-relevance feedback")
+    parser.add_argument("--fb-terms", type=int, default=10, metavar="N", help="RM3 expansion terms (default 10)")
+    parser.add_argument("--fb-docs", type=int, default=10, metavar="N", help="RM3 feedback documents (default 10)")
+    parser.add_argument("--original-query-weight", type=float, default=0.5, metavar="W",
+                        help="RM3 weight of the original query (default 0.5)")
+    parser.add_argument("--language", metavar="LANG", help="analyzer language (default: as the index was built)")
+    parser.add_argument("--segment", choices=CHINESE_TERMS, help=f"Chinese --dataset: index jieba words or CJK bigrams "
+                                                                 f"(default {DEFAULT_CHINESE_TERMS})")
+    parser.add_argument("--output-format", choices=RUN_FORMATS, default="trec", help="trec (default) or msmarco")
+    parser.add_argument("--run-tag", default="bm25", metavar="TAG", help="run tag in the TREC file (default bm25)")
+
+
+def main(args: argparse.Namespace) -> int:
+    dataset = dataset_from_args(args)
+    index = args.index or dataset_index_for(dataset, args.segment)
+    stage = BM25(index, args.k1, args.b, args.hits, args.threads, args.rm3, args.fb_terms, args.fb_docs,
+                 args.original_query_weight, args.language)
+    run = stage(dataset.topics())
+    run.write(args.output, format=args.output_format, tag=args.run_tag)
+    logger.info("wrote %s (%d queries, %d hits)", args.output, len(run), run.num_hits())
+    return 0

@@ -1,0 +1,282 @@
+"""Runs compared on the same qrels: a table of runs by measures, paired t-tests against a baseline (optionally
+Holm/Bonferroni-corrected), formats for people and programs, and the per-query win/loss plot.
+
+    comparison = compare({"bm25": run_a, "biencoder": run_b}, qrels, ["nDCG@10", "AP"], baseline="bm25")
+    print(comparison)                        # the table, p-values beside the compared runs
+    plot_differences(comparison, "runs/x.png")
+"""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from pipeline import log
+from pipeline.data.files import atomic_write
+from pipeline.errors import UnknownNameError
+from pipeline.evaluate import (QUERY_SETS, EvalError, QrelsLike, RunLike, as_qrels, evaluation_inputs,
+                               parse_measures)
+
+CORRECTIONS = ("holm", "bonferroni")
+FORMATS = ("table", "json", "csv", "markdown")
+
+
+def paired_ttest(values: Mapping[str, float], baseline: Mapping[str, float]) -> float:
+    """Two-sided paired t-test p-value (scipy.stats.ttest_rel) over the queries both have; NaN if undefined."""
+    from scipy import stats
+
+    common = [qid for qid in baseline if qid in values]
+    if len(common) < 2:
+        return math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # identical lists: zero variance -> NaN
+        return float(stats.ttest_rel([values[q] for q in common], [baseline[q] for q in common]).pvalue)
+
+
+def adjust_pvalues(pvalues: Mapping[str, float], method: str | None) -> dict[str, float]:
+    """Family-wise correction over the compared runs of one measure; NaN p-values stay NaN and are not counted.
+
+    bonferroni: min(1, m p).  holm: sort p ascending, p'_(i) = max_{j <= i} min(1, (m - j + 1) p_(j)).
+    """
+    if method is None:
+        return dict(pvalues)
+    if method not in CORRECTIONS:
+        raise UnknownNameError("correction", str(method), list(CORRECTIONS))
+    ordered = sorted((p, name) for name, p in pvalues.items() if not math.isnan(p))
+    m = len(ordered)
+    adjusted = {name: math.nan for name in pvalues}
+    running = 0.0
+    for i, (p, name) in enumerate(ordered):  # i = j - 1
+        if method == "bonferroni":
+            adjusted[name] = min(1.0, m * p)
+        else:
+            running = max(running, min(1.0, (m - i) * p))
+            adjusted[name] = running
+    return adjusted
+
+
+@dataclass
+class Comparison:
+    """Runs (rows) by measures (columns), with p-values against a baseline when one is given."""
+
+    measures: list[str]
+    scores: dict[str, dict[str, float]]  # run -> measure -> aggregate
+    queries: dict[str, int]  # run -> number of evaluated queries
+    per_query: dict[str, dict[str, dict[str, float]]]  # run -> measure -> qid -> score
+    baseline: str | None = None
+    correction: str | None = None
+    pvalues: dict[str, dict[str, float]] = field(default_factory=dict)  # run (not the baseline) -> measure -> p
+    query_set: str = "qrels"
+
+    @property
+    def runs(self) -> list[str]:
+        return list(self.scores)
+
+    def differences(self, run: str, measure: str) -> dict[str, float]:
+        """qid -> run score minus baseline score, over the queries both were evaluated on."""
+        if self.baseline is None:
+            raise EvalError("per-query differences need a baseline")
+        if measure not in self.measures:
+            raise UnknownNameError("measure", measure, self.measures)
+        mine, base = self.per_query[run][measure], self.per_query[self.baseline][measure]
+        return {qid: mine[qid] - base[qid] for qid in base if qid in mine}
+
+    def rows(self, per_query: bool = False) -> list[dict]:
+        """One dict per run (and per query first, with qid 'all' on the aggregate row, when `per_query`)."""
+        out = []
+        for run in self.runs:
+            if per_query:
+                qids = next(iter(self.per_query[run].values()), {})
+                for qid in qids:
+                    row = {"run": run, "qid": qid, "queries": None}
+                    row.update({m: self.per_query[run][m].get(qid) for m in self.measures})
+                    if self.baseline is not None:
+                        row.update({f"{m} p-value": None for m in self.measures})
+                    out.append(row)
+            row = {"run": run, **({"qid": "all"} if per_query else {}), "queries": self.queries[run]}
+            row.update(self.scores[run])
+            if self.baseline is not None:
+                row.update({f"{m} p-value": self.pvalues.get(run, {}).get(m) for m in self.measures})
+            out.append(row)
+        return out
+
+    def note(self) -> str:
+        """One line saying which queries were evaluated and how p-values were computed."""
+        counts = sorted(set(self.queries.values()))
+        text = f"queries: {'/'.join(map(str, counts))} -- {QUERY_SETS[self.query_set]}."
+        if self.baseline is not None:
+            compared = len(self.runs) - 1
+            text += f" p-values: two-sided paired t-test vs {self.baseline}"
+            if self.correction:
+                text += f", {self.correction.capitalize()}-corrected over {compared} run{'s' * (compared != 1)}"
+            text += "."
+        return text
+
+    def to_json_lines(self, per_query: bool = False) -> str:
+        """One JSON object per run: {"run", "measures", "queries"} (+ "baseline", "p_values", "per_query")."""
+        lines = []
+        for run in self.runs:
+            obj = {"run": run, "measures": _clean(self.scores[run]), "queries": self.queries[run]}
+            if self.baseline is not None:
+                obj["baseline"] = self.baseline
+                obj["correction"] = self.correction
+                obj["p_values"] = _clean(self.pvalues[run]) if run in self.pvalues else None
+            if per_query:
+                obj["per_query"] = {m: _clean(v) for m, v in self.per_query[run].items()}
+            lines.append(json.dumps(obj, allow_nan=False))
+        return "\n".join(lines) + "\n"
+
+    def to_csv(self, per_query: bool = False) -> str:
+        import csv
+        import io
+
+        rows = self.rows(per_query)
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if v is None or (isinstance(v, float) and math.isnan(v)) else v
+                             for k, v in row.items()})
+        return buffer.getvalue()
+
+    def _cells(self, per_query: bool) -> tuple[list[str], list[list[str]]]:
+        rows = self.rows(per_query)
+        header = list(rows[0])
+        return header, [[_cell(key, row[key]) for key in header] for row in rows]
+
+    def to_markdown(self, per_query: bool = False) -> str:
+        header, body = self._cells(per_query)
+        align = ["---" if h in ("run", "qid") else "---:" for h in header]
+        lines = ["| " + " | ".join(cells) + " |" for cells in [header, align, *body]]
+        return "\n".join(lines) + f"\n\n{self.note()}\n"
+
+    def to_table(self, per_query: bool = False) -> str:
+        header, body = self._cells(per_query)
+        widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+        lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+                 for cells in [header, *body]]
+        return "\n".join(lines) + f"\n{self.note()}\n"
+
+    def format(self, fmt: str = "table", per_query: bool = False) -> str:
+        if fmt not in FORMATS:
+            raise UnknownNameError("output format", fmt, list(FORMATS))
+        render = {"table": self.to_table, "json": self.to_json_lines, "csv": self.to_csv, "markdown": self.to_markdown}
+        return render[fmt](per_query)
+
+    def __str__(self) -> str:
+        return self.to_table()
+
+
+def _clean(values: Mapping[str, float]) -> dict[str, float | None]:
+    return {k: None if v is None or math.isnan(v) else v for k, v in values.items()}
+
+
+def _cell(key: str, value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float) and key.endswith("p-value"):
+        return f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: str | None = None,
+            correction: str | None = None, rel_level: int = 1, queries: str = "qrels") -> Comparison:
+    """Evaluate several runs on the same qrels; with a baseline, paired t-tests on per-query scores.
+
+    `baseline` names one of `runs` (it becomes the first row). `correction` ('holm' or 'bonferroni') adjusts,
+    per measure, the p-values of the runs compared with the baseline.
+    """
+    import ir_measures
+
+    measures = parse_measures(measures, rel_level)
+    names = [str(m) for m in measures]
+    if not runs:
+        raise EvalError("no run to evaluate")
+    if baseline is not None and baseline not in runs:
+        raise UnknownNameError("baseline run", str(baseline), list(runs))
+    if correction is not None and baseline is None:
+        raise EvalError("a correction for multiple comparisons needs a baseline")
+    if correction is not None and correction not in CORRECTIONS:
+        raise UnknownNameError("correction", str(correction), list(CORRECTIONS))
+    qrels = as_qrels(qrels)
+    order = ([baseline] if baseline is not None else []) + [name for name in runs if name != baseline]
+    shared = ir_measures.evaluator(measures, qrels) if queries == "qrels" else None
+    result = Comparison(names, {}, {}, {}, baseline, correction, {}, queries)
+    for name in log.progress(order, desc="evaluating", unit="run") if len(order) > 1 else order:
+        run, run_qrels, qids = evaluation_inputs(runs[name], qrels, queries)
+        missing = len(qrels) - sum(1 for qid in qrels if run.get(qid))
+        if missing and queries == "qrels":
+            log.logger.warning("%s has no hits for %d of %d judged queries; they score 0 "
+                               "(--queries run / queries='run' evaluates only the queries a run answers)",
+                               name, missing, len(qrels))
+        evaluator = shared or ir_measures.evaluator(measures, run_qrels)
+        aggregate, metrics = evaluator.calc(run)
+        table: dict[str, dict[str, float]] = {m: {} for m in names}
+        for metric in metrics:
+            table[str(metric.measure)][metric.query_id] = float(metric.value)
+        result.scores[name] = {str(m): float(aggregate[m]) for m in measures}
+        result.per_query[name] = table
+        result.queries[name] = len(qids)
+    if baseline is not None:
+        base = result.per_query[baseline]
+        raw = {name: {m: paired_ttest(result.per_query[name][m], base[m]) for m in names} for name in order[1:]}
+        for m in names:
+            adjusted = adjust_pvalues({name: raw[name][m] for name in raw}, correction)
+            for name in raw:
+                result.pvalues.setdefault(name, {})[m] = adjusted[name]
+    return result
+
+
+# -- plot -----------------------------------------------------------------------------------------------------
+
+
+def plot_format(path: str | Path) -> str:
+    """The image format a plot path's suffix names (PNG without a suffix), checked against matplotlib's."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    supported = FigureCanvasAgg.get_supported_filetypes()
+    if fmt not in supported:
+        raise EvalError(f"cannot write a plot as {fmt!r}; use one of {', '.join(sorted(supported))}")
+    return fmt
+
+
+def plot_differences(comparison: Comparison, path: str | Path, measure: str | None = None) -> Path:
+    """Per-query differences of each run vs the baseline on one measure, as sorted bars (wins up, losses down).
+
+    One panel per compared run; written atomically, in the format the file suffix names (default PNG).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if comparison.baseline is None:
+        raise EvalError("a per-query difference plot needs a baseline run")
+    measure = measure or comparison.measures[0]
+    others = [r for r in comparison.runs if r != comparison.baseline]
+    if not others:
+        raise EvalError("a per-query difference plot needs at least one run besides the baseline")
+    path = Path(path)
+    fmt = plot_format(path)
+    fig = Figure(figsize=(8, 2.6 * len(others)), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(others), 1, sharey=True, squeeze=False)[:, 0]
+    for ax, run in zip(axes, others):
+        deltas = sorted(comparison.differences(run, measure).values(), reverse=True)
+        wins, losses = sum(d > 0 for d in deltas), sum(d < 0 for d in deltas)
+        colors = ["tab:green" if d > 0 else "tab:red" if d < 0 else "tab:gray" for d in deltas]
+        ax.bar(range(len(deltas)), deltas, width=0.85 if len(deltas) <= 200 else 1.0, color=colors)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xlim(-0.5, len(deltas) - 0.5)
+        ax.set_xticks([])
+        ax.set_ylabel(f"Δ {measure}")
+        ax.set_title(f"{Path(run).name} vs {Path(comparison.baseline).name}: "
+                     f"{wins} better, {losses} worse, {len(deltas) - wins - losses} tied", fontsize=10)
+    axes[-1].set_xlabel(f"queries, sorted by difference ({len(deltas)})")
+    with atomic_write(path, "wb") as handle:
+        fig.savefig(handle, format=fmt, dpi=120)
+    return path

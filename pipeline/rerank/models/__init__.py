@@ -1,0 +1,42 @@
+"""The model registry: one file per neural reranker model in this package; the file's name is the model's name.
+
+A model file declares itself once, with `@register_model` (pipeline/rerank/neural.py) on its `RerankModel` subclass (whose `name` must equal
+the file's name). Stage names (`hcan(...)` in a spec), `irpipe train MODEL`, checkpoint loading, `irpipe encode`
+and the benchmarks all find models here; listing them reads only file names (nothing imported, torch included).
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import TYPE_CHECKING
+
+from pipeline.errors import UnknownNameError
+
+if TYPE_CHECKING:
+    from pipeline.rerank.model import RerankModel
+
+_MODELS: dict[str, type] = {}
+
+
+def model_names() -> list[str]:
+    """Every model of the package, by file name."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def model_class(name: str) -> type["RerankModel"]:
+    """The `RerankModel` subclass of the model file `name` (imported on first use)."""
+    if name not in _MODELS:
+        if name not in model_names():
+            raise UnknownNameError("model", name, model_names())
+        importlib.import_module(f"{__name__}.{name}")
+    if name not in _MODELS:
+        raise TypeError(f"{__name__}.{name} registers no model: decorate its RerankModel with @register_model")
+    return _MODELS[name]
+
+
+def add(cls: type["RerankModel"]) -> None:
+    """Record a model class (called by `pipeline.rerank.neural.register_model`, the decorator model files use)."""
+    module = cls.__module__.rpartition(".")[2]
+    if cls.name != module:
+        raise TypeError(f"{cls.__name__}.name is {cls.name!r}; it must be the model file's name {module!r}")
+    _MODELS[cls.name] = cls

@@ -1,0 +1,108 @@
+"""biencoder: cosine of mean-pooled sentence embeddings (MODELS.md §0), the zero-shot baseline every model must beat.
+
+    u = mean_{i real} BERT("[CLS] q [SEP]")_i        (H,)  mean over real word pieces (attention mask)
+    v = mean_{j real} BERT("[CLS] d [SEP]")_j        (H,)
+    s(q, d) = cos(u, v)
+
+Query and document are encoded separately, so document vectors are stored once (`irpipe encode`, a store of one
+L2-normalised row per document; `biencoder(store=DIR)`). The default BERT is all-MiniLM-L6-v2 from its package,
+trained with exactly this objective (sentence-transformers' mean pooling): `biencoder()` works zero-shot. Fine-tuning
+(optional, `biencoder(train=...)`): in-batch negatives, cross-entropy over `scale` x cosine of each query against
+every positive of the batch (MultipleNegativesRanking), through the shared loop.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, pad_rows, save_bert_assets
+from pipeline.rerank.config import at_least
+from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
+from pipeline.rerank.neural import register_model
+from pipeline.training.losses import in_batch_softmax
+
+
+@dataclass
+class BiEncoderConfig:
+    bert: str = DEFAULT_BERT     # a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)
+    max_length: int = 256        # word pieces of "[CLS] text [SEP]", query and document alike
+    scale: float = 20.0          # fine-tuning: softmax over scale * cos (sentence-transformers' MNRL default)
+
+    def check(self) -> None:
+        at_least("biencoder", "max_length", self.max_length, 3)
+        at_least("biencoder", "scale", self.scale, 0)
+
+
+@register_model
+class BiEncoder(LateInteraction, RerankModel):
+    name = "biencoder"
+    config_class = BiEncoderConfig
+    pretrained = True
+    sampling = "positives"
+    training_defaults = {"optimizer": "adamw", "lr": 2e-5, "weight_decay": 0.01, "schedule": "linear",
+                         "warmup": 0.1, "train_batch_size": 32, "max_grad_norm": 1.0}
+
+    def __init__(self, config: BiEncoderConfig, bert=None, tokenizer=None):
+        super().__init__(config)
+        if bert is None:
+            bert, tokenizer = load_bert(config.bert)
+        self.bert, self.tokenizer = bert, tokenizer
+
+    def save_assets(self, directory: Path) -> None:
+        save_bert_assets(self.bert, self.tokenizer, directory)
+
+    @classmethod
+    def load_assets(cls, config: BiEncoderConfig, directory: Path) -> "BiEncoder":
+        return cls(config, *bert_from_assets(directory))
+
+    # -- inputs ------------------------------------------------------------------------------------------------
+    def _pieces(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """(B, L) ids and mask of "[CLS] text [SEP]", cut to max_length; how many texts were cut."""
+        tok, room = self.tokenizer, self.config.max_length - 2
+        pieces = tok(list(texts), add_special_tokens=False)["input_ids"]
+        ids, mask = pad_rows([[tok.cls_token_id, *p[:room], tok.sep_token_id] for p in pieces], tok.pad_token_id)
+        return ids, mask, sum(len(p) > room for p in pieces)
+
+    def prepare(self, pairs: list[Pair]) -> Batch:
+        q_ids, q_mask, q_cut = self._pieces([p.query for p in pairs])
+        d_ids, d_mask, d_cut = self._pieces([p.text for p in pairs])
+        return Batch({"query_ids": q_ids, "query_mask": q_mask, "doc_ids": d_ids, "doc_mask": d_mask},
+                     q_cut + d_cut, pairs)
+
+    # -- the model -----------------------------------------------------------------------------------------------
+    def embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(B, L) -> (B, H): BERT's last layer, mean over real word pieces."""
+        hidden = self.bert(input_ids=ids, attention_mask=mask).last_hidden_state        # (B, L, H)
+        weights = mask.unsqueeze(-1).to(hidden.dtype)                                    # (B, L, 1)
+        return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)                   # (B, H)
+
+    def forward(self, query_ids, query_mask, doc_ids, doc_mask) -> torch.Tensor:
+        return torch.stack([self.embed(query_ids, query_mask), self.embed(doc_ids, doc_mask)], 1)  # (B, 2, H)
+
+    def score(self, output: torch.Tensor) -> torch.Tensor:
+        return F.cosine_similarity(output[:, 0].float(), output[:, 1].float(), dim=-1)     # (B,)
+
+    def loss(self, output: torch.Tensor, batch: Batch) -> Loss:
+        positive = (batch.labels > 0).nonzero().flatten().tolist()                       # rows of positive pairs
+        if not positive:
+            zero = output.sum() * 0.0
+            return Loss(zero, {"in_batch_ce": zero})
+        ce = in_batch_softmax(output[positive, 0].float(), output[positive, 1].float(),
+                              [batch.pairs[i].qid for i in positive], self.config.scale)
+        return Loss(ce, {"in_batch_ce": ce})
+
+    # -- late interaction: documents and queries apart -----------------------------------------------------------
+    def encode_documents(self, texts: list[str]) -> list[torch.Tensor]:
+        ids, mask, _ = self._pieces(texts)
+        device = next(self.parameters()).device
+        vectors = F.normalize(self.embed(ids.to(device), mask.to(device)).float(), dim=-1)  # (B, H)
+        return list(vectors.unsqueeze(1))                                                    # B x (1, H)
+
+    def encode_queries(self, texts: list[str]) -> list[torch.Tensor]:
+        return [v[0] for v in self.encode_documents(texts)]                                  # B x (H,)
+
+    def score_encoded(self, query: torch.Tensor, documents: list[torch.Tensor]) -> torch.Tensor:
+        return torch.cat(documents) @ query                                                  # (n, H) @ (H,) = cos

@@ -1,0 +1,29 @@
+"""The unit every reranker scores and every model trains on: a (query, candidate) `Pair` that knows its ids and the
+extra fields of its topic and candidate. No torch here: non-neural rerankers use it too."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+_NOTHING: Mapping = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One (query, candidate) pair as a model sees it: ids, texts, the topic's extra fields (e.g. "keywords" from
+    a `keywords()` stage) and the candidate's (e.g. a tweet's "url"), and, in training, its label."""
+
+    qid: str
+    docid: str
+    query: str
+    text: str
+    query_fields: Mapping = field(default_factory=dict, compare=False)
+    doc_fields: Mapping = field(default_factory=dict, compare=False)
+    label: float = 0.0
+
+
+def pairs_of(topics, run, texts: Mapping[str, str]) -> list[Pair]:
+    """The pairs of a run in its order: each candidate with its query, text and the topic's extra fields."""
+    return [Pair(qid, docid, topics[qid], texts[docid], topics.extra.get(qid, _NOTHING))
+            for qid, hits in run.ranking.items() for docid, _ in hits]

@@ -1,0 +1,199 @@
+"""Stored document encodings of a late-interaction model (`irpipe encode`), and scoring with them.
+
+A store is a folder of shards, ColBERT's way: rows of all documents of a shard in one raw array, the docid ->
+(offset, rows) map beside it, and a manifest naming the model that made it:
+
+    STORE/manifest.json       {"format": 1, "model": "biencoder", "model_digest": sha1, "dtype": "float16",
+                               "dims": 384, "count": documents, "rows": rows, "shards": [{"name", "count", "rows"}]}
+    STORE/shard-00000.bin     (rows, dims) little-endian float16 (or float32), memory-mapped on read
+    STORE/shard-00000.ids     docid<TAB>offset<TAB>rows, one line per document
+
+Writing is resumable and atomic per shard: a shard's files are written under temporary names and renamed, then
+the manifest, rewritten atomically, lists it; a shard the manifest does not list does not exist. A rerun of the
+same command skips the documents already stored; a store of another model, or another dtype, is refused. The
+manifest's digest joins the reranking stage's cache fingerprint.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import torch
+
+from pipeline.data.files import atomic_write
+from pipeline.errors import ConfigError, InputError
+from pipeline.log import logger, progress
+from pipeline.rerank.model import LateInteraction
+from pipeline.rerank.pairs import Pair
+from pipeline.rerank.scoring import autocast
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+DTYPES = {"fp16": np.float16, "fp32": np.float32}
+
+
+class EncodingStore:
+    """A store opened for reading: `get(docids)` gives each stored document's (rows, dims) float32 tensor."""
+
+    def __init__(self, directory: Path, manifest: dict):
+        self.directory, self.manifest = directory, manifest
+        self._where: dict[str, tuple[int, int, int]] = {}  # docid -> (shard, offset, rows)
+        self._arrays: dict[int, np.ndarray] = {}
+        for number, shard in enumerate(manifest["shards"]):
+            ids = directory / f"{shard['name']}.ids"
+            for line_number, line in enumerate(ids.read_text(encoding="utf-8").splitlines(), 1):
+                parts = line.split("\t")
+                if len(parts) != 3:
+                    raise InputError(ids, "expected docid<TAB>offset<TAB>rows", line=line_number)
+                self._where[parts[0]] = (number, int(parts[1]), int(parts[2]))
+
+    @classmethod
+    def open(cls, directory: str | Path, model: str, model_digest: str) -> "EncodingStore":
+        """The store at `directory`, refused unless `model` with weights `model_digest` made it."""
+        directory = Path(directory)
+        manifest = read_manifest(directory)
+        if manifest is None:
+            raise ConfigError(f"store={directory}: not an encoding store (no {MANIFEST}); make one with "
+                              f"`irpipe encode --model ... --out {directory}`", field="store")
+        if (manifest["model"], manifest["model_digest"]) != (model, model_digest):
+            raise ConfigError(f"store={directory} holds encodings of another model ({manifest['model']}, weights "
+                              f"{manifest['model_digest'][:12]}); this stage's model is {model} "
+                              f"({model_digest[:12]}): encode again with this model", field="store")
+        return cls(directory, manifest)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def __contains__(self, docid: str) -> bool:
+        return docid in self._where
+
+    def digest(self) -> str:
+        return hashlib.sha1(json.dumps(self.manifest, sort_keys=True).encode()).hexdigest()
+
+    def _array(self, number: int) -> np.ndarray:
+        if number not in self._arrays:
+            shard = self.manifest["shards"][number]
+            self._arrays[number] = np.memmap(self.directory / f"{shard['name']}.bin", mode="r",
+                                             dtype=DTYPES[self.manifest["dtype"]],
+                                             shape=(shard["rows"], self.manifest["dims"]))
+        return self._arrays[number]
+
+    def get(self, docid: str) -> torch.Tensor:
+        number, offset, rows = self._where[docid]
+        return torch.from_numpy(np.array(self._array(number)[offset:offset + rows], dtype=np.float32))  # a copy
+
+
+def read_manifest(directory: Path) -> dict | None:
+    path = directory / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise InputError(path, f"not a readable store manifest ({error})") from None
+    for key in ("model", "model_digest", "dtype", "dims", "shards"):
+        if key not in manifest:
+            raise InputError(path, "missing", field=key)
+    if manifest.get("format") != FORMAT:
+        raise InputError(path, f"store format {manifest.get('format')!r}; this irpipe reads {FORMAT}", field="format")
+    return manifest
+
+
+def _encode_in_batches(encode, texts: list[str], batch_size: int, device, amp, desc: str) -> list[torch.Tensor]:
+    """`encode(texts)` over length-sorted batches, results in input order, under inference_mode."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+    out: list[torch.Tensor | None] = [None] * len(texts)
+    with torch.inference_mode(), autocast(device, amp), progress(desc=desc, total=len(texts), unit="doc") as bar:
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            for i, encoding in zip(chunk, encode([texts[i] for i in chunk])):
+                out[i] = encoding.float()
+            bar.update(len(chunk))
+    return out
+
+
+def write_store(directory: str | Path, model: LateInteraction, model_digest: str,
+                documents: Iterable[tuple[str, str]], dtype: str = "fp16", shard_size: int = 10_000,
+                batch_size: int = 64, device: torch.device = torch.device("cpu"), amp: str | None = None) -> dict:
+    """Encode `documents` ((docid, text) pairs) into the store at `directory`, resuming what is there."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype={dtype!r}; choose one of {', '.join(DTYPES)}", field="dtype")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(directory) or {"format": FORMAT, "model": model.name, "model_digest": model_digest,
+                                            "dtype": dtype, "dims": None, "count": 0, "rows": 0, "shards": []}
+    if (manifest["model"], manifest["model_digest"], manifest["dtype"]) != (model.name, model_digest, dtype):
+        raise ConfigError(f"{directory} holds {manifest['dtype']} encodings of another model ({manifest['model']}, "
+                          f"{manifest['model_digest'][:12]}); choose another --out folder", field="out")
+    stored = set(EncodingStore(directory, manifest)._where) if manifest["shards"] else set()
+    for stale in directory.glob(".shard-*.tmp"):  # a shard interrupted before the manifest listed it
+        stale.unlink()
+    pending = {docid: text for docid, text in documents if docid not in stored}
+    if stored:
+        logger.info("%s: %d documents already stored, %d to encode", directory, len(stored), len(pending))
+    model.eval().to(device)
+    items = list(pending.items())
+    for start in range(0, len(items), shard_size):
+        chunk = items[start:start + shard_size]
+        encodings = _encode_in_batches(model.encode_documents, [text for _, text in chunk], batch_size, device, amp,
+                                       desc=f"encode shard {len(manifest['shards'])}")
+        _write_shard(directory, manifest, [docid for docid, _ in chunk], encodings, dtype)
+    return manifest
+
+
+def _write_shard(directory: Path, manifest: dict, docids: list[str], encodings: list[torch.Tensor], dtype: str) -> None:
+    name = f"shard-{len(manifest['shards']):05d}"
+    rows = torch.cat(encodings).cpu().numpy().astype(DTYPES[dtype])  # (rows, dims)
+    manifest["dims"] = manifest["dims"] or int(rows.shape[1])
+    if rows.shape[1] != manifest["dims"]:
+        raise ConfigError(f"{directory}: encodings of {rows.shape[1]} dims, the store holds {manifest['dims']}")
+    lines, offset = [], 0
+    for docid, encoding in zip(docids, encodings):
+        if "\t" in docid or "\n" in docid:
+            raise ConfigError(f"document id {docid!r} holds a tab or newline: it cannot be stored")
+        lines.append(f"{docid}\t{offset}\t{encoding.shape[0]}\n")
+        offset += encoding.shape[0]
+    for suffix, write in ((".bin", lambda path: rows.tofile(path)),
+                          (".ids", lambda path: Path(path).write_text("".join(lines), encoding="utf-8"))):
+        tmp = directory / f".{name}{suffix}.{os.getpid()}.tmp"
+        write(tmp)
+        os.replace(tmp, directory / f"{name}{suffix}")
+    manifest["shards"].append({"name": name, "count": len(docids), "rows": int(rows.shape[0])})
+    manifest["count"] += len(docids)
+    manifest["rows"] += int(rows.shape[0])
+    with atomic_write(directory / MANIFEST) as out:  # last: the shard exists once the manifest lists it
+        json.dump(manifest, out, indent=2)
+        out.write("\n")
+
+
+def score_late_interaction(model: LateInteraction, pairs: list[Pair], store: EncodingStore | None, batch_size: int,
+                           device: torch.device, amp: str | None = None, desc: str = "scoring") -> list[float]:
+    """Scores of `pairs`: documents from `store` (the rest encoded on the fly, counted), each query encoded once."""
+    model.eval().to(device)
+    docids = list(dict.fromkeys(p.docid for p in pairs))
+    texts = {p.docid: p.text for p in pairs}
+    documents = {d: store.get(d) for d in docids if d in store} if store is not None else {}
+    missing = [d for d in docids if d not in documents]
+    if store is not None:
+        log = logger.info if not missing else logger.warning
+        log("%s: %d of %d documents from the store, %d encoded on the fly", desc, len(documents), len(docids),
+            len(missing))
+    documents.update(zip(missing, _encode_in_batches(model.encode_documents, [texts[d] for d in missing], batch_size,
+                                                     device, amp, desc=f"{desc} documents")))
+    queries = list(dict.fromkeys(p.query for p in pairs))
+    encoded = dict(zip(queries, _encode_in_batches(model.encode_queries, queries, batch_size, device, amp,
+                                                   desc=f"{desc} queries")))
+    by_query: dict[str, list[int]] = {}
+    for i, pair in enumerate(pairs):
+        by_query.setdefault(pair.query, []).append(i)
+    scores = [0.0] * len(pairs)
+    with torch.inference_mode():
+        for query, rows in by_query.items():
+            values = model.score_encoded(encoded[query].to(device), [documents[pairs[i].docid].to(device) for i in rows])
+            for i, value in zip(rows, values.float().cpu().tolist()):
+                scores[i] = value
+    return scores

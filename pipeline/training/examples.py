@@ -1,0 +1,217 @@
+"""Training examples and dev sets: labelled pairs from a dataset, drawn into batches for a model's loss.
+
+Examples come from a dataset's labelled candidates (`negatives="labelled"`: WikiQA/TrecQA answer candidates, the
+judged part of DL19's top-100), or from a BM25 run (`negatives="bm25"`: relevant documents as positives, the other
+top-`depth` hits as hard negatives). A candidate is positive when its qrels label is >= `min_rel` (default: the
+dataset's relevance level, 2 on TREC DL). Pairs carry the topic's extra fields (e.g. keywords).
+
+An epoch is a seeded list of batches; a batch is a list of groups (pairs a pairwise loss compares), drawn by the
+model's `sampling` (pipeline/rerank/model.py): "pointwise" (a group = one pair), "pairs" (a positive and
+`negatives_per_positive` negatives of its query), "queries" (a query's positives and sampled negatives) or
+"positives" (one positive pair; other rows of the batch are its negatives). `train_batch_size` groups per batch.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping
+
+import torch
+
+from pipeline.errors import ConfigError
+from pipeline.rerank.pairs import Pair, pairs_of
+
+if TYPE_CHECKING:
+    from pipeline.data.runs import Run
+    from pipeline.training.options import TrainOptions
+
+Group = list[Pair]
+
+
+@dataclass
+class Examples:
+    """Labelled (query, document) pairs: texts by id, 0/1 labels by query, and the topics' extra fields."""
+
+    queries: dict[str, str]
+    texts: dict[str, str]
+    labels: dict[str, dict[str, int]]  # qid -> docid -> 0/1
+    query_fields: dict[str, Mapping] = field(default_factory=dict)
+
+    def pair(self, qid: str, docid: str) -> Pair:
+        return Pair(qid, docid, self.queries[qid], self.texts[docid], query_fields=self.query_fields.get(qid, {}),
+                    label=float(self.labels[qid][docid]))
+
+    def pointwise(self) -> list[Pair]:
+        return [self.pair(qid, docid) for qid, docs in self.labels.items() for docid in docs]
+
+    def groups(self, sampling: str, generator: torch.Generator, per_positive: int = 1) -> list[Group]:
+        """One epoch's groups for `sampling`, negatives drawn with `generator` (seeded: the same epoch again)."""
+        if sampling == "pointwise":
+            return [[pair] for pair in self.pointwise()]
+        groups = []
+        for qid, docs in self.labels.items():
+            positives = [d for d, label in docs.items() if label > 0]
+            negatives = [d for d, label in docs.items() if label <= 0]
+            if sampling == "positives":
+                groups += [[self.pair(qid, p)] for p in positives]
+                continue
+            if not negatives or not positives:
+                continue
+            drawn = [[negatives[i] for i in torch.randint(len(negatives), (per_positive,), generator=generator).tolist()]
+                     for _ in positives]
+            if sampling == "pairs":
+                groups += [[self.pair(qid, p)] + [self.pair(qid, n) for n in ns] for p, ns in zip(positives, drawn)]
+            else:  # queries
+                chosen = list(dict.fromkeys(n for ns in drawn for n in ns))
+                groups.append([self.pair(qid, d) for d in positives + chosen])
+        return groups
+
+    def summary(self) -> dict:
+        pairs = [label for docs in self.labels.values() for label in docs.values()]
+        return {"queries": len(self.labels), "pairs": len(pairs), "positives": sum(pairs)}
+
+
+def epoch_batches(examples: Examples, sampling: str, options: "TrainOptions", generator: torch.Generator) -> list[list[Group]]:
+    """One epoch of batches in a seeded order. Pointwise and pairs: shuffled groups, sorted by length within windows
+    of `bucket` batches (less padding), batches in shuffled order. Queries and positives: shuffled groups."""
+    size = options.train_batch_size
+    shuffle = lambda items: [items[i] for i in torch.randperm(len(items), generator=generator).tolist()]  # noqa: E731
+    groups = shuffle(examples.groups(sampling, generator, options.negatives_per_positive))
+    if sampling in ("queries", "positives") or options.bucket == 1:
+        return [groups[i:i + size] for i in range(0, len(groups), size)]
+    length = lambda group: len(group[0].query) + max(len(p.text) for p in group)  # noqa: E731
+    batches = []
+    for start in range(0, len(groups), size * options.bucket):
+        window = sorted(groups[start:start + size * options.bucket], key=length)
+        batches += [window[i:i + size] for i in range(0, len(window), size)]
+    return shuffle(batches)
+
+
+def epoch_steps(examples: Examples, sampling: str, options: "TrainOptions") -> int:
+    """Batches per epoch (the group count does not depend on the random draw)."""
+    groups = len(examples.groups(sampling, torch.Generator().manual_seed(0), 1))
+    return -(-groups // options.train_batch_size)
+
+
+# -- from datasets -----------------------------------------------------------------------------------------------
+
+def _candidates(dataset, depth: int) -> "Run":
+    """The dataset's shipped candidates, else BM25's top `depth` on its own index (texts from the index)."""
+    run = dataset.run()
+    if run is not None:
+        return run
+    from pipeline.retrieve.bm25 import BM25
+
+    run = BM25(hits=depth).bind(dataset)(dataset.topics())
+    return _with_texts(run, dataset, {d for hits in run.ranking.values() for d, _ in hits})
+
+
+def _with_texts(run: "Run", dataset, docids: set[str]) -> "Run":
+    """`run` with the texts of `docids` it lacks, from the dataset's index (as the reranker stage gets them)."""
+    missing = {d for d in docids if d not in run.texts}
+    if not missing:
+        return run
+    from pipeline.retrieve.bm25 import open_index
+    from pipeline.retrieve.index import dataset_index
+
+    index = open_index(str(dataset_index(dataset)))
+    texts = dict(run.texts)
+    for docid in sorted(missing):
+        text = index.doc_text(docid)
+        if text is not None:
+            texts[docid] = text
+    return type(run)(run.ranking, texts, run.tag)
+
+
+def examples_from(dataset, negatives: str = "labelled", depth: int = 100, min_rel: int | None = None,
+                  max_queries: int | None = None) -> Examples:
+    """Training pairs of `dataset` (see the module docstring for the two kinds of negatives)."""
+    topics, qrels = dataset.topics(), dataset.qrels()
+    level = min_rel if min_rel is not None else dataset.rel_level
+    qids = [q for q in topics if q in qrels][:max_queries]
+    labels: dict[str, dict[str, int]] = {}
+    if negatives == "labelled":
+        run = dataset.run()
+        if run is None:
+            raise ConfigError(f"{dataset.name} ships no labelled candidates; train with negatives=bm25 instead",
+                              field="negatives")
+        texts = run.texts
+        for qid in qids:
+            judged = qrels[qid]
+            labels[qid] = {d: int(judged[d] >= level) for d, _ in run.ranking.get(qid, []) if d in judged and d in texts}
+    else:
+        run = _candidates(dataset, depth).cut(depth)
+        relevant = {qid: {d for d, label in qrels[qid].items() if label >= level} for qid in qids}
+        run = _with_texts(run, dataset, set().union(*relevant.values())) if "docs" in dataset.provides else run
+        texts = run.texts
+        for qid in qids:
+            labels[qid] = {d: 0 for d, _ in run.ranking.get(qid, []) if d not in relevant[qid] and d in texts}
+            labels[qid].update({d: 1 for d in sorted(relevant[qid]) if d in texts})
+    labels = {qid: docs for qid, docs in labels.items() if docs}
+    if not labels:
+        raise ConfigError(f"{dataset.name}: no labelled training pairs (negatives={negatives}, min_rel={level})")
+    used = {d for docs in labels.values() for d in docs}
+    return Examples({q: topics[q] for q in labels}, {d: texts[d] for d in used}, labels,
+                    {q: topics.extra[q] for q in labels if q in topics.extra})
+
+
+@dataclass
+class DevSet:
+    """A dev dataset's candidates (with texts), qrels and relevance level, for per-epoch evaluation."""
+
+    name: str
+    topics: object
+    run: "Run"
+    qrels: dict
+    rel_level: int
+    truncated: int = 0  # dev inputs the model truncated at the last evaluation
+
+    @classmethod
+    def of(cls, dataset, depth: int = 100) -> "DevSet":
+        run = _candidates(dataset, depth).cut(depth)
+        return cls(dataset.name, dataset.topics().subset(run.ranking), run, dataset.qrels(), dataset.rel_level)
+
+    def evaluate(self, model, options: "TrainOptions", device) -> dict:
+        """Rerank the candidates; the dev measures, plus "loss" (the model's own loss on binary labels, one group
+        per query) and its parts ("loss:<part>")."""
+        from dataclasses import replace
+
+        from pipeline.data.runs import Run
+        from pipeline.evaluate import evaluate
+        from pipeline.rerank.scoring import predict
+
+        pairs = [replace(p, label=float(self.qrels.get(p.qid, {}).get(p.docid, 0) >= self.rel_level))
+                 for p in pairs_of(self.topics, self.run, self.run.texts)]
+        scored = predict(model, pairs, options.eval_batch_size, device, options.amp, with_loss=True,
+                         desc=f"dev {self.name}")
+        scores: dict[str, dict[str, float]] = {}
+        for pair, score in zip(pairs, scored.scores):
+            scores.setdefault(pair.qid, {})[pair.docid] = score
+        measures = ["AP", "RR@10", "nDCG@10"] + ([options.measure] if options.measure != "loss" else [])
+        result = evaluate(Run.from_scores(scores), self.qrels, list(dict.fromkeys(measures)), rel_level=self.rel_level)
+        result["loss"] = scored.loss
+        result.update({f"loss:{name}": value for name, value in (scored.loss_parts or {}).items()})
+        self.truncated = scored.truncated
+        return result
+
+    def key(self, measure: str) -> str:
+        """The key of `measure` in `evaluate`'s result ("AP" is "AP(rel=2)" on graded qrels; "loss" is itself)."""
+        from pipeline.evaluate import parse_measure
+
+        return measure if measure == "loss" else str(parse_measure(measure, self.rel_level))
+
+
+def dataset_fingerprint(dataset) -> str:
+    """What a dataset's contents are, from the checksums of its files (no file is read)."""
+    files = sorted((key, file.sha256, member or "") for key, (file, member) in getattr(dataset, "files", {}).items())
+    return hashlib.sha1(json.dumps([dataset.name, files]).encode()).hexdigest()
+
+
+def get_dataset(value):
+    """A dataset object from a name (or the object itself)."""
+    if isinstance(value, str):
+        from pipeline.data.registry import get_dataset as lookup
+
+        return lookup(value)
+    return value

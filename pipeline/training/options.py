@@ -1,0 +1,97 @@
+"""Training hyper-parameters (`TrainOptions`) and where they come from.
+
+Later ones win: the defaults below; the model class's `training_defaults`; same-named fields of the model's
+config; what the caller passes. So HCAN trains with SGD + Nesterov and LR halving on a dev plateau, BERT models
+with AdamW and linear warm-up/decay. What a model's loss is (and its margin) belongs to the model's config.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from pipeline.errors import ConfigError
+from pipeline.rerank.config import at_least, choice, field_problem
+
+NEGATIVES = ("labelled", "bm25")
+OPTIMIZERS = ("adamw", "adam", "sgd")
+SCHEDULES = ("linear", "plateau", "constant")
+RUNTIME_OPTIONS = ("device", "eval_batch_size", "threads")  # how, not what: neither in recipe keys nor resume checks
+
+
+@dataclass
+class TrainOptions:
+    """Training hyper-parameters; the defaults suit fine-tuning a BERT cross-encoder."""
+
+    epochs: int = 3
+    lr: float = 2e-5
+    train_batch_size: int = 16
+    seed: int = 0
+    negatives: str = "labelled"      # labelled | bm25
+    depth: int = 100                 # bm25 negatives and dev runs without shipped candidates: hits per query
+    negatives_per_positive: int = 1  # "pairs" sampling: negatives drawn per positive each epoch
+    min_rel: int | None = None       # label >= min_rel is positive; None: the dataset's rel_level
+    train_queries: int | None = None  # keep only the first N training queries (budgets, smoke tests)
+    optimizer: str = "adamw"         # adamw | adam | sgd
+    weight_decay: float = 0.01       # on matrices only (not biases, norms)
+    momentum: float = 0.9            # sgd
+    nesterov: bool = False           # sgd
+    schedule: str = "linear"         # linear: warm-up then linear decay per step; plateau: x factor per epoch; constant
+    warmup: float = 0.1              # linear: fraction of all steps spent warming up
+    plateau_factor: float = 0.5
+    plateau_patience: int = 2
+    measure: str = "AP"              # dev measure that picks the best epoch (ir-measures name), or "loss"
+    patience: int | None = None      # stop after this many epochs without a better dev score; None: never
+    max_grad_norm: float | None = 1.0
+    eval_batch_size: int = 64
+    bucket: int = 50                 # sort pairs by length within windows of this many batches (1: off): less padding
+    device: str = "auto"
+    amp: str | None = None           # bf16 | fp16 autocast
+    threads: int | None = None       # torch CPU threads; None: torch's default (all cores). On a busy machine 1 can be
+                                     # several times faster than 2 (threads wait for each other at every op)
+    deterministic: bool = False      # torch.use_deterministic_algorithms and a fixed thread count (threads, or 1):
+                                     # the same weights on every run of one machine; see `make_deterministic`
+
+    def check(self) -> None:
+        choice("training", "negatives", self.negatives, NEGATIVES)
+        choice("training", "optimizer", self.optimizer, OPTIMIZERS)
+        choice("training", "schedule", self.schedule, SCHEDULES)
+        for name in ("epochs", "train_batch_size", "depth", "negatives_per_positive", "eval_batch_size", "bucket"):
+            at_least("training", name, getattr(self, name), 1)
+        for name in ("threads", "train_queries", "min_rel", "patience"):
+            at_least("training", name, getattr(self, name), 0 if name == "min_rel" else 1, optional=True)
+        for name in ("lr", "weight_decay", "momentum", "warmup", "plateau_factor"):
+            at_least("training", name, getattr(self, name), 0)
+        at_least("training", "max_grad_norm", self.max_grad_norm, 0, optional=True)
+
+
+def check_options(values: dict) -> TrainOptions:
+    """TrainOptions from `values`: known names, values of the field's kind, the whole checked (ConfigError)."""
+    for name, value in values.items():
+        problem = field_problem(TrainOptions, name, value)
+        if problem:
+            raise ConfigError(f"training option {problem}", field=name)
+    options = TrainOptions(**values)
+    options.check()
+    return options
+
+
+def resolve_options(model_cls: type, config, given: dict | None = None) -> TrainOptions:
+    """TrainOptions defaults <- model class `training_defaults` <- same-named config fields <- `given`."""
+    names = {f.name for f in dataclasses.fields(TrainOptions)}
+    values = dict(getattr(model_cls, "training_defaults", {}))
+    values.update({f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name in names})
+    values.update(given or {})
+    return check_options(values)
+
+
+def make_deterministic(options: TrainOptions) -> None:
+    """Deterministic kernels and a fixed CPU thread count (`threads`, or 1). The same machine then gives the same
+    weights on every run; another CPU (its vector instructions, BLAS build) or a GPU may still round differently,
+    which is why trained numbers are reported as the mean of several seeds. Process-wide, as torch's settings are."""
+    import os
+
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS's condition for deterministic GEMMs
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(options.threads or 1)
