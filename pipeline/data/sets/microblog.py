@@ -19,7 +19,7 @@ from typing import Iterator
 from pipeline.data.files import numbered_lines
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import Run, Topics
-from pipeline.data.sets.base import Dataset
+from pipeline.data.sets.answer_selection import AnswerSelectionDataset
 from pipeline.errors import InputError
 
 COLUMNS = ("queries", "tweets", "labels", "urls", "ids")
@@ -34,8 +34,9 @@ class _Candidates:
     urls: dict[str, str]
 
 
-class MicroblogDataset(Dataset):
-    provides = ("topics", "qrels", "run", "docs")
+class MicroblogDataset(AnswerSelectionDataset):
+    """topics(), qrels() and run() (the QL candidates by QL score, ties: tweet id ascending) as answer selection;
+    the reader and docs() are the tweets' own."""
 
     def _held_out(self, qid: str) -> bool:
         return int(qid) % self.spec.get("holdout_every", 7) == 0
@@ -87,16 +88,6 @@ class MicroblogDataset(Dataset):
             scores[qid][docid] = score
             urls[docid] = url.strip()
             qrels.setdefault(qid, {})[docid] = int(label)
-
-    def topics(self) -> Topics:
-        return self._read().topics
-
-    def qrels(self) -> Qrels:
-        return self._read().qrels
-
-    def run(self) -> Run:
-        """The QL candidates of each query, ranked by their QL score (ties: tweet id ascending)."""
-        return self._read().run
 
     def docs(self) -> Iterator[dict]:
         """The candidate tweets as a small corpus ({"id", "contents", "url"}), each tweet once."""
