@@ -22,6 +22,7 @@ from pipeline.data.sets.chinese import BqDataset, InsuranceQaZhDataset, LcqmcDat
 from pipeline.data.sets.cranfield import CranfieldDataset
 from pipeline.data.sets.irds import PREFIX as IRDS_PREFIX, IrdsDataset
 from pipeline.data.sets.local import is_dataset_folder, load_dataset_folder
+from pipeline.data.sets.microblog import MicroblogDataset
 from pipeline.data.sets.msmarco import BM25TopDataset
 from pipeline.data.sets.questions import QuestionRetrievalDataset
 from pipeline.data.sets.squad import SquadDataset
@@ -43,6 +44,7 @@ FAMILIES: dict[str, type[Dataset]] = {
     "thucnews": ThucnewsDataset,
     "insuranceqa-zh": InsuranceQaZhDataset,
     "question-retrieval": QuestionRetrievalDataset,
+    "microblog": MicroblogDataset,
 }
 
 

@@ -38,7 +38,8 @@ def padded(tensors: dict, query: int, doc: int) -> dict:
 
 
 MODES = [dict(encoder=e, rm_mode=m, sm_mode=m, rm_softmax=s) for e in ("deep", "wide", "contextual")
-         for m in ("paper", "code") for s in ("query", "context")] + [dict(external_features=True)]
+         for m in ("paper", "code") for s in ("query", "context")] + [dict(external_features=True)] + [
+    dict(rm_softmax=s, rm_similarity=sim) for s in ("padded", "raw") for sim in ("dot", "cosine")]
 
 
 @pytest.mark.parametrize("options", MODES, ids=lambda o: "-".join(map(str, o.values())))
@@ -95,6 +96,24 @@ def test_relevance_matching_by_hand():
     by_context = relevance_matching(uq, uc, qmask, cmask, idf, dataclasses.replace(c, rm_softmax="context", rm_mode="code"))
     torch.testing.assert_close(by_context[0], torch.cat([torch.softmax(s, 1).max(1).values * torch.tensor([0.5, 1.0]),
                                                          torch.zeros(2)]))
+
+
+def test_padded_softmax_and_cosine_by_hand():
+    """rm_softmax=padded: the query-axis softmax of a query padded to max_query_length with zero logits (the
+    code's unmasked padding); rm_similarity=cosine with rm_softmax=raw: max cosine times IDF."""
+    c = tiny(max_query_length=4, rm_mode="code", rm_softmax="padded")
+    uq = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])
+    uc = torch.tensor([[[2.0, 0.0], [1.0, 1.0], [0.0, 0.0]]])
+    qmask, cmask = torch.tensor([[True, True, False]]), torch.tensor([[True, True, False]])
+    idf = torch.tensor([[0.5, 1.0, 0.0]])
+    s = torch.tensor([[2.0, 1.0], [0.0, 1.0]])
+    with_zero_rows = torch.softmax(torch.cat([s, torch.zeros(2, 2)]), 0)[:2]  # 4 query rows, 2 of them padding
+    features = relevance_matching(uq, uc, qmask, cmask, idf, c)
+    torch.testing.assert_close(features[0], torch.cat([with_zero_rows.max(1).values * torch.tensor([0.5, 1.0]),
+                                                       torch.zeros(2)]))
+    cosine = relevance_matching(uq, uc, qmask, cmask, idf, dataclasses.replace(c, rm_softmax="raw",
+                                                                                rm_similarity="cosine"))
+    torch.testing.assert_close(cosine[0], torch.tensor([1.0 * 0.5, 2 ** -0.5, 0.0, 0.0]))
 
 
 def test_prepare_aligns_idf_levels_with_query_positions():
@@ -173,7 +192,8 @@ def test_from_training_data_fixes_the_embedding_width_and_vocabulary():
     (dict(encoder="cnn"), "encoder='cnn'; choose one of deep, wide, contextual"),
     (dict(rm_only=True, sm_only=True), "exclude each other"),
     (dict(sm_hidden=15), "even"),
-    (dict(rm_softmax="row"), "query, context"),
+    (dict(rm_softmax="row"), "query, context, padded, raw"),
+    (dict(rm_similarity="euclid"), "dot, cosine"),
 ])
 def test_bad_configs_fail_at_once(options, message):
     with pytest.raises(ConfigError, match=message):

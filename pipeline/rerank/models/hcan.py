@@ -11,6 +11,14 @@ Shapes: B pairs, n query tokens, m candidate tokens, E embedding width, F filter
 Padding (id 0) is masked in every softmax (-inf), pooling and LSTM (packed sequences): appending padding to a
 query or candidate does not change its score (tests/rerank/test_hcan.py).
 
+Relevance-matching variants (defaults as MODELS.md): `rm_softmax="padded"` is the authors' code, which masks
+nothing, so a short query's padded rows take part in the query-axis softmax with logit ~0 and a candidate word
+near no query word weighs little everywhere (the masked softmax of MODELS.md only says which query word a
+candidate word is nearest, however far); `rm_softmax="raw", rm_similarity="cosine"` drops the softmax and
+compares L2-normalised rows, so level 0 is the exact-match signal (an exact match scores 1 whatever training
+does to the embeddings). On tweet search (2-4 word queries) the first is much better than the default and the
+second better still (eval/microblog-*.yaml).
+
 Resolutions beyond MODELS.md: RM features are computed at the batch's query length and zero-padded to
 max_query_length (padding weighs 0 anyway); an empty text reads as one unknown word; sm_mode="code" also applies
 the code's ReLU to H; the code's embedding dropout and its IDF weighting of levels 0-1 only are not reproduced;
@@ -38,8 +46,8 @@ from pipeline.rerank.overlap import STOP_WORDS
 from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
 
 _CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"), "idf_stat": ("df", "cf"),
-            "rm_softmax": ("query", "context"), "rm_mode": ("paper", "code"), "sm_mode": ("paper", "code"),
-            "loss": ("nll", "hinge")}
+            "rm_softmax": ("query", "context", "padded", "raw"), "rm_similarity": ("dot", "cosine"),
+            "rm_mode": ("paper", "code"), "sm_mode": ("paper", "code"), "loss": ("nll", "hinge")}
 
 
 @dataclass
@@ -59,7 +67,10 @@ class HCANConfig:
     max_query_length: int = 100      # RM features are per query position: the classifier's width depends on it
     max_doc_length: int = 100
     idf_stat: str = "df"             # df | cf (the code's collection frequency)
-    rm_softmax: str = "query"        # the code normalises over the query axis; one sentence of the paper row-wise
+    rm_softmax: str = "query"        # the code normalises over the query axis; one sentence of the paper row-wise;
+                                     # padded: over the query axis with max_query_length - n zero logits (the code
+                                     # masks nothing, so its padded query rows compete); raw: S itself
+    rm_similarity: str = "dot"       # S = U_q U_c^T (paper); cosine: of L2-normalised rows (not in paper or code)
     rm_mode: str = "paper"           # paper: max + mean pooling; code: max only
     sm_mode: str = "paper"           # paper: last real BiLSTM states; code: ReLU(H), max + mean over time
     sm_hidden: int = 150             # d, both directions together
@@ -146,13 +157,29 @@ ENCODERS = {"deep": DeepEncoder, "wide": WideEncoder, "contextual": ContextualEn
 # -- relevance matching (no parameters) -------------------------------------------------------------------------
 def relevance_matching(uq, uc, qmask, cmask, idf, c: HCANConfig) -> torch.Tensor:
     """(B, n, *) x (B, m, *) -> (B, 2n) IDF-weighted [max; mean] over the candidate axis (code mode: (B, n) max)."""
+    if c.rm_similarity == "cosine":
+        uq, uc = F.normalize(uq, dim=-1), F.normalize(uc, dim=-1)
     s = uq @ uc.transpose(1, 2)                                            # (B, n, m)  S = U_q U_c^T
     rows, cols = qmask.unsqueeze(2), cmask.unsqueeze(1)
-    s = masked_softmax(s, rows, 1) if c.rm_softmax == "query" else masked_softmax(s, cols, 2)
+    if c.rm_softmax == "query":
+        s = masked_softmax(s, rows, 1)
+    elif c.rm_softmax == "context":
+        s = masked_softmax(s, cols, 2)
+    elif c.rm_softmax == "padded":
+        s = padded_query_softmax(s, rows, c.max_query_length)
     features = [s.masked_fill(~cols, float("-inf")).amax(2) * idf]        # (B, n)  Max, times IDF weights
     if c.rm_mode == "paper":
         features.append((s * cols).sum(2) / cols.sum(2) * idf)            # (B, n)  Mean over real columns
     return torch.cat([F.pad(f, (0, c.max_query_length - f.size(1))) for f in features], 1)  # (B, 2L): fixed width
+
+
+def padded_query_softmax(s: torch.Tensor, rows: torch.Tensor, length: int) -> torch.Tensor:
+    """Softmax of (B, n, m) S over the query axis as if each query had `length` rows, the missing ones with logit 0
+    (the code's unmasked padding): a candidate word near no query word then weighs little on every query row."""
+    top = s.masked_fill(~rows, float("-inf")).amax(1, keepdim=True).clamp(min=0)  # (B, 1, m)  for stability
+    e = torch.exp(s - top) * rows                                           # (B, n, m)  real rows only
+    missing = (length - rows.sum(1, keepdim=True)).clamp(min=0)            # (B, 1, 1)  zero-logit rows
+    return e / (e.sum(1, keepdim=True) + missing * torch.exp(-top))
 
 
 def overlap_features(query: list[str], doc: list[str], idf: IdfTable) -> list[float]:
@@ -330,6 +357,12 @@ class HCAN(RerankModel):
         if c.external_features:
             features.append(overlap)                                       # (B, 4)
         return F.log_softmax(self.classifier(torch.cat(features, 1)), 1)   # (B, 2)
+
+    def state_dict(self, *args, **kwargs):
+        """On CUDA, cuDNN keeps each LSTM's weights as views of one flat buffer, which safetensors refuses to save
+        (shared storage): CUDA tensors are handed out as copies. On the CPU these are the tensors themselves."""
+        state = super().state_dict(*args, **kwargs)
+        return type(state)((k, v.clone() if v.is_cuda else v) for k, v in state.items())
 
     def score(self, output: torch.Tensor) -> torch.Tensor:
         return output[:, 1].double().exp()  # P(relevant); float64 keeps near-1 probabilities apart

@@ -1,0 +1,42 @@
+"""Untrained level-0 relevance-matching signal of HCAN as a ranking score on a TREC Microblog year (issue 12).
+
+    PYTHONPATH=. IRPIPE_MIRROR=../shared/data python eval/microblog/rm_ceiling.py 2013
+
+score(q, d) = sum_i idf_i * max_j f(S)_ij with S = U_q U_d^T on GloVe 6B-50d: f = softmax over the query axis,
+masked (MODELS.md), or padded with zero logits to 10 / 100 rows (the authors' unmasked code), or over the tweet
+axis; or cosine with no softmax; plus exact-match IDF overlap. IDF from the year's own tweets. Prints AP, P@30.
+"""
+import sys, torch, numpy as np
+from pipeline.data.registry import get_dataset
+from pipeline.evaluate import evaluate
+from pipeline.data.runs import Run
+from pipeline.rerank.text import tokenize, Vocabulary, glove_table, embedding_matrix, IdfTable
+year = sys.argv[1]
+d = get_dataset(f"microblog/{year}"); t = d.topics(); q = d.qrels(); r = d.run()
+toks = {k: tokenize(v) for k, v in r.texts.items()}
+qt = {k: tokenize(v) for k, v in t.items()}
+idf = IdfTable.build(list(toks.values()), 1)
+vocab = Vocabulary.build(list(toks.values()) + list(qt.values()))
+E, found = embedding_matrix(vocab, glove_table())
+E = torch.tensor(E)
+def emb(ws): return E[torch.tensor(vocab.encode(ws))]
+variants = {}
+for name in ["masked", "pad10", "pad100", "context", "cosine-max", "exact-idf"]:
+    scores = {}
+    for qid, hits in r.ranking.items():
+        uq = emb(qt[qid]); w = torch.tensor(idf.positions(qt[qid], 0))
+        scores[qid] = {}
+        for docid, _ in hits:
+            uc = emb(toks[docid] or ["<unk>"]); s = uq @ uc.T  # (n, m)
+            if name == "masked": f = torch.softmax(s, 0).amax(1)
+            elif name.startswith("pad"):
+                L = int(name[3:]); z = torch.zeros(max(L - s.size(0), 0), s.size(1))
+                f = torch.softmax(torch.cat([s, z]), 0)[: s.size(0)].amax(1)
+            elif name == "context": f = torch.softmax(s, 1).amax(1)
+            elif name == "cosine-max":
+                f = (torch.nn.functional.normalize(uq, dim=1) @ torch.nn.functional.normalize(uc, dim=1).T).amax(1)
+            else:
+                f = torch.tensor([float(x in set(toks[docid])) for x in qt[qid]])
+            scores[qid][docid] = float((f * w).sum())
+    res = evaluate(Run.from_scores(scores), q, ["AP", "P@30"])
+    print(year, name, {k: round(v, 4) for k, v in res.items()}, flush=True)
