@@ -193,6 +193,7 @@ class MRNN(RerankModel):
             if bert is None:
                 self.bert, self.tokenizer = load_bert(c.bert)
             self.bert.requires_grad_(False).eval()                         # frozen token features
+            self._features: dict[tuple[int, ...], torch.Tensor] = {}      # word-piece row -> (pieces, H)
             width = self.bert.config.hidden_size
         else:
             width = embeddings.shape[1] if embeddings is not None else c.embedding_dim
@@ -277,10 +278,26 @@ class MRNN(RerankModel):
         if self.bert is None:
             return self.embedding(ids), ids != 0
         tok = self.tokenizer
-        with torch.no_grad():
-            hidden = self.bert(input_ids=ids, attention_mask=(ids != tok.pad_token_id).long()).last_hidden_state
         mask = (ids != tok.pad_token_id) & (ids != tok.cls_token_id) & (ids != tok.sep_token_id)
-        return hidden * mask[..., None], mask
+        return self.token_features(ids) * mask[..., None], mask
+
+    def token_features(self, ids: torch.Tensor) -> torch.Tensor:
+        """(B, L) word-piece rows -> (B, L, H) frozen BERT last-layer features, computed once per distinct text:
+        the BERT never changes, so each epoch after the first reads them from memory."""
+        pad = self.tokenizer.pad_token_id
+        rows = [tuple(row[row != pad].tolist()) for row in ids.cpu()]
+        missing = [row for row in dict.fromkeys(rows) if row not in self._features]
+        for start in range(0, len(missing), 256):
+            chunk = missing[start:start + 256]
+            piece_ids, attention = pad_rows([list(row) for row in chunk], pad)
+            with torch.no_grad():
+                hidden = self.bert(input_ids=piece_ids.to(ids.device), attention_mask=attention.to(ids.device))
+            for k, row in enumerate(chunk):
+                self._features[row] = hidden.last_hidden_state[k, :len(row)].float().cpu()
+        features = torch.zeros(*ids.shape, self.bert.config.hidden_size)
+        for b, row in enumerate(rows):
+            features[b, :len(row)] = self._features[row]
+        return features.to(ids.device)
 
     def represent(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, L) ids -> MRA (B, L, s) and mask (B, L): eqs. (1)-(4)."""
