@@ -45,7 +45,8 @@ def padded(tensors: dict, query: int, doc: int) -> dict:
 
 
 OPTIONS = [dict(doc_attention=a, pooling=p, summary=s) for a in ("fixed", "length_free") for p in ("identity", "max")
-           for s in ("sum", "mean")] + [dict(embeddings="contextual")]
+           for s in ("sum", "mean")] + [dict(embeddings="contextual"), dict(idf_inputs=True),
+                                        dict(embeddings="contextual", idf_inputs=True)]
 IDS = lambda o: "-".join(map(str, o.values()))  # noqa: E731
 
 
@@ -133,6 +134,17 @@ def test_block_n_sees_a_2n_minus_1_gram(blocks):
     for n in range(1, blocks + 1):
         moved = ((g_changed[0, n - 1] - g[0, n - 1]).abs().amax(-1) > 0).nonzero().flatten().tolist()
         assert moved == list(range(10 - (n - 1), 10 + n)), f"block {n}"   # positions 10 +- (n-1): 2n-1 tokens
+
+
+def test_idf_inputs_silence_the_commonest_word_and_keep_unseen_words():
+    model = build(idf_inputs=True)
+    ids = torch.tensor([model.vocab.encode(["the", "iron", "zebra"])])    # "the" is in 4 of the 7 texts
+    with torch.inference_mode():
+        x, _ = model.embed(ids)
+    weights = model.input_idf[ids[0]]
+    assert weights[0] == 0 and 0 < weights[1] < 1 and weights[2] == 1       # zebra: unknown word, weight 1
+    torch.testing.assert_close(x[0], model.embedding(ids)[0] * weights[:, None])
+    assert not x[0, 0].any()
 
 
 def test_truncation_is_counted_and_empty_texts_score():

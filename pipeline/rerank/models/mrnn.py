@@ -41,7 +41,7 @@ from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, pad_
 from pipeline.rerank.config import at_least, choice
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.neural import register_model
-from pipeline.rerank.text import SOURCES, Vocabulary, embedding_matrix, tokenize, word_table
+from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
 from pipeline.training.losses import hardest_triplets
 
 CONTEXTUAL = "contextual"  # frozen BERT token features: the closest thing here to the paper's BERT/ELMo features
@@ -57,6 +57,8 @@ class MRNNConfig:
     embedding_dim: int = 0          # 0 = the table's width (word2vec/random: 300), fixed when the vocabulary is built
     pretrained_vocab: int = 100_000  # static tables: also admit the table's first N words (unseen test words)
     freeze_embeddings: bool = True  # the paper's inputs are pretrained features [R]; padding row stays zero either way
+    idf_inputs: bool = False        # scale each input vector by its word's (word piece's) normalised IDF over the
+                                    # training texts [R]: the most common word weighs 0, unseen words 1
     blocks: int = 4                 # N (6 for SQuAD)
     filters: int = 256              # s (1024 in the paper; 128-256 on a CPU)
     window: int = 3                 # ws: kernel of blocks 2..N (odd: "same" padding)
@@ -95,6 +97,15 @@ class MRNNOutput:
 def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
     """Softmax over `dim` where `mask` (broadcastable, True = real) is False gets -inf, i.e. weight 0."""
     return torch.softmax(x.masked_fill(~mask, float("-inf")), dim=dim)
+
+
+def input_idf(token_lists: list[list[str]], ids: dict[str, int], size: int) -> torch.Tensor:
+    """(size,) normalised IDF of each input id over the training texts (pipeline/rerank/text.py IdfTable); 1 else."""
+    weights = torch.ones(size)
+    for word, weight in IdfTable.build(token_lists, 1).tables[0].items():
+        if word in ids:
+            weights[ids[word]] = weight
+    return weights
 
 
 # -- multi-resolution feature maps: (B, L, w) + (B, L) mask -> G (B, N, L, s) -----------------------------------
@@ -203,6 +214,8 @@ class MRNN(RerankModel):
             if embeddings is not None:
                 self.embedding.weight.data.copy_(torch.from_numpy(embeddings))
             self.embedding.weight.requires_grad_(not c.freeze_embeddings)
+        if c.idf_inputs:                                                   # weights of the input ids (state_dict)
+            self.register_buffer("input_idf", torch.ones(len(self.tokenizer) if self.bert is not None else len(vocab)))
         self.feature_maps = DenselyConnectedBlocks(width, c)
         self.resolution_attention = MultiResolutionAttention(c)
         self.query_attention = DocumentAwareQueryAttention(c)
@@ -218,16 +231,24 @@ class MRNN(RerankModel):
     def from_training_data(cls, config: MRNNConfig, queries: list[str], docs: list[str]) -> "MRNN":
         """Static tables: the vocabulary of the training texts (+ the table's first words) and its embeddings."""
         config.check()
+        texts = list(dict.fromkeys([*queries, *docs]))
         if config.embeddings == CONTEXTUAL:
-            return cls(config)
-        token_lists = [tokenize(t) for t in dict.fromkeys([*queries, *docs])]
+            model = cls(config)
+            if config.idf_inputs:
+                pieces = [model.tokenizer.tokenize(t) for t in texts]
+                model.input_idf.copy_(input_idf(pieces, model.tokenizer.get_vocab(), len(model.tokenizer)))
+            return model
+        token_lists = [tokenize(t) for t in texts]
         dim = config.embedding_dim or 300
         table = word_table(config.embeddings, config.bert, token_lists, dim, config.seed)
         vocab = Vocabulary.build(token_lists, 1, table.words[:config.pretrained_vocab] if table is not None else [])
         matrix, found = embedding_matrix(vocab, table, dim, np.random.default_rng(config.seed))
         logger.info("mrnn: %d training texts, vocabulary %d words (%d from %s), embeddings %d-d", len(token_lists),
                     len(vocab), found, config.embeddings, matrix.shape[1])
-        return cls(dataclasses.replace(config, embedding_dim=matrix.shape[1]), vocab, matrix)
+        model = cls(dataclasses.replace(config, embedding_dim=matrix.shape[1]), vocab, matrix)
+        if config.idf_inputs:
+            model.input_idf.copy_(input_idf(token_lists, vocab.ids, len(vocab)))
+        return model
 
     def save_assets(self, directory: Path) -> None:
         if self.bert is not None:
@@ -276,10 +297,12 @@ class MRNN(RerankModel):
     def embed(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, L) ids -> E (B, L, w) and the mask of real positions (B, L) (contextual: [CLS]/[SEP] masked out)."""
         if self.bert is None:
-            return self.embedding(ids), ids != 0
-        tok = self.tokenizer
-        mask = (ids != tok.pad_token_id) & (ids != tok.cls_token_id) & (ids != tok.sep_token_id)
-        return self.token_features(ids) * mask[..., None], mask
+            x, mask = self.embedding(ids), ids != 0
+        else:
+            tok = self.tokenizer
+            mask = (ids != tok.pad_token_id) & (ids != tok.cls_token_id) & (ids != tok.sep_token_id)
+            x = self.token_features(ids) * mask[..., None]
+        return (x * self.input_idf[ids][..., None] if self.config.idf_inputs else x), mask
 
     def token_features(self, ids: torch.Tensor) -> torch.Tensor:
         """(B, L) word-piece rows -> (B, L, H) frozen BERT last-layer features, computed once per distinct text:
