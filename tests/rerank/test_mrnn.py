@@ -86,7 +86,7 @@ def test_attention_weights_sum_to_one_over_real_positions_only(doc_attention):
     with torch.inference_mode():
         g = model.feature_maps(*model.embed(ids))                         # (B, N, m, s)
         docs, resolution_weights = model.resolution_attention(g)          # (B, m, s), (B, m, N)
-        queries, query_mask = model.represent(batch.tensors["query_ids"])
+        queries, query_mask, _, _ = model.represent(batch.tensors["query_ids"], ids)
         index = batch.tensors["query_index"]
         _, weights = model.query_attention(queries[index], query_mask[index], docs, ids != 0)  # (B, n, m)
     torch.testing.assert_close(resolution_weights.sum(-1), torch.ones(5, ids.size(1)))

@@ -322,15 +322,22 @@ class MRNN(RerankModel):
             features[b, :len(row)] = self._features[row]
         return features.to(ids.device)
 
-    def represent(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, L) ids -> MRA (B, L, s) and mask (B, L): eqs. (1)-(4)."""
+    def represent(self, query_ids: torch.Tensor, doc_ids: torch.Tensor):
+        """(U, n) query and (B, m) document ids -> MRA (U, n, s), (B, m, s) and their masks: eqs. (1)-(4).
+        One pass over queries and documents together: BatchNorm's batch statistics (training) are those of both
+        texts, as its running statistics (evaluation) are."""
+        (n, m), width = (query_ids.size(1), doc_ids.size(1)), max(query_ids.size(1), doc_ids.size(1))
+        pad = self.tokenizer.pad_token_id if self.bert is not None else 0
+        ids = torch.cat([F.pad(query_ids, (0, width - n), value=pad), F.pad(doc_ids, (0, width - m), value=pad)])
         x, mask = self.embed(ids)
-        return self.resolution_attention(self.feature_maps(x, mask))[0], mask
+        mra, _ = self.resolution_attention(self.feature_maps(x, mask))                        # (U + B, L, s)
+        queries, docs = mra.split([len(query_ids), len(doc_ids)])
+        query_mask, doc_mask = mask.split([len(query_ids), len(doc_ids)])
+        return queries[:, :n], query_mask[:, :n], docs[:, :m], doc_mask[:, :m]
 
     def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_index: torch.Tensor) -> MRNNOutput:
         """(U, n) distinct queries, (B, m) documents, (B,) query row of each pair -> distances and representations."""
-        queries, query_mask = self.represent(query_ids)                   # (U, n, s), (U, n)
-        docs, doc_mask = self.represent(doc_ids)                          # (B, m, s), (B, m)
+        queries, query_mask, docs, doc_mask = self.represent(query_ids, doc_ids)   # (U, n, s), (B, m, s) + masks
         distance, _ = self.query_attention(queries[query_index], query_mask[query_index], docs, doc_mask)  # (B,)
         return MRNNOutput(distance, queries, query_mask, docs, doc_mask, query_index)
 
