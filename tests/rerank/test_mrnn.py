@@ -45,7 +45,7 @@ def padded(tensors: dict, query: int, doc: int) -> dict:
 
 
 OPTIONS = [dict(doc_attention=a, pooling=p, summary=s) for a in ("fixed", "length_free") for p in ("identity", "max")
-           for s in ("sum", "mean")] + [dict(embeddings="contextual"), dict(idf_inputs=True),
+           for s in ("sum", "mean")] + [dict(attention_init="random"), dict(embeddings="contextual"), dict(idf_inputs=True),
                                         dict(embeddings="contextual", idf_inputs=True)]
 IDS = lambda o: "-".join(map(str, o.values()))  # noqa: E731
 
@@ -93,6 +93,18 @@ def test_attention_weights_sum_to_one_over_real_positions_only(doc_attention):
     real = (ids != 0).unsqueeze(1).expand_as(weights)
     assert (weights[~real] == 0).all() and (weights[real] > 0).all()
     torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:2]))
+
+
+@pytest.mark.parametrize("doc_attention", ["fixed", "length_free"])
+def test_identity_init_starts_as_dot_product_attention(doc_attention):
+    model = build(doc_attention=doc_attention)
+    torch.nn.init.ones_(model.query_attention.act.weight)                 # PReLU as the identity
+    q, d = torch.randn(2, 3, 6), torch.randn(2, 5, 6)
+    d_mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    with torch.inference_mode():
+        _, weights = model.query_attention(q, torch.ones(2, 3, dtype=torch.bool), d, d_mask)
+    expected = torch.softmax((q @ d.transpose(1, 2)).masked_fill(~d_mask[:, None], float("-inf")), -1)
+    torch.testing.assert_close(weights, expected)
 
 
 def test_the_miner_picks_the_hardest_pair():
@@ -157,7 +169,7 @@ def test_truncation_is_counted_and_empty_texts_score():
 
 @pytest.mark.parametrize("options, message", [
     (dict(window=4), "odd"), (dict(pooling="avg"), "identity, max"), (dict(doc_attention="free"), "fixed"),
-    (dict(filters=0), "filters"), (dict(embeddings="elmo"), "contextual"),
+    (dict(filters=0), "filters"), (dict(attention_init="eye"), "identity, random"), (dict(embeddings="elmo"), "contextual"),
 ])
 def test_bad_configs_fail_at_once(options, message):
     with pytest.raises(ConfigError, match=message):

@@ -46,7 +46,7 @@ from pipeline.training.losses import hardest_triplets
 
 CONTEXTUAL = "contextual"  # frozen BERT token features: the closest thing here to the paper's BERT/ELMo features
 _CHOICES = {"embeddings": (*SOURCES, CONTEXTUAL), "pooling": ("identity", "max"), "summary": ("sum", "mean"),
-            "doc_attention": ("fixed", "length_free")}
+            "doc_attention": ("fixed", "length_free"), "attention_init": ("identity", "random")}
 
 
 @dataclass
@@ -66,6 +66,7 @@ class MRNNConfig:
     summary: str = "sum"            # T: sum over features (paper) | mean [R]
     doc_attention: str = "fixed"    # fixed: FC over the document axis padded to max_doc_length (paper) [R]
                                     # | length_free: a per-position scalar affine map [R]
+    attention_init: str = "identity"  # the FC of eq. (6) starts as the identity (dot-product attention) [R] | random
     max_query_length: int = 40      # words (word pieces for contextual) kept
     max_doc_length: int = 100       # L_d of the fixed-length document attention
     margin: float = 0.5             # triplet margin: 0.5 WikiQA/TrecQA, 0.8 QUASAR-T, 1 SQuAD
@@ -169,6 +170,9 @@ class DocumentAwareQueryAttention(nn.Module):
         super().__init__()
         self.length = c.max_doc_length if c.doc_attention == "fixed" else 0
         self.fc = nn.Linear(self.length, self.length) if self.length else nn.Linear(1, 1)
+        if c.attention_init == "identity":                                 # start as plain dot-product attention
+            nn.init.eye_(self.fc.weight)
+            nn.init.zeros_(self.fc.bias)
         self.act = nn.PReLU()
 
     def forward(self, q, q_mask, d, d_mask) -> tuple[torch.Tensor, torch.Tensor]:
