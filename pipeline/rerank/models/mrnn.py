@@ -11,14 +11,17 @@ No public code exists; [R] marks our resolutions (MODELS.md §2). Query and docu
     MRA_i = Σ_n aw_i[n] G[n, i, :]                     (L, s)   (4) multi-resolution n-gram attention
     e_i = MRA_d · mra_q,i                              (m,)     (5) document-aware query attention, per query
     aw'_i = softmax_{j real}(PReLU(FC(e_i)))           (m,)     (6) FC over a fixed padded length L_d [R], or a
-                                                                    per-position scalar affine map (length-free [R])
+                                                                    per-position scalar affine map (length-free [R]);
+                                                                    FC starts as the identity [R] (attention_init)
     sae_i = Σ_j aw'_ij mra_d,j                         (s,)     (7)
     qe_i = ‖sae_i − mra_q,i‖₂,  dist = Σ_{i real} qe_i          (8) ranking score = −dist
 
 Training: triplet margin loss with batch-hard mining [dist(Q, D+) − dist(Q, D−) + m]₊: for each question of the
 batch its hardest positive (largest distance) against its hardest negative (smallest), where the negatives are the
 other questions' positives in the batch and, with `own_negatives=True` [R], the question's own labelled negatives.
-Adam lr 1e-4, weight decay 1e-3 (as L2).
+Adam lr 1e-4, weight decay 1e-3 (as L2). Resolutions beyond MODELS.md: queries and documents of a batch pass the
+feature maps together (one set of BatchNorm statistics, as at evaluation); inputs optionally IDF-scaled
+(idf_inputs); frozen BERT token features are computed once per distinct text.
 
 Shapes: B pairs, U distinct queries of the batch, n query / m document positions, w input width, s filters,
 N blocks. Padding is zero and masked everywhere (BatchNorm statistics over real positions only, -inf in softmax and
