@@ -5,6 +5,8 @@
     batch_hard_triplet(d, labels, groups, margin)  per group with a positive and a negative: the hardest positive
                                                    (largest distance d) against the hardest negative (smallest),
                                                    [d(q, D+) - d(q, D-) + margin]_+, mean over groups
+    hardest_triplets(d, positive, negative, margin) the same on a (queries x documents) distance matrix with any
+                                                   positives/negatives per query (in-batch negatives: MRNN)
     in_batch_softmax(q, d, qids, scale)            query i against every document of the batch, its own positive the
                                                    target, other queries' positives the negatives (rows of the same
                                                    query masked): cross-entropy of scale * cos (MultipleNegativesRanking)
@@ -30,20 +32,27 @@ def pairwise_hinge(scores: torch.Tensor, labels: torch.Tensor, groups: torch.Ten
     return torch.relu(gaps[better]).mean()
 
 
+def hardest_triplets(distances: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor,
+                     margin: float = 0.5) -> torch.Tensor:
+    """(R, B) distances of R anchors (queries) to B documents and (R, B) masks of each anchor's positives and
+    negatives -> mean over the anchors with both of [max_pos d - min_neg d + margin]_+ (batch-hard mining)."""
+    rows = positive.any(1) & negative.any(1)                                           # (R,)
+    if not rows.any():
+        return distances.sum() * 0.0
+    hardest_positive = distances.masked_fill(~positive, float("-inf")).amax(1)         # (R,)
+    hardest_negative = distances.masked_fill(~negative, float("inf")).amin(1)          # (R,)
+    return torch.relu(hardest_positive[rows] - hardest_negative[rows] + margin).mean()
+
+
 def batch_hard_triplet(distances: torch.Tensor, labels: torch.Tensor, groups: torch.Tensor,
                        margin: float = 0.5) -> torch.Tensor:
     """(B,) query-document distances (lower = more relevant) -> the batch-hard triplet loss of each group."""
     same = _same_group(groups)                                                         # (B, B)
     positive, negative = (labels > 0).unsqueeze(0) & same, (labels <= 0).unsqueeze(0) & same  # (B, B) row = group
-    rows = positive.any(1) & negative.any(1)
-    if not rows.any():
-        return distances.sum() * 0.0
-    d = distances.unsqueeze(0).expand_as(same)                                        # (B, B) d[j] in every row
-    hardest_positive = d.masked_fill(~positive, float("-inf")).amax(1)                # (B,)
-    hardest_negative = d.masked_fill(~negative, float("inf")).amin(1)                 # (B,)
     first = torch.tensor([groups.tolist().index(g) for g in groups.tolist()], device=groups.device)
-    keep = rows & (first == torch.arange(len(groups), device=groups.device))          # (B,) one row per group
-    return torch.relu(hardest_positive[keep] - hardest_negative[keep] + margin).mean()
+    keep = first == torch.arange(len(groups), device=groups.device)                   # (B,) one row per group
+    d = distances.unsqueeze(0).expand_as(same)                                        # (B, B) d[j] in every row
+    return hardest_triplets(d[keep], positive[keep], negative[keep], margin)
 
 
 def in_batch_softmax(queries: torch.Tensor, documents: torch.Tensor, qids: list[str], scale: float = 20.0) -> torch.Tensor:

@@ -1,0 +1,197 @@
+"""MRNN (MODELS.md §2): distances, attention over real positions only, padding invariance, the batch-hard miner,
+n-gram receptive fields, configs and checkpoints."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pipeline.errors import ConfigError
+from pipeline.rerank.models.mrnn import MRNN, MRNNConfig
+from pipeline.rerank.scoring import labelled
+from pipeline.training.losses import hardest_triplets
+from support import make_pairs
+
+QUERIES = ["who wrote the iron lady ?", "what is the capital of france ?", "who wrote the iron lady ?",
+           "how tall is the eiffel tower in paris ?", "what is the capital of france ?"]
+DOCS = ["hugo young wrote the iron lady , a biography of margaret thatcher .", "paris is the capital of france",
+        "the iron lady is a film", "the eiffel tower is 324 metres tall", "lyon is a city in france"]
+LABELS = [1.0, 1.0, 0.0, 1.0, 0.0]
+
+
+def tiny(**overrides) -> MRNNConfig:
+    fields = dict(embeddings="random", embedding_dim=8, filters=6, max_query_length=12, max_doc_length=24)
+    return MRNNConfig(**(fields | overrides))
+
+
+def build(tiny_bert=None, **overrides) -> MRNN:
+    torch.manual_seed(0)
+    if overrides.get("embeddings") == "contextual":
+        overrides["bert"] = str(tiny_bert)
+    return MRNN.from_training_data(tiny(**overrides), QUERIES, DOCS).eval()
+
+
+def qa_pairs():
+    """The pairs with ids by query text (a query's pairs share its qid) and labels."""
+    qids = {q: f"q{i}" for i, q in enumerate(dict.fromkeys(QUERIES))}
+    return [dataclasses.replace(p, qid=qids[p.query], label=label) for p, label in zip(make_pairs(QUERIES, DOCS), LABELS)]
+
+
+def padded(tensors: dict, query: int, doc: int) -> dict:
+    """The same batch with `query` / `doc` extra padding positions appended."""
+    return tensors | {"query_ids": F.pad(tensors["query_ids"], (0, query)), "doc_ids": F.pad(tensors["doc_ids"], (0, doc))}
+
+
+OPTIONS = [dict(doc_attention=a, pooling=p, summary=s) for a in ("fixed", "length_free") for p in ("identity", "max")
+           for s in ("sum", "mean")] + [dict(attention_init="random"), dict(embeddings="contextual"), dict(idf_inputs=True),
+                                        dict(embeddings="contextual", idf_inputs=True)]
+IDS = lambda o: "-".join(map(str, o.values()))  # noqa: E731
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=IDS)
+def test_distances_are_non_negative_and_scores_their_negation(options, tiny_bert):
+    model = build(tiny_bert, **options)
+    with torch.inference_mode():
+        out = model(**model.prepare(qa_pairs()).tensors)
+        every = model.all_distances(out)                                  # (3 queries, 5 documents)
+    assert out.distance.shape == (5,) and (out.distance >= 0).all() and torch.isfinite(out.distance).all()
+    torch.testing.assert_close(model.score(out), -out.distance)
+    assert every.shape == (3, 5) and (every >= 0).all()
+    torch.testing.assert_close(every[out.query_index, torch.arange(5)], out.distance)  # the pairs' own distances
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=IDS)
+def test_appending_padding_does_not_change_a_distance(options, tiny_bert):
+    model = build(tiny_bert, **options)
+    batch = model.prepare(qa_pairs())
+    with torch.inference_mode():
+        scores = model.score(model(**batch.tensors))
+        more_padding = model.score(model(**padded(batch.tensors, 3, 7)))
+        alone = torch.cat([model.score(model(**model.prepare([p]).tensors)) for p in qa_pairs()])
+        model.train()                                          # BatchNorm on batch statistics: over real positions
+        training = model(**batch.tensors).distance, model(**padded(batch.tensors, 3, 7)).distance
+    torch.testing.assert_close(more_padding, scores, rtol=0, atol=1e-5)
+    torch.testing.assert_close(alone, scores, rtol=0, atol=1e-5)  # each pair alone: no padding at all
+    torch.testing.assert_close(training[1], training[0], rtol=0, atol=1e-5)
+    assert len(set(scores.tolist())) > 1
+
+
+@pytest.mark.parametrize("doc_attention", ["fixed", "length_free"])
+def test_attention_weights_sum_to_one_over_real_positions_only(doc_attention):
+    model = build(doc_attention=doc_attention)
+    batch = model.prepare(qa_pairs())
+    ids = padded(batch.tensors, 0, 4)["doc_ids"]
+    with torch.inference_mode():
+        g = model.feature_maps(*model.embed(ids))                         # (B, N, m, s)
+        docs, resolution_weights = model.resolution_attention(g)          # (B, m, s), (B, m, N)
+        queries, query_mask, _, _ = model.represent(batch.tensors["query_ids"], ids)
+        index = batch.tensors["query_index"]
+        _, weights = model.query_attention(queries[index], query_mask[index], docs, ids != 0)  # (B, n, m)
+    torch.testing.assert_close(resolution_weights.sum(-1), torch.ones(5, ids.size(1)))
+    real = (ids != 0).unsqueeze(1).expand_as(weights)
+    assert (weights[~real] == 0).all() and (weights[real] > 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:2]))
+
+
+@pytest.mark.parametrize("doc_attention", ["fixed", "length_free"])
+def test_identity_init_starts_as_dot_product_attention(doc_attention):
+    model = build(doc_attention=doc_attention)
+    torch.nn.init.ones_(model.query_attention.act.weight)                 # PReLU as the identity
+    q, d = torch.randn(2, 3, 6), torch.randn(2, 5, 6)
+    d_mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    with torch.inference_mode():
+        _, weights = model.query_attention(q, torch.ones(2, 3, dtype=torch.bool), d, d_mask)
+    expected = torch.softmax((q @ d.transpose(1, 2)).masked_fill(~d_mask[:, None], float("-inf")), -1)
+    torch.testing.assert_close(weights, expected)
+
+
+def test_the_miner_picks_the_hardest_pair():
+    distances = torch.tensor([[1.0, 3.0, 2.5, 0.5, 9.0],    # query 0: positives 0, 1; negatives 2, 3
+                              [4.0, 0.2, 7.0, 6.0, 5.0],    # query 1: positive 2; negative 4 and 3
+                              [1.0, 1.0, 1.0, 1.0, 1.0]])   # query 2: no negative -> no triplet
+    positive = torch.tensor([[1, 1, 0, 0, 0], [0, 0, 1, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)
+    negative = torch.tensor([[0, 0, 1, 1, 0], [0, 0, 0, 1, 1], [0, 0, 0, 0, 0]], dtype=torch.bool)
+    expected = (max(3.0 - 0.5 + 0.5, 0) + max(7.0 - 5.0 + 0.5, 0)) / 2  # hardest positive 3.0 vs negative 0.5, ...
+    assert hardest_triplets(distances, positive, negative, 0.5).item() == pytest.approx(expected)
+    assert hardest_triplets(distances, positive, torch.zeros_like(negative), 0.5).item() == 0.0
+
+
+@pytest.mark.parametrize("own_negatives", [False, True])
+def test_the_loss_mines_other_questions_positives_and_optionally_own_negatives(own_negatives):
+    model = build(own_negatives=own_negatives)
+    batch = labelled(model.prepare(qa_pairs()), "cpu")
+    with torch.inference_mode():
+        out = model(**batch.tensors)
+        d = model.all_distances(out)                                      # (3 queries, 5 documents)
+        loss = model.loss(out, batch)
+    # q0 owns docs 0 (+), 2 (-); q1 owns 1 (+), 4 (-); q2 owns 3 (+); other questions' positives are negatives
+    negatives = {0: [1, 3] + ([2] if own_negatives else []), 1: [0, 3] + ([4] if own_negatives else []), 2: [0, 1]}
+    positives = {0: [0], 1: [1], 2: [3]}
+    expected = sum(max(float(d[q, positives[q]].max() - d[q, negatives[q]].min()) + 0.5, 0) for q in range(3)) / 3
+    assert loss.total.item() == pytest.approx(expected, rel=1e-5) and set(loss.parts) == {"triplet"}
+    assert model.batch_sampling() == ("queries" if own_negatives else "positives")
+
+
+@pytest.mark.parametrize("blocks", [4, 6])
+def test_block_n_sees_a_2n_minus_1_gram(blocks):
+    model = build(blocks=blocks)
+    x = torch.randn(1, 21, 8)
+    mask = torch.ones(1, 21, dtype=torch.bool)
+    changed = x.clone()
+    changed[0, 10] += 1.0                                                 # perturb token 10 only
+    with torch.inference_mode():
+        g, g_changed = model.feature_maps(x, mask), model.feature_maps(changed, mask)   # (1, N, 21, s)
+    for n in range(1, blocks + 1):
+        moved = ((g_changed[0, n - 1] - g[0, n - 1]).abs().amax(-1) > 0).nonzero().flatten().tolist()
+        assert moved == list(range(10 - (n - 1), 10 + n)), f"block {n}"   # positions 10 +- (n-1): 2n-1 tokens
+
+
+def test_idf_inputs_silence_the_commonest_word_and_keep_unseen_words():
+    model = build(idf_inputs=True)
+    ids = torch.tensor([model.vocab.encode(["the", "iron", "zebra"])])    # "the" is in 4 of the 7 texts
+    with torch.inference_mode():
+        x, _ = model.embed(ids)
+    weights = model.input_idf[ids[0]]
+    assert weights[0] == 0 and 0 < weights[1] < 1 and weights[2] == 1       # zebra: unknown word, weight 1
+    torch.testing.assert_close(x[0], model.embedding(ids)[0] * weights[:, None])
+    assert not x[0, 0].any()
+
+
+def test_truncation_is_counted_and_empty_texts_score():
+    model = build(max_query_length=3, max_doc_length=4)
+    batch = model.prepare(make_pairs(["who wrote the iron lady", ""], ["the iron lady is a film", ""]))
+    assert batch.truncated == 2 and batch.tensors["doc_ids"].shape == (2, 4)
+    with torch.inference_mode():
+        assert torch.isfinite(model.score(model(**batch.tensors))).all()
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(window=4), "odd"), (dict(pooling="avg"), "identity, max"), (dict(doc_attention="free"), "fixed"),
+    (dict(filters=0), "filters"), (dict(attention_init="eye"), "identity, random"), (dict(embeddings="elmo"), "contextual"),
+])
+def test_bad_configs_fail_at_once(options, message):
+    with pytest.raises(ConfigError, match=message):
+        MRNN.from_training_data(tiny(**options), QUERIES, DOCS)
+
+
+@pytest.mark.parametrize("embeddings", ["random", "contextual"])
+def test_trains_and_round_trips_through_the_framework(embeddings, tiny_bert, tiny_qa, tmp_path):
+    from pipeline.rerank.checkpoint import load_checkpoint
+    from pipeline.rerank.scoring import predict
+    from pipeline.training.loop import train
+
+    overrides = dataclasses.asdict(tiny(embeddings=embeddings, bert=str(tiny_bert), own_negatives=True))
+    result = train("mrnn", tiny_qa, tmp_path / "mrnn", dev=tiny_qa, options={"epochs": 2, "train_batch_size": 4},
+                   overrides=overrides)
+    assert result.best_epoch in (1, 2) and "triplet" in result.history[0]["loss_parts"]
+    model = load_checkpoint(tmp_path / "mrnn")
+    assert isinstance(model, MRNN) and not model.training
+    pairs = make_pairs([tiny_qa.topics()[q] for q in ("q0", "q1")], ["the sky is blue", "a cat sleeps on the mat"])
+    assert predict(model, pairs).scores == predict(load_checkpoint(tmp_path / "mrnn"), pairs).scores
+    if embeddings == "contextual":                                        # the frozen BERT did not move
+        from pipeline.rerank.bert import load_bert
+
+        original = load_bert(str(tiny_bert))[0].state_dict()
+        assert all(torch.equal(v, original[k]) for k, v in model.bert.state_dict().items())
