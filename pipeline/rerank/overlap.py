@@ -47,3 +47,41 @@ class Overlap(Reranker):
             weight = lambda word: math.log(total / df[word]) if df[word] else 0.0  # noqa: E731
         query_words = {query: words(query) for query in set(queries)}
         return [sum(weight(w) for w in query_words[q] & document_words[t]) for q, t in zip(queries, texts)]
+
+
+# -- the four overlap features of HCAN's `external_features` (the authors' code option --ext) --------------------
+
+def code_overlap_features(query: list[str], doc: list[str], idf, vocab) -> list[float]:
+    """The authors' compute_overlap_feat (jinfengr/hcan data_preprocess.py): over the query's positions, the share of
+    in-vocabulary words found in the candidate, the same weighted by unigram IDF, the share of query bigrams found
+    among the candidate's bigrams (over max(words - 1, 1)) and the same weighted by bigram IDF (over at least 0.01);
+    an n-gram without an IDF weighs 1.0, as there. `idf`: the model's IdfTable, `vocab`: its Vocabulary."""
+    words, bigrams = set(doc), set(zip(doc, doc[1:]))
+    match = idf_match = bigram_match = bigram_idf_match = total_words = total_idf = total_bigram_idf = 0.0
+    for j, word in enumerate(query):
+        if j > 0:
+            weight = idf.weight(f"{query[j - 1]} {word}", 2)
+            total_bigram_idf += weight
+            if (query[j - 1], word) in bigrams:
+                bigram_match, bigram_idf_match = bigram_match + 1, bigram_idf_match + weight
+        if word in vocab:  # the code skips unknown (OOV) query words
+            weight = idf.weight(word, 1)
+            total_words, total_idf = total_words + 1, total_idf + weight
+            if word in words:
+                match, idf_match = match + 1, idf_match + weight
+    return [match / total_words if total_words else 0.0, idf_match / total_idf if total_idf else 0.0,
+            bigram_match / max(total_words - 1, 1), bigram_idf_match / max(total_bigram_idf, 0.01)]
+
+
+def stopword_overlap_features(query: list[str], doc: list[str], idf, vocab=None) -> list[float]:
+    """Our earlier reading of --ext (Yu et al. 2014, Severyn & Moschitti 2015): the share of the query's distinct
+    words, and of their unigram IDF mass, found in the candidate, over all words and over non-stop words."""
+    found, features = set(doc), []
+    for distinct in (set(query), set(query) - STOP_WORDS):
+        for weight in ((lambda w: 1.0), (lambda w: idf.weight(w, 1))):
+            total = sum(weight(w) for w in distinct)
+            features.append(sum(weight(w) for w in distinct & found) / total if total > 0 else 0.0)
+    return features
+
+
+OVERLAP_FEATURES = {"code": code_overlap_features, "stopwords": stopword_overlap_features}

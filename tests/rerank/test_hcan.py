@@ -9,7 +9,8 @@ import torch.nn.functional as F
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.model import Batch
-from pipeline.rerank.models.hcan import HCAN, CoAttention, HCANConfig, overlap_features, relevance_matching
+from pipeline.rerank.models.hcan import HCAN, CoAttention, HCANConfig, relevance_matching
+from pipeline.rerank.overlap import code_overlap_features, stopword_overlap_features
 from pipeline.rerank.text import tokenize
 from support import make_pairs
 
@@ -234,14 +235,32 @@ def test_trains_and_round_trips_through_the_framework(tiny_qa, tmp_path):
 
 
 def test_overlap_features_by_hand():
-    model = build(external_features=True)
+    """overlap_mode=stopwords (our earlier reading): shares of the query's distinct words / IDF mass."""
+    model = build(external_features=True, overlap_mode="stopwords")
     query, doc = tokenize("who wrote the iron lady ?"), tokenize("hugo young wrote the iron lady , a film .")
     idf = {w: model.idf.weight(w, 1) for w in set(query)}
     content = {"who", "wrote", "iron", "lady", "?"}                        # "the" is a Lucene stop word
     expected = [4 / 6, sum(idf[w] for w in ("wrote", "the", "iron", "lady")) / sum(idf.values()),
                 3 / 5, sum(idf[w] for w in ("wrote", "iron", "lady")) / sum(idf[w] for w in content)]
-    assert overlap_features(query, doc, model.idf) == pytest.approx(expected)
-    assert overlap_features(["the"], ["a"], model.idf)[2:] == [0.0, 0.0]   # no content word: 0, not a division by 0
+    assert stopword_overlap_features(query, doc, model.idf) == pytest.approx(expected)
+    assert stopword_overlap_features(["the"], ["a"], model.idf)[2:] == [0.0, 0.0]  # no content word: 0, not 0/0
     batch = model.prepare(make_pairs([" ".join(query)], [" ".join(doc)]))
     torch.testing.assert_close(batch.tensors["overlap"], torch.tensor([expected]), rtol=0, atol=1e-6)
     assert model.classifier[0].in_features == build().classifier[0].in_features + 4
+
+
+def test_code_overlap_features_by_hand():
+    """overlap_mode=code (the default): the authors' compute_overlap_feat over query positions, OOV words skipped."""
+    model = build(external_features=True)
+    query, doc = tokenize("who wrote the iron lady zzyzx"), tokenize("hugo young wrote the iron lady , a film .")
+    assert "zzyzx" not in model.vocab and all(w in model.vocab for w in query[:5])
+    w1 = {w: model.idf.weight(w, 1) for w in query}
+    w2 = {b: model.idf.weight(b, 2) for b in ("who wrote", "wrote the", "the iron", "iron lady", "lady zzyzx")}
+    found = ("wrote", "the", "iron", "lady")                                 # of the 5 known words
+    bigrams = ("wrote the", "the iron", "iron lady")                         # of the 5 query bigrams
+    expected = [4 / 5, sum(w1[w] for w in found) / sum(w1[w] for w in query[:5]),
+                3 / (5 - 1), sum(w2[b] for b in bigrams) / sum(w2.values())]
+    assert code_overlap_features(query, doc, model.idf, model.vocab) == pytest.approx(expected)
+    assert code_overlap_features(["zzyzx"], ["a"], model.idf, model.vocab) == [0.0, 0.0, 0.0, 0.0]
+    batch = model.prepare(make_pairs([" ".join(query)], [" ".join(doc)]))
+    torch.testing.assert_close(batch.tensors["overlap"], torch.tensor([expected]), rtol=0, atol=1e-6)

@@ -42,7 +42,7 @@ from pipeline.rerank.config import at_least, choice
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.neural import register_model
 from pipeline.training.losses import pairwise_hinge
-from pipeline.rerank.overlap import STOP_WORDS
+from pipeline.rerank.overlap import OVERLAP_FEATURES
 from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
 
 _CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"), "idf_stat": ("df", "cf"),
@@ -76,7 +76,9 @@ class HCANConfig:
     sm_hidden: int = 150             # d, both directions together
     rm_only: bool = False
     sm_only: bool = False
-    external_features: bool = False  # the code's --ext: + 4 word-overlap features before the MLP (overlap_features)
+    external_features: bool = False  # the code's --ext: + 4 word-overlap features before the MLP
+    overlap_mode: str = "code"       # code: the code's compute_overlap_feat (unigram, IDF unigram, bigram, IDF bigram
+                                     # shares); stopwords: ours before (word / IDF shares, all and non-stop words)
     loss: str = "nll"                # nll: pointwise NLL of P(relevant) [C]; hinge: pairwise, on the logit z_1 - z_0
     margin: float = 1.0              # hinge margin
     seed: int = 0                    # unknown-word rows and word2vec (`hcan(seed=N)` also seeds the training run)
@@ -180,20 +182,6 @@ def padded_query_softmax(s: torch.Tensor, rows: torch.Tensor, length: int) -> to
     e = torch.exp(s - top) * rows                                           # (B, n, m)  real rows only
     missing = (length - rows.sum(1, keepdim=True)).clamp(min=0)            # (B, 1, 1)  zero-logit rows
     return e / (e.sum(1, keepdim=True) + missing * torch.exp(-top))
-
-
-def overlap_features(query: list[str], doc: list[str], idf: IdfTable) -> list[float]:
-    """The four overlap features of the code's --ext (word overlap and IDF-weighted overlap, over all words and
-    over non-stop words; Yu et al. 2014, Severyn & Moschitti 2015), each the share of the query's distinct words
-    (or of their IDF mass) found in the candidate, so all lie in [0, 1]. The code reads them pre-computed and
-    z-normalised per split from overlap_feats.txt, which exists for raw-dev/raw-test only; this computes them for
-    any pair, with the model's own unigram IDF (training collection). Stop words: Lucene's English set."""
-    found, features = set(doc), []
-    for words in (set(query), set(query) - STOP_WORDS):
-        for weight in ((lambda w: 1.0), (lambda w: idf.weight(w, 1))):
-            total = sum(weight(w) for w in words)
-            features.append(sum(weight(w) for w in words & found) / total if total > 0 else 0.0)
-    return features
 
 
 # -- semantic matching -------------------------------------------------------------------------------------------
@@ -335,7 +323,7 @@ class HCAN(RerankModel):
                 weights[key] = [self.idf.positions(q, 0 if c.encoder == "contextual" else l) for l in range(c.levels + 1)]
             query_idf[i, :, :len(q)] = torch.tensor(weights[key])
             if c.external_features:
-                overlap[i] = torch.tensor(overlap_features(q, d, self.idf))
+                overlap[i] = torch.tensor(OVERLAP_FEATURES[c.overlap_mode](q, d, self.idf, self.vocab))
         tensors = {"query_ids": query_ids, "doc_ids": doc_ids, "query_idf": query_idf}
         return Batch(tensors | ({"overlap": overlap} if c.external_features else {}), truncated, pairs)
 
