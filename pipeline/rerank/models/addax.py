@@ -88,22 +88,24 @@ class MAGS(nn.Module):
         self.out = nn.Linear(2 * dims, dims)                         # (7) W5, b5
 
     def forward(self, x, x_mask, y, y_mask, similarity):
-        """x (n, l, d), y (n, t, d), masks (n, l) / (n, t) bool, similarity S (n, l, t) -> h (n, l, d)."""
-        s = similarity.masked_fill(~y_mask.unsqueeze(1), 0.0)                                  # (n, l, t) zeros at padding
-        attention = similarity.masked_fill(~y_mask.unsqueeze(1), float("-inf")).softmax(-1)    # (2) softmax_row(S)
-        reference = attention @ y                                                              # (2) R (n, l, d)
-        divergence = x - reference                                                             # (2) D (n, l, d)
+        """x (n, l, d), y (n, t, d), masks (n, l) / (n, t) bool, similarity S (n, l, t) -> h (n, l, d), zeros at
+        padded rows. After the attention, only the r real rows of x are computed on (padding costs nothing)."""
+        attention = similarity.masked_fill(~y_mask.unsqueeze(1), float("-inf")).softmax(-1)   # (2) softmax_row(S)
+        reference = (attention @ y)[x_mask]                                                  # (2) R (r, d)
+        divergence = x[x_mask] - reference                                                   # (2) D (r, d)
         if self.gates:
-            t = s.shape[-1]   # S zero-padded to the fixed length: S W1 = S[:, :, :t] W1[:t]
-            gate = torch.sigmoid(F.linear(s, self.element_gate.weight[:, :t], self.element_gate.bias))  # (3) E (n, l, d)
-            p = torch.sigmoid(F.linear(s, self.row_gate.weight[:, :t], self.row_gate.bias))             # (5) (n, l, 1)
-            features = torch.cat([p * reference * gate, (1 - p) * divergence * (1 - gate)], -1)      # (4),(6) (n, l, 2d)
+            s = similarity.masked_fill(~y_mask.unsqueeze(1), 0.0)[x_mask]                    # (r, t) zeros at padding
+            t = s.shape[-1]   # S zero-padded to the fixed length: S W1 = S[:, :t] W1[:t]
+            gate = torch.sigmoid(F.linear(s, self.element_gate.weight[:, :t], self.element_gate.bias))  # (3) E (r, d)
+            p = torch.sigmoid(F.linear(s, self.row_gate.weight[:, :t], self.row_gate.bias))             # (5) (r, 1)
+            features = torch.cat([p * reference * gate, (1 - p) * divergence * (1 - gate)], -1)      # (4),(6) (r, 2d)
         else:
             features = torch.cat([reference, divergence], -1)                                      # attention only
-        return on_rows(self._compose, features, x_mask)                                            # (n, l, d)
+        h = self._compose(features)                                                                # (7) (r, d)
+        return h.new_zeros(*x_mask.shape, h.shape[-1]).index_put_((x_mask,), h)                    # (n, l, d)
 
     def _compose(self, f):
-        """(7) on the real rows (r, 2d) -> (r, d): highway, then W5."""
+        """(7) on the real rows: F (r, 2d) -> h (r, d), the highway, then W5."""
         if self.highway:
             g = torch.sigmoid(self.carry(f))
             f = (1 - g) * f + g * torch.relu(self.transform(f))
