@@ -101,8 +101,7 @@ class MAGS(nn.Module):
             features = torch.cat([p * reference * gate, (1 - p) * divergence * (1 - gate)], -1)      # (4),(6) (r, 2d)
         else:
             features = torch.cat([reference, divergence], -1)                                      # attention only
-        h = self._compose(features)                                                                # (7) (r, d)
-        return h.new_zeros(*x_mask.shape, h.shape[-1]).index_put_((x_mask,), h)                    # (n, l, d)
+        return scatter_rows(self._compose(features), x_mask)                                       # (7) (n, l, d)
 
     def _compose(self, f):
         """(7) on the real rows: F (r, 2d) -> h (r, d), the highway, then W5."""
@@ -123,12 +122,14 @@ class HashingDenoiser(nn.Module):
                                      nn.Linear(hidden, dims))                         # (9) mirror, last layer linear
 
 
+def scatter_rows(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The r real rows (r, k) back in place: (n, l, k), zeros at the padded rows of `mask` (n, l)."""
+    return values.new_zeros(*mask.shape, values.shape[-1]).index_put_((mask,), values)
+
+
 def on_rows(function, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """`function` applied to the real rows of x (n, l, k) only (padding costs nothing); zeros at padding."""
-    values = function(x[mask])                                                          # (r, k')
-    out = values.new_zeros(*mask.shape, values.shape[-1])
-    out[mask] = values
-    return out
+    return scatter_rows(function(x[mask]), mask)
 
 
 @register_model
