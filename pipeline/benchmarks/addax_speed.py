@@ -38,7 +38,7 @@ def head_macs(l: int, t: float, d: int, h: int, hidden: int) -> float:
     mags_side = lambda rows, other: rows * other * d * 3 + rows * (2 * (2 * d) ** 2 + 2 * d * d)  # noqa: E731
     # S, R, S W1 (3 products of rows x other x d) + highway W3, W4 (2d x 2d) and W5 (2d x d) per row
     denoiser = t * (d * hidden + hidden * hidden + hidden * h)                 # encoder only (the decoder trains)
-    return mags_side(l, t) + mags_side(t, l) - l * t * d + denoiser + l * d * h + l * t * h  # S once; projection; MaxSim
+    return mags_side(l, t) + mags_side(t, l) - l * t * d + denoiser + l * d * h + l * t * h  # S once, W_q, MaxSim
 
 
 def bert_macs(tokens: float, layers: int, d: int, intermediate: int) -> float:
@@ -92,19 +92,20 @@ def bench(dataset: str, queries: int, threads: int | None, batch_size: int) -> d
     doc_rows = sum(rows) / len(rows)
     head = head_macs(query_rows, doc_rows, bert.hidden_size, config.hash_bits, config.hash_hidden)
     full = bert_macs(query_rows + doc_rows - 1, bert.num_hidden_layers, bert.hidden_size, bert.intermediate_size)
-    per_query = len(timed) / queries
-    store_bytes = doc_rows * bert.hidden_size * 2
-    return {"dataset": dataset, "queries": queries, "candidates_per_query": per_query, "threads": torch.get_num_threads(),
-            "mean_query_rows": round(query_rows, 1), "mean_doc_rows": round(doc_rows, 1),
-            "encode_docs_per_s": round(len(docs) / encode_s, 1),
-            "queries_per_s": {"addax_warm_store": round(queries / warm_s, 3), "addax_on_the_fly": round(queries / fly_s, 3),
-                              "monobert": round(queries / mono_s, 3)},
+    store_bytes = doc_rows * bert.hidden_size * 2                          # fp16 rows
+    code_bytes = doc_rows * config.hash_bits / 8                            # packed sign codes (no_mags only)
+    gib = lambda per_passage: round(per_passage * MSMARCO_PASSAGES / 2 ** 30, 1)  # noqa: E731
+    return {"dataset": dataset, "queries": queries, "candidates_per_query": len(timed) / queries,
+            "threads": torch.get_num_threads(), "mean_query_rows": round(query_rows, 1),
+            "mean_doc_rows": round(doc_rows, 1), "encode_docs_per_s": round(len(docs) / encode_s, 1),
+            "queries_per_s": {"addax_warm_store": round(queries / warm_s, 3),
+                              "addax_on_the_fly": round(queries / fly_s, 3), "monobert": round(queries / mono_s, 3)},
             "measured_ratio_warm_vs_monobert": round(mono_s / warm_s, 2),
             "paper_macs_per_pair": {"addax_head": round(head / 1e6, 1), "monobert_bert": round(full / 1e6, 1),
                                     "ratio": round(full / head, 2)},
-            "store_bytes_per_passage": {"fp16_rows": round(store_bytes), "no_mags_packed_sign_codes": round(doc_rows * config.hash_bits / 8)},
-            "msmarco_projection_gib": {"fp16_rows": round(store_bytes * MSMARCO_PASSAGES / 2 ** 30, 1),
-                                       "no_mags_packed_sign_codes": round(doc_rows * config.hash_bits / 8 * MSMARCO_PASSAGES / 2 ** 30, 1)}}
+            "store_bytes_per_passage": {"fp16_rows": round(store_bytes),
+                                        "no_mags_packed_sign_codes": round(code_bytes)},
+            "msmarco_projection_gib": {"fp16_rows": gib(store_bytes), "no_mags_packed_sign_codes": gib(code_bytes)}}
 
 
 def main(argv: list[str] | None = None) -> int:

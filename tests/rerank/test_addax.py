@@ -65,7 +65,8 @@ def test_padding_never_wins_a_max():
 def test_appended_padding_changes_no_score(tiny_bert):
     model = _model(tiny_bert)
     alone = _scores(model, make_pairs(QUERIES[:1], DOCS[:1]))
-    padded = _scores(model, make_pairs([QUERIES[0], "a much longer question about other things"], [DOCS[0], DOCS[2] * 3]))
+    longer = make_pairs([QUERIES[0], "a much longer question about other things"], [DOCS[0], DOCS[2] * 3])
+    padded = _scores(model, longer)
     assert padded[0].item() == pytest.approx(alone[0].item(), abs=1e-5)
 
 
