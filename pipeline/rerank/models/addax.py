@@ -1,0 +1,265 @@
+"""ADDAX: adaptive feature discrimination and denoising for late-interaction reranking (Li, Li & Guo, COLING 2022),
+as MODELS.md §3 reads the paper ([R] marks our resolutions; no public code exists).
+
+Encoder. One shared BERT encodes "[CLS] q [SEP]" and "[CLS] d [SEP]" apart; every non-padding word piece is kept
+(the specials too [R]): U_Q (l, d) and V_D (t, d), l <= L_Q, t <= L_D. The document side never sees the query, so
+V_D is what `irpipe encode` stores; only the per-pair head below runs at rerank time.
+
+MAGS, matching-adapted gating cells (query side; the document side is the same with S' = S^T, its own parameters):
+    (1)  S = U_Q V_D^T                        (l, t)   padded columns masked (-inf in the softmax, 0 elsewhere)
+    (2)  R_Q = softmax_row(S) V_D             (l, d)   attention reference;  D_Q = U_Q - R_Q  divergence
+    (3)  E = sigma(S W1 + b1)                 (l, d)   W1 in R^{L_D x d}: S zero-padded to the fixed L_D columns
+    (4)  F_r = R_Q * E;  F_d = D_Q * (1 - E)  (l, d)   element gates
+    (5)  p_i = sigma(S_i w1 + b1')            (l,)     row gate, w1 in R^{L_D}
+    (6)  F_i = [p_i F_r,i ; (1 - p_i) F_d,i]  (l, 2d)
+    (7)  highway: p~ = ReLU(W3 F + b3), g = sigma(W4 F + b4), x = (1 - g) * F + g * p~;  h = W5 x + b5  (l, d)
+Hashing denoiser (document side):
+    (8)  B = tanh(W_c ReLU(W_b tanh(W_a H_D)))   (t, h)  d -> 512 -> 512 -> h;  codes B_D = tanh(alpha B)
+    (9)  L1 = ||B_D - sgn(B)||_F^2;  H_D^r = decoder(B_D) (mirror, untied, last layer linear);  L2 = ||H_D^r - H_D||_F^2
+    (10) query side: H_Q <- tanh(W_q H_Q + b_q)  (l, h)
+Score (ColBERT MaxSim):
+    (11) f(Q, D) = sum_{i real} max_{j real} cos(h^Q_i, b^D_j)  in [-l, l];  codes tanh(alpha B) or sgn(B) (`codes`)
+Loss, per triplet (Q, D+, D-): [1 - f(Q, D+) + f(Q, D-)]_+ + delta (L1(D+) + L1(D-)) + gamma (L2(D+) + L2(D-)).
+
+Ablations (`ablation`): no_mags (h = U_Q, V_D), no_highway (h = W5 F + b5), no_denoiser (no codes, no query
+projection, MaxSim on the MAGS outputs), attention_only_mags (the gates (3)-(5) removed: F_i = [R_Q,i ; D_Q,i] [R]).
+Default BERT: all-MiniLM-L6-v2 (a siamese sentence encoder: the right start); any local BERT folder by path.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pad_sequence
+
+from pipeline.errors import ConfigError
+from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, pad_rows, save_bert_assets
+from pipeline.rerank.config import at_least, choice
+from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
+from pipeline.rerank.neural import register_model
+from pipeline.training.losses import pairwise_hinge
+
+ABLATIONS = ("none", "no_mags", "no_highway", "no_denoiser", "attention_only_mags")
+
+
+@dataclass
+class ADDAXConfig:
+    bert: str = DEFAULT_BERT        # a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)
+    max_query_length: int = 32      # L_Q: word pieces of "[CLS] q [SEP]"; W1' has L_Q rows
+    max_doc_length: int = 128       # L_D: word pieces of "[CLS] d [SEP]"; W1 has L_D rows (180 for MS MARCO)
+    hash_bits: int = 300            # h, code length
+    hash_hidden: int = 512          # the denoiser's hidden width
+    alpha: float = 5.0              # codes tanh(alpha B)
+    delta: float = 1e-6             # weight of the sign loss L1
+    gamma: float = 0.003            # weight of the reconstruction loss L2
+    margin: float = 1.0             # triplet hinge margin
+    scaled: bool = False            # S / sqrt(d) [R]
+    dropout: float = 0.1            # on the MAGS outputs h
+    codes: str = "tanh"             # scoring codes: "tanh" (tanh(alpha B)) or "sign" (sgn(B))
+    ablation: str = "none"          # none | no_mags | no_highway | no_denoiser | attention_only_mags
+
+    def check(self) -> None:
+        choice("addax", "codes", self.codes, ("tanh", "sign"))
+        choice("addax", "ablation", self.ablation, ABLATIONS)
+        for name in ("max_query_length", "max_doc_length"):
+            at_least("addax", name, getattr(self, name), 3)  # [CLS], one piece, [SEP]
+        for name in ("hash_bits", "hash_hidden"):
+            at_least("addax", name, getattr(self, name), 1)
+        for name in ("alpha", "delta", "gamma", "margin", "dropout"):
+            at_least("addax", name, getattr(self, name), 0)
+
+
+class MAGS(nn.Module):
+    """Matching-adapted gating cells of one side, equations (1)-(7): own tokens X (n, l, d) against the other side's
+    Y (n, t, d) with their masks; `other_length` = the fixed padded length of Y (L_D for the query side)."""
+
+    def __init__(self, dims: int, other_length: int, gates: bool = True, highway: bool = True):
+        super().__init__()
+        self.gates, self.highway = gates, highway
+        if gates:
+            self.element_gate = nn.Linear(other_length, dims)        # (3) W1 (L_D x d), b1 (d,)
+            self.row_gate = nn.Linear(other_length, 1)               # (5) w1 (L_D,), b1'
+        if highway:
+            self.transform = nn.Linear(2 * dims, 2 * dims)           # (7) W3, b3
+            self.carry = nn.Linear(2 * dims, 2 * dims)               # (7) W4, b4
+        self.out = nn.Linear(2 * dims, dims)                         # (7) W5, b5
+
+    def forward(self, x, x_mask, y, y_mask, similarity):
+        """x (n, l, d), y (n, t, d), masks (n, l) / (n, t) bool, similarity S (n, l, t) -> h (n, l, d), zeros at
+        padded rows. After the attention, only the r real rows of x are computed on (padding costs nothing)."""
+        attention = similarity.masked_fill(~y_mask.unsqueeze(1), float("-inf")).softmax(-1)   # (2) softmax_row(S)
+        reference = (attention @ y)[x_mask]                                                  # (2) R (r, d)
+        divergence = x[x_mask] - reference                                                   # (2) D (r, d)
+        if self.gates:
+            s = similarity.masked_fill(~y_mask.unsqueeze(1), 0.0)[x_mask]                    # (r, t) zeros at padding
+            t = s.shape[-1]   # S zero-padded to the fixed length: S W1 = S[:, :t] W1[:t]
+            gate = torch.sigmoid(F.linear(s, self.element_gate.weight[:, :t], self.element_gate.bias))  # (3) E (r, d)
+            p = torch.sigmoid(F.linear(s, self.row_gate.weight[:, :t], self.row_gate.bias))             # (5) (r, 1)
+            features = torch.cat([p * reference * gate, (1 - p) * divergence * (1 - gate)], -1)      # (4),(6) (r, 2d)
+        else:
+            features = torch.cat([reference, divergence], -1)                                      # attention only
+        return scatter_rows(self._compose(features), x_mask)                                       # (7) (n, l, d)
+
+    def _compose(self, f):
+        """(7) on the real rows: F (r, 2d) -> h (r, d), the highway, then W5."""
+        if self.highway:
+            g = torch.sigmoid(self.carry(f))
+            f = (1 - g) * f + g * torch.relu(self.transform(f))
+        return self.out(f)
+
+
+class HashingDenoiser(nn.Module):
+    """The locality-constrained hashing denoiser, equations (8)-(9): codes of the document's token vectors."""
+
+    def __init__(self, dims: int, hidden: int, bits: int):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(dims, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.ReLU(),
+                                     nn.Linear(hidden, bits), nn.Tanh())              # (8) B (r, h)
+        self.decoder = nn.Sequential(nn.Linear(bits, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.ReLU(),
+                                     nn.Linear(hidden, dims))                         # (9) mirror, last layer linear
+
+
+def scatter_rows(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The r real rows (r, k) back in place: (n, l, k), zeros at the padded rows of `mask` (n, l)."""
+    return values.new_zeros(*mask.shape, values.shape[-1]).index_put_((mask,), values)
+
+
+def on_rows(function, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """`function` applied to the real rows of x (n, l, k) only (padding costs nothing); zeros at padding."""
+    return scatter_rows(function(x[mask]), mask)
+
+
+@register_model
+class ADDAX(LateInteraction, RerankModel):
+    name = "addax"
+    config_class = ADDAXConfig
+    sampling = "pairs"   # a positive and a negative of its query: one triplet
+    training_defaults = {"optimizer": "adam", "lr": 1e-5, "weight_decay": 0.0, "train_batch_size": 32,
+                         "schedule": "linear", "warmup": 0.1, "max_grad_norm": 1.0, "negatives_per_positive": 1}
+
+    def __init__(self, config: ADDAXConfig, bert: nn.Module | None = None, tokenizer=None):
+        super().__init__(config)
+        if bert is None:
+            bert, tokenizer = load_bert(config.bert)
+        for name in ("max_query_length", "max_doc_length"):
+            if getattr(config, name) > bert.config.max_position_embeddings:
+                raise ConfigError(f"addax: {name}={getattr(config, name)} exceeds the "
+                                  f"{bert.config.max_position_embeddings} positions of {config.bert}", field=name)
+        self.bert, self.tokenizer = bert, tokenizer
+        d, ablation = bert.config.hidden_size, config.ablation
+        if ablation != "no_mags":
+            gates, highway = ablation != "attention_only_mags", ablation != "no_highway"
+            self.query_mags = MAGS(d, config.max_doc_length, gates, highway)   # W1 in R^{L_D x d}
+            self.doc_mags = MAGS(d, config.max_query_length, gates, highway)   # W1' in R^{L_Q x d}
+        if ablation != "no_denoiser":
+            self.denoiser = HashingDenoiser(d, config.hash_hidden, config.hash_bits)
+            self.query_projection = nn.Linear(d, config.hash_bits)            # (10)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def save_assets(self, directory: Path) -> None:
+        save_bert_assets(self.bert, self.tokenizer, directory)
+
+    @classmethod
+    def load_assets(cls, config: ADDAXConfig, directory: Path) -> "ADDAX":
+        return cls(config, *bert_from_assets(directory))
+
+    # -- inputs ------------------------------------------------------------------------------------------------
+    def _pieces(self, texts: list[str], length: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """(B, L) ids and mask of "[CLS] text [SEP]" cut to `length` pieces; how many texts were cut."""
+        tok, room = self.tokenizer, length - 2
+        pieces = tok(list(texts), add_special_tokens=False)["input_ids"]
+        ids, mask = pad_rows([[tok.cls_token_id, *p[:room], tok.sep_token_id] for p in pieces], tok.pad_token_id)
+        return ids, mask, sum(len(p) > room for p in pieces)
+
+    def prepare(self, pairs: list[Pair]) -> Batch:
+        q_ids, q_mask, q_cut = self._pieces([p.query for p in pairs], self.config.max_query_length)
+        d_ids, d_mask, d_cut = self._pieces([p.text for p in pairs], self.config.max_doc_length)
+        return Batch({"query_ids": q_ids, "query_mask": q_mask, "doc_ids": d_ids, "doc_mask": d_mask},
+                     q_cut + d_cut, pairs)
+
+    # -- the model -----------------------------------------------------------------------------------------------
+    def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(B, L) -> (B, L, d) BERT's last layer; the siamese encoder of both sides."""
+        return self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    def forward(self, query_ids, query_mask, doc_ids, doc_mask) -> dict[str, torch.Tensor]:
+        return self.interact(self.encode(query_ids, query_mask), query_mask.bool(),
+                             self.encode(doc_ids, doc_mask), doc_mask.bool(), losses=True)
+
+    def interact(self, u, u_mask, v, v_mask, losses: bool = False) -> dict[str, torch.Tensor]:
+        """The per-pair head: U_Q (n, l, d), V_D (n, t, d), masks (n, l) / (n, t) bool -> {"score": (n,)} and, with
+        `losses`, the per-pair sign and reconstruction losses (n,) of the document."""
+        if v.shape[1] > self.config.max_doc_length or u.shape[1] > self.config.max_query_length:
+            raise ConfigError(f"addax: encodings of {u.shape[1]} query / {v.shape[1]} document rows exceed "
+                              f"max_query_length={self.config.max_query_length} / max_doc_length="
+                              f"{self.config.max_doc_length} (a store made with other lengths?)")
+        u, v = u.float(), v.float()
+        if self.config.ablation == "no_mags":
+            h_q, h_d = u, v
+        else:
+            s = u @ v.transpose(1, 2)                                                    # (1) S (n, l, t)
+            if self.config.scaled:
+                s = s / u.shape[-1] ** 0.5
+            h_q = self.query_mags(u, u_mask, v, v_mask, s)                               # (n, l, d)
+            h_d = self.doc_mags(v, v_mask, u, u_mask, s.transpose(1, 2))                 # S' = S^T (n, t, d)
+        h_q, h_d = self.dropout(h_q), self.dropout(h_d)
+        out = {}
+        if self.config.ablation == "no_denoiser":
+            query, doc = h_q, h_d
+        else:
+            b = on_rows(self.denoiser.encoder, h_d, v_mask)                              # (8) B (n, t, h)
+            codes = torch.tanh(self.config.alpha * b)                                     # B_D
+            query = torch.tanh(self.query_projection(h_q))                               # (10) (n, l, h)
+            doc = codes if self.config.codes == "tanh" else torch.sign(b)
+            if losses:
+                rows = v_mask.unsqueeze(-1)
+                out["sign_loss"] = ((codes - torch.sign(b)) ** 2 * rows).sum((1, 2))      # (9) L1 (n,)
+                rebuilt = on_rows(self.denoiser.decoder, codes, v_mask)                   # H_D^r (n, t, d)
+                out["reconstruction_loss"] = ((rebuilt - h_d) ** 2 * rows).sum((1, 2))   # (9) L2 (n,)
+        out["score"] = maxsim(query, u_mask, doc, v_mask)                                 # (11)
+        return out
+
+    def score(self, output: dict[str, torch.Tensor]) -> torch.Tensor:
+        return output["score"]
+
+    def loss(self, output: dict[str, torch.Tensor], batch: Batch) -> Loss:
+        hinge = pairwise_hinge(output["score"], batch.labels, batch.groups, self.config.margin)
+        parts = {"hinge": hinge}
+        if "sign_loss" in output:
+            triplets = max(1, int(batch.groups.unique().numel()))  # both documents of a triplet count, per triplet
+            parts["sign"] = self.config.delta * output["sign_loss"].sum() / triplets
+            parts["reconstruction"] = self.config.gamma * output["reconstruction_loss"].sum() / triplets
+        return Loss(sum(parts.values()), parts)
+
+    # -- late interaction: the BERT pass of a document is stored; the head runs per pair --------------------------
+    def encode_documents(self, texts: list[str]) -> list[torch.Tensor]:
+        """Each text's V_D: (t_i, d), its real word pieces (what the store keeps)."""
+        return self._encode_apart(texts, self.config.max_doc_length)
+
+    def encode_queries(self, texts: list[str]) -> list[torch.Tensor]:
+        return self._encode_apart(texts, self.config.max_query_length)
+
+    def _encode_apart(self, texts: list[str], length: int) -> list[torch.Tensor]:
+        ids, mask, _ = self._pieces(texts, length)
+        device = next(self.parameters()).device
+        hidden = self.encode(ids.to(device), mask.to(device))                             # (B, L, d)
+        return [h[:int(m.sum())] for h, m in zip(hidden, mask)]
+
+    def score_encoded(self, query: torch.Tensor, documents: list[torch.Tensor]) -> torch.Tensor:
+        """One query's U_Q (l, d) against n stored V_D (t_i, d): the head batched over all n candidates -> (n,)."""
+        lengths = torch.tensor([len(d) for d in documents], device=query.device)
+        v = pad_sequence(documents, batch_first=True)                                     # (n, t, d)
+        v_mask = torch.arange(v.shape[1], device=query.device) < lengths.unsqueeze(1)     # (n, t)
+        u = query.unsqueeze(0).expand(len(documents), -1, -1)                            # (n, l, d), no copy
+        u_mask = torch.ones(u.shape[:2], dtype=torch.bool, device=query.device)
+        return self.interact(u, u_mask, v, v_mask)["score"]
+
+
+def maxsim(query: torch.Tensor, query_mask: torch.Tensor, doc: torch.Tensor, doc_mask: torch.Tensor) -> torch.Tensor:
+    """(11) sum over real query rows of the max cosine over real document rows: (n, l, k), (n, t, k) -> (n,)."""
+    cos = F.normalize(query, dim=-1) @ F.normalize(doc, dim=-1).transpose(1, 2)         # (n, l, t)
+    best = cos.masked_fill(~doc_mask.unsqueeze(1), float("-inf")).amax(-1)             # (n, l) padding never wins
+    return (best * query_mask).sum(-1)                                                  # (n,)
