@@ -12,6 +12,7 @@ different text under the same id is an error naming both lines.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 from pipeline.data.files import numbered_lines
@@ -28,18 +29,24 @@ class _Candidates:
     run: Run
 
 
+def aligned_columns(paths: dict[str, Path]) -> dict[str, list[tuple[int, str]]]:
+    """The numbered lines of parallel files (a.toks, b.toks, sim.txt, id.txt...), which must have one line count."""
+    columns = {key: list(numbered_lines(path, skip_blank=False)) for key, path in paths.items()}
+    counts = {key: len(lines) for key, lines in columns.items()}
+    if len(set(counts.values())) != 1:
+        shortest = min(counts, key=counts.get)
+        message = f"has {counts[shortest]} lines, but the line counts {counts} should all be equal"
+        raise InputError(paths[shortest], message, counts[shortest] + 1)
+    return columns
+
+
 class AnswerSelectionDataset(Dataset):
     provides = ("topics", "qrels", "run", "docs")
 
     def _read(self) -> _Candidates:
         keys = ("questions", "answers", "labels", "ids")
         paths = {key: self.path(key) for key in keys}
-        columns = {key: list(numbered_lines(paths[key], skip_blank=False)) for key in keys}
-        counts = {key: len(lines) for key, lines in columns.items()}
-        if len(set(counts.values())) != 1:
-            shortest = min(counts, key=counts.get)
-            message = f"has {counts[shortest]} lines, but the line counts {counts} should all be equal"
-            raise InputError(paths[shortest], message, counts[shortest] + 1)
+        columns = aligned_columns(paths)
         queries: dict[str, str] = {}
         qrels: Qrels = {}
         ranking: dict[str, list[tuple[str, float]]] = {}

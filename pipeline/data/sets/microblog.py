@@ -16,10 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from pipeline.data.files import numbered_lines
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import Run, Topics
-from pipeline.data.sets.answer_selection import AnswerSelectionDataset
+from pipeline.data.sets.answer_selection import AnswerSelectionDataset, aligned_columns
 from pipeline.errors import InputError
 
 COLUMNS = ("queries", "tweets", "labels", "urls", "ids")
@@ -60,12 +59,7 @@ class MicroblogDataset(AnswerSelectionDataset):
 
     def _read_year(self, year, queries, qrels, scores, texts, urls) -> None:
         paths = {key: self.path(f"{year}/{key}") for key in COLUMNS}
-        columns = {key: list(numbered_lines(paths[key], skip_blank=False)) for key in COLUMNS}
-        counts = {key: len(lines) for key, lines in columns.items()}
-        if len(set(counts.values())) != 1:
-            shortest = min(counts, key=counts.get)
-            message = f"has {counts[shortest]} lines, but the line counts {counts} should all be equal"
-            raise InputError(paths[shortest], message, counts[shortest] + 1)
+        columns = aligned_columns(paths)
         for (number, query), (_, tweet), (_, label), (_, url), (_, ids) in zip(*(columns[k] for k in COLUMNS)):
             parts = ids.split()
             if len(parts) != 6 or not parts[0].isdigit():
