@@ -102,7 +102,7 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
                               "use the original settings or a new output folder")
         logger.info("resuming %s after epoch %d", out, trainer["epoch"])
     else:
-        if resume:
+        if resume and out.exists():  # (a recipe's first training resumes into a folder not made yet: no news)
             logger.warning("%s holds no saved training state: training starts afresh", out)
         torch.manual_seed(options.seed)
         random.seed(options.seed)

@@ -266,6 +266,7 @@ def test_a_tampered_state_is_refused_and_an_empty_one_said(tiny_bert, tiny_qa, t
     (tmp_path / "out" / "state" / "epoch-0001" / "trainer.json").write_text("{}")
     with pytest.raises(ConfigError, match="inconsistent .*changed after it was saved"):
         _train(tiny_bert, tiny_qa, tmp_path / "out", options={"epochs": 2}, resume=True)
+    (tmp_path / "fresh").mkdir()  # an existing --out folder without state: --resume says it starts afresh
     with caplog.at_level(logging.WARNING, logger="irpipe"):
         _train(tiny_bert, tiny_qa, tmp_path / "fresh", options={"epochs": 1}, resume=True)
     assert "holds no saved training state: training starts afresh" in caplog.text
