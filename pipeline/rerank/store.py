@@ -41,15 +41,22 @@ class EncodingStore:
 
     def __init__(self, directory: Path, manifest: dict):
         self.directory, self.manifest = directory, manifest
-        self._where: dict[str, tuple[int, int, int]] = {}  # docid -> (shard, offset, rows)
+        self._locations: dict[str, tuple[int, int, int]] | None = None  # read on first use, not for `digest`
         self._arrays: dict[int, np.ndarray] = {}
-        for number, shard in enumerate(manifest["shards"]):
-            ids = directory / f"{shard['name']}.ids"
-            for line_number, line in enumerate(ids.read_text(encoding="utf-8").splitlines(), 1):
-                parts = line.split("\t")
-                if len(parts) != 3:
-                    raise InputError(ids, "expected docid<TAB>offset<TAB>rows", line=line_number)
-                self._where[parts[0]] = (number, int(parts[1]), int(parts[2]))
+
+    @property
+    def _where(self) -> dict[str, tuple[int, int, int]]:
+        """docid -> (shard, offset, rows), from the shards' .ids files."""
+        if self._locations is None:
+            self._locations = {}
+            for number, shard in enumerate(self.manifest["shards"]):
+                ids = self.directory / f"{shard['name']}.ids"
+                for line_number, line in enumerate(ids.read_text(encoding="utf-8").splitlines(), 1):
+                    parts = line.split("\t")
+                    if len(parts) != 3:
+                        raise InputError(ids, "expected docid<TAB>offset<TAB>rows", line=line_number)
+                    self._locations[parts[0]] = (number, int(parts[1]), int(parts[2]))
+        return self._locations
 
     @classmethod
     def open(cls, directory: str | Path, model: str, model_digest: str) -> "EncodingStore":
@@ -129,7 +136,7 @@ def write_store(directory: str | Path, model: LateInteraction, model_digest: str
     if (manifest["model"], manifest["model_digest"], manifest["dtype"]) != (model.name, model_digest, dtype):
         raise ConfigError(f"{directory} holds {manifest['dtype']} encodings of another model ({manifest['model']}, "
                           f"{manifest['model_digest'][:12]}); choose another --out folder", field="out")
-    stored = set(EncodingStore(directory, manifest)._where) if manifest["shards"] else set()
+    stored = set(EncodingStore(directory, manifest)._where)
     for stale in directory.glob(".shard-*.tmp"):  # a shard interrupted before the manifest listed it
         stale.unlink()
     pending = {docid: text for docid, text in documents if docid not in stored}
