@@ -74,3 +74,11 @@ def dataset_from_args(args: argparse.Namespace, prefix: str | None = None, requi
     if not files:
         return dataset
     return WithFiles(dataset, local_dataset_from_files(files, name=f"{dataset.name}+files"))
+
+
+def add_shipped_texts(run, dataset) -> None:
+    """Give `run`'s candidates the texts that `dataset` ships with its own candidates (DL19/DL20, WikiQA, TrecQA),
+    so that a run file of your own over such a dataset needs no index."""
+    shipped = dataset.run() if dataset is not None else None
+    if shipped is not None:
+        run.texts = {d: shipped.texts[d] for hits in run.ranking.values() for d, _ in hits if d in shipped.texts}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Iterator
 
-from pipeline.commands.data_args import add_data_args
+from pipeline.commands.data_args import add_data_args, add_shipped_texts
 from pipeline.commands.rerank import add_model_args
 from pipeline.errors import ConfigError
 
@@ -46,9 +46,8 @@ def _documents(args) -> Iterator[tuple[str, str]]:
         if dataset is None:
             raise ConfigError("give --run FILE (its candidates), --corpus FILE, or --dataset NAME|DIR")
         return ((doc["id"], doc["contents"]) for doc in dataset.docs())
-    shipped = dataset.run() if dataset is not None and args.run else None
-    if shipped is not None:  # texts the dataset ships with its own candidates
-        run.texts = {d: shipped.texts[d] for hits in run.ranking.values() for d, _ in hits if d in shipped.texts}
+    if args.run:
+        add_shipped_texts(run, dataset)
 
     def index_path() -> str | None:  # asked only when a candidate has no text
         if args.index or dataset is None:

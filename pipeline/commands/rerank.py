@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.commands.data_args import add_data_args, dataset_from_args
+from pipeline.commands.data_args import add_data_args, add_shipped_texts, dataset_from_args
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 
@@ -46,9 +46,7 @@ def main(args: argparse.Namespace) -> int:
     if args.dataset and args.run:  # candidate texts the named dataset ships (DL19/DL20, WikiQA, TrecQA)
         from pipeline.data.registry import get_dataset
 
-        shipped = get_dataset(args.dataset).run()
-        if shipped is not None:
-            run.texts = {d: shipped.texts[d] for hits in run.ranking.values() for d, _ in hits if d in shipped.texts}
+        add_shipped_texts(run, get_dataset(args.dataset))
     if args.eval and "qrels" not in dataset.provides:
         raise ConfigError("--eval needs qrels: --qrels FILE or a dataset that has them")
     topics = dataset.topics()
