@@ -53,11 +53,14 @@ def autocast(device: torch.device, amp: str | None):
     return torch.autocast(device.type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
 
 
-def labelled(batch: Batch, device: torch.device) -> Batch:
-    """`batch` with its pairs' labels and groups (one group per query, in order of appearance) as tensors."""
-    groups: dict[str, int] = {}
+def labelled(batch: Batch, device: torch.device | str, groups: list[int] | None = None) -> Batch:
+    """`batch` with its pairs' labels and groups (what a pairwise loss compares) as tensors; default groups: one
+    per query, numbered in order of appearance."""
+    if groups is None:
+        numbers: dict[str, int] = {}
+        groups = [numbers.setdefault(p.qid, len(numbers)) for p in batch.pairs]
     batch.labels = torch.tensor([p.label for p in batch.pairs], dtype=torch.float32, device=device)
-    batch.groups = torch.tensor([groups.setdefault(p.qid, len(groups)) for p in batch.pairs], device=device)
+    batch.groups = torch.tensor(groups, device=device)
     return batch
 
 

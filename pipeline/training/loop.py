@@ -31,8 +31,8 @@ from pipeline.log import logger, progress
 from pipeline.rerank import models
 from pipeline.rerank.checkpoint import save_checkpoint
 from pipeline.rerank.config import config_to_dict, make_config
-from pipeline.rerank.model import Batch, Loss, RerankModel
-from pipeline.rerank.scoring import autocast, resolve_device
+from pipeline.rerank.model import Loss, RerankModel
+from pipeline.rerank.scoring import autocast, labelled, resolve_device
 from pipeline.training.examples import DevSet, Examples, dataset_fingerprint, epoch_batches, epoch_steps, \
     examples_from, get_dataset
 from pipeline.training.optim import Stepper
@@ -53,10 +53,8 @@ class TrainResult:
 
 def batch_loss(model: RerankModel, groups: list[list], device) -> tuple[Loss, int]:
     """The model's loss on one batch of groups, and how many of its inputs were truncated."""
-    pairs = [pair for group in groups for pair in group]
-    batch: Batch = model.prepare(pairs).to(device)
-    batch.labels = torch.tensor([p.label for p in pairs], dtype=torch.float32, device=device)
-    batch.groups = torch.tensor([g for g, group in enumerate(groups) for _ in group], device=device)
+    batch = model.prepare([pair for group in groups for pair in group]).to(device)
+    labelled(batch, device, [g for g, group in enumerate(groups) for _ in group])
     return model.loss(model(**batch.tensors), batch), batch.truncated
 
 
