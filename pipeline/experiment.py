@@ -15,6 +15,13 @@ and the expected scores with a tolerance (published numbers live in eval/referen
     tolerance: 0.0001
     ci: true            # false: too long for the test suite (training); reproduce it by hand
     baseline: bm25(k1=0.9, b=0.4, hits=1000)   # optional: a second pipeline to compare with
+    seeds: [0, 1, 2]    # optional: run the pipeline once per seed, put in for `{seed}` in its spec
+
+With `seeds`, the pipeline spec names `{seed}` (e.g. `hcan(train=trecqa/train, seed={seed})`); each seed's run is
+written as runs/<name>.seed<N>.trec, the scores are the mean over the seeds with their sample sd beside, and the
+expected scores pin that mean. The tolerance should come from the measured spread: `spread_tolerance` (two
+standard errors of the difference between two means of n seeds, 2·sd·sqrt(2/n)) is printed with the result,
+and a tolerance tighter than it is warned about: another lab's mean of n seeds would fail it by chance.
 
 Running it writes runs/<name>.trec and eval/results/<name>.json; each expected score is OK (within tolerance),
 OKISH (within 10x tolerance: a warning) or FAIL, and `--check` exits 1 on any FAIL. With a `baseline`, the
@@ -27,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,14 +49,16 @@ DEFAULT_EXPERIMENT = Path(__file__).resolve().parent.parent / "eval" / "main-job
 OKISH_FACTOR = 10
 BASELINE = "baseline"  # the baseline pipeline's row in the comparison table
 _KEYS = {"name", "dataset", "pipeline", "measures", "expected", "tolerance", "rel_level", "queries",
-         "output_format", "description", "ci", "baseline"}
+         "output_format", "description", "ci", "baseline", "seeds"}
 # (key, accepted YAML types, as said in the error) for the optional and required fields
 _FIELD_KINDS = [("name", (str,), "a string"), ("dataset", (str,), "a dataset name or folder (a string)"),
                 ("pipeline", (str,), "a pipeline spec (a string)"), ("measures", (str, list), "a list of measures"),
                 ("expected", (dict,), "a mapping measure: score"), ("tolerance", (int, float), "a number"),
                 ("rel_level", (int,), "an integer"), ("queries", (str,), "qrels or run"),
                 ("output_format", (str,), "trec or msmarco"), ("description", (str,), "a string"),
-                ("ci", (bool,), "true or false"), ("baseline", (str,), "a pipeline spec (a string)")]
+                ("ci", (bool,), "true or false"), ("baseline", (str,), "a pipeline spec (a string)"),
+                ("seeds", (list,), "a list of integer seeds, e.g. [0, 1, 2]")]
+SEED = "{seed}"  # where each of an experiment's seeds goes in its pipeline spec
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # no path separators, no leading dot (no `..`)
 
 
@@ -66,6 +76,7 @@ class Experiment:
     description: str = ""
     ci: bool = True  # re-run by the test suite; false for experiments that train for minutes (run them by hand)
     baseline: str | None = None  # a second pipeline spec, compared with `pipeline` (paired t-tests, win/loss plot)
+    seeds: list[int] | None = None  # run the pipeline once per seed (SEED in its spec); scores are mean ± sd
     path: str | None = None
 
     @classmethod
@@ -99,7 +110,8 @@ class Experiment:
                          tolerance=float(data.get("tolerance", 1e-4)),
                          rel_level=data.get("rel_level"), queries=data.get("queries", "qrels"),
                          output_format=data.get("output_format", "trec"), description=data.get("description", ""),
-                         ci=data.get("ci", True), baseline=data.get("baseline"), path=path)
+                         ci=data.get("ci", True), baseline=data.get("baseline"), seeds=data.get("seeds"),
+                         path=path)
         experiment.check()
         return experiment
 
@@ -126,6 +138,16 @@ class Experiment:
             raise problem(f"queries must be one of {', '.join(QUERY_SETS)}", "queries")
         if self.baseline is not None and not self.baseline.strip():
             raise problem("baseline is a pipeline spec (a string)", "baseline")
+        if self.seeds is not None:
+            if (len(self.seeds) < 2 or len(set(map(str, self.seeds))) != len(self.seeds)
+                    or not all(isinstance(s, int) and not isinstance(s, bool) for s in self.seeds)):
+                raise problem(f"seeds must be at least two different integers (3 or more for a reported number), "
+                              f"got {self.seeds!r}", "seeds")
+            if SEED not in self.pipeline:
+                raise problem(f"seeds are given, but the pipeline does not say where they go: write {SEED} in it, "
+                              f"e.g. hcan(train=..., seed={SEED})", "pipeline")
+        elif SEED in self.pipeline:
+            raise problem(f"the pipeline names {SEED}, but no seeds are given: add e.g. `seeds: [0, 1, 2]`", "seeds")
         rel_level = self.rel_level or 1
         try:
             measures = [str(m) for m in parse_measures(self.measures, rel_level)]
@@ -139,12 +161,18 @@ class Experiment:
             if key not in measures:
                 raise problem(f"expected score for {measure}, which is not among the measures "
                               f"({', '.join(self.measures)})", f"expected.{measure}")
-        for key in ("pipeline", "baseline"):
-            if getattr(self, key):
+        for key, spec in [*(("pipeline", spec) for spec in self.pipelines().values()), ("baseline", self.baseline)]:
+            if spec:
                 try:
-                    parse(getattr(self, key))
+                    parse(spec)
                 except IrpipeError as error:
                     raise problem(str(error), key) from None
+
+    def pipelines(self) -> dict[str, str]:
+        """The spec to run under each run name: the experiment's name, or `<name>.seed<N>` per seed."""
+        if self.seeds is None:
+            return {self.name: self.pipeline}
+        return {f"{self.name}.seed{seed}": self.pipeline.replace(SEED, str(seed)) for seed in self.seeds}
 
     @classmethod
     def load(cls, path: str | Path) -> "Experiment":
@@ -159,6 +187,12 @@ def status(score: float, expected: float, tolerance: float) -> str:
     if gap <= tolerance + 1e-12:
         return "OK"
     return "OKISH" if gap <= OKISH_FACTOR * tolerance else "FAIL"
+
+
+def spread_tolerance(sd: float, seeds: int) -> float:
+    """The tolerance that a mean over `seeds` seeds with sample sd `sd` supports: two standard errors of the
+    difference between two such means (2·sd·sqrt(2/n)), rounded up to 4 decimals."""
+    return math.ceil(2 * sd * math.sqrt(2 / seeds) * 1e4) / 1e4
 
 
 def run_pipeline(spec: str, dataset, use_cache: bool = True) -> tuple[Run, object, object]:
@@ -191,37 +225,53 @@ def run_experiment(experiment: Experiment, output: str | Path | None = None, res
 
     experiment.check()  # again: the command line may have changed fields since loading
     start = time.perf_counter()
-    run, _, dataset = run_pipeline(experiment.pipeline, dataset or experiment.dataset, use_cache)
     output = Path(output or Path("runs") / f"{experiment.name}.{experiment.output_format}")
-    tag = experiment.name.replace(" ", "_")
-    run.write(output, format=experiment.output_format, tag=tag)
+    runs, outputs = {}, {}
+    for run_name, spec in experiment.pipelines().items():  # one run, or one per seed
+        run, _, dataset = run_pipeline(spec, dataset or experiment.dataset, use_cache)
+        outputs[run_name] = output.with_suffix(run_name[len(experiment.name):] + output.suffix)  # x.seed0.trec
+        run.write(outputs[run_name], format=experiment.output_format, tag=run_name.replace(" ", "_"))
+        runs[run_name] = run
     rel_level = experiment.rel_level if experiment.rel_level is not None else dataset.rel_level
     qrels = dataset.qrels()
-    runs = {experiment.name: run}
     if experiment.baseline:
         baseline_run = run_pipeline(experiment.baseline, dataset, use_cache)[0]
         baseline_output = output.with_suffix(f".baseline{output.suffix}")
-        baseline_run.write(baseline_output, format=experiment.output_format, tag=f"{tag}.baseline")
+        baseline_run.write(baseline_output, format=experiment.output_format,
+                           tag=f"{experiment.name.replace(' ', '_')}.baseline")
         runs = {BASELINE: baseline_run, **runs}
     comparison = compare(runs, qrels, experiment.measures, baseline=BASELINE if experiment.baseline else None,
                          rel_level=rel_level, queries=experiment.queries)
-    scores = comparison.scores[experiment.name]
+    per_run = {name: comparison.scores[name] for name in outputs}
+    scores = {m: statistics.fmean(s[m] for s in per_run.values()) for m in next(iter(per_run.values()))}
     checks = {}
     for measure, expected in experiment.expected.items():
         key = str(parse_measure(measure, rel_level))  # "AP" is "AP(rel=2)" on graded qrels
         score = scores.get(key)
         checks[key] = {"expected": expected, "score": score,
                        "status": status(score, expected, experiment.tolerance) if score is not None else "FAIL"}
-    result = {"name": experiment.name, "dataset": dataset.name, "pipeline": repr(parse(experiment.pipeline)),
+    shown = experiment.pipeline if experiment.seeds else repr(parse(experiment.pipeline))  # {seed} does not parse
+    result = {"name": experiment.name, "dataset": dataset.name, "pipeline": shown,
               "spec": experiment.pipeline, "measures": scores, "rel_level": rel_level,
-              "queries": comparison.queries[experiment.name], "checks": checks,
+              "queries": comparison.queries[next(iter(outputs))], "checks": checks,
               "tolerance": experiment.tolerance,
-              "description": experiment.description, "run": str(output),
+              "description": experiment.description, "run": str(outputs[experiment.name]) if not experiment.seeds
+              else [str(path) for path in outputs.values()],
               "command": f"irpipe run {_shown(experiment.path)}" if experiment.path else None,
               "irpipe": __version__}
+    if experiment.seeds:
+        result["seeds"] = {str(seed): per_run[name] for seed, name in zip(experiment.seeds, outputs)}
+        result["sd"] = {m: statistics.stdev(s[m] for s in per_run.values()) for m in scores}
+        result["spread_tolerance"] = {m: spread_tolerance(sd, len(experiment.seeds)) for m, sd in result["sd"].items()}
+        tight = [m for m in checks if experiment.tolerance < result["spread_tolerance"][m]]
+        if tight:
+            logger.warning("%s: tolerance %g is tighter than the seeds' spread allows for %s (%s): another mean of "
+                           "%d seeds would leave it by chance", experiment.name, experiment.tolerance, ", ".join(tight),
+                           ", ".join(f"{result['spread_tolerance'][m]:.4f}" for m in tight), len(experiment.seeds))
     if experiment.baseline:
+        first = next(iter(outputs))
         plot = plot_differences(comparison, output.with_suffix(".png"))
-        pvalues = {m: None if math.isnan(p) else p for m, p in comparison.pvalues[experiment.name].items()}
+        pvalues = {m: None if math.isnan(p) else p for m, p in comparison.pvalues[first].items()}
         result["baseline"] = {"spec": experiment.baseline, "measures": comparison.scores[BASELINE],
                               "run": str(baseline_output), "pvalues": pvalues,
                               "plot": str(plot), "table": comparison.to_table()}
@@ -241,17 +291,29 @@ def _shown(path: str) -> str:
         return path
 
 
+def _listed(paths: str | list[str]) -> str:
+    return paths if isinstance(paths, str) else ", ".join(paths)
+
+
 def format_result(result: dict) -> str:
     """The scores with their checks; with a baseline, the comparison table and where the plot went."""
     width = max(len(m) for m in result["measures"]) if result["measures"] else 8
     lines = [f"{result['name']}  {result['dataset']}  {result['pipeline']}  ({result['queries']} queries)"]
+    seeds = result.get("seeds")
+    if seeds:
+        lines.append(f"  mean ± sd over {len(seeds)} seeds; " + "; ".join(
+            f"seed {seed}: " + " ".join(f"{m} {scores[m]:.4f}" for m in result["measures"])
+            for seed, scores in seeds.items()))
     for measure, score in result["measures"].items():
         check = result["checks"].get(measure)
+        spread = f" ± {result['sd'][measure]:.4f}" if seeds else ""
         note = f"  expected {check['expected']:.4f}  {check['status']}" if check else ""
-        lines.append(f"  {measure:<{width}}  {score:.4f}{note}")
+        if check and seeds:
+            note += f"  (tolerance {result['tolerance']:g}; from the spread {result['spread_tolerance'][measure]:.4f})"
+        lines.append(f"  {measure:<{width}}  {score:.4f}{spread}{note}")
     if "baseline" in result:
         baseline = result["baseline"]
         lines += ["", f"{result['name']} = {result['spec']}", f"{BASELINE} = {baseline['spec']}",
                   baseline["table"].rstrip("\n"),
-                  f"runs: {baseline['run']} (baseline), {result['run']}; per-query wins and losses: {baseline['plot']}"]
+                  f"runs: {baseline['run']} (baseline), {_listed(result['run'])}; per-query wins and losses: {baseline['plot']}"]
     return "\n".join(lines)

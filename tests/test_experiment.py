@@ -94,6 +94,13 @@ def test_comparator(score, expected, verdict):
     ("dataset: cacm\nmeasures: [AP]\n", "pipeline", None),
     ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nexpected: {AP: high}\n", "expected.AP", None),
     ("dataset: cacm\npipeline: [bm25(\n  measures: AP\n", None, 3),
+    ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nseeds: [0, 1]\n", "pipeline", None),  # no {seed} in it
+    ("dataset: cacm\npipeline: bm25(k1={seed})\nmeasures: [AP]\n", "seeds", None),  # {seed} but no seeds
+    ("dataset: cacm\npipeline: bm25(k1={seed})\nmeasures: [AP]\nseeds: [1]\n", "seeds", None),
+    ("dataset: cacm\npipeline: bm25(k1={seed})\nmeasures: [AP]\nseeds: [1, 1]\n", "seeds", None),
+    ("dataset: cacm\npipeline: bm25(k1={seed})\nmeasures: [AP]\nseeds: [a, b]\n", "seeds", None),
+    ("dataset: cacm\npipeline: bm25(k1={seed})\nmeasures: [AP]\nseeds: 3\n", "seeds", None),
+    ("dataset: cacm\npipeline: bm25(k1={seed}, b=2)\nmeasures: [AP]\nseeds: [1, 2]\n", "pipeline", None),
 ])
 def test_bad_experiment_files(tmp_path, content, field, line):
     path = tmp_path / "bad.yaml"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pipeline import cli
 
 COLOURS = [("sky", "blue"), ("grass", "green"), ("snow", "white"), ("coal", "black"), ("blood", "red"),
@@ -67,3 +69,35 @@ def test_monobert_trains_on_a_labelled_pairs_tsv(tmp_path, tiny_bert, capsys):
     assert code == 0, err
     log = [json.loads(line) for line in (tmp_path / "model" / "train.jsonl").read_text().splitlines()]
     assert len(log) == 1 and (tmp_path / "model" / "config.json").is_file()
+
+
+def test_an_experiment_over_seeds_pins_the_mean_of_its_seed_runs(tmp_path, monkeypatch, capsys):
+    import statistics
+
+    from pipeline.data.registry import get_dataset
+    from pipeline.data.runs import read_run
+    from pipeline.evaluate import evaluate
+
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    answer_selection_folder(tmp_path / "train", COLOURS[:4], "t")
+    answer_selection_folder(tmp_path / "dev", COLOURS[4:], "d")
+    spec = ("candidates() >> hcan(train=./train, epochs=1, embeddings=random, embedding_dim=8, filters=8, "
+            "max_query_length=12, max_doc_length=16, threads=1, seed={seed})")
+    (tmp_path / "exp.yaml").write_text(f"dataset: ./dev\npipeline: {spec}\nmeasures: [AP, RR]\nseeds: [0, 1, 2]\n"
+                                       "expected: {AP: 0.5}\ntolerance: 0.0001\nci: false\n")
+    code = irpipe("run", "exp.yaml", "--results-dir", "results")
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result = json.loads((tmp_path / "results" / "exp.json").read_text())
+    assert result["run"] == [f"runs/exp.seed{seed}.trec" for seed in (0, 1, 2)]
+    qrels = get_dataset("./dev").qrels()
+    for seed in (0, 1, 2):  # each seed's scores are its own run file's
+        assert evaluate(read_run(tmp_path / "runs" / f"exp.seed{seed}.trec"), qrels, ["AP", "RR"]) == pytest.approx(
+            result["seeds"][str(seed)])
+    assert [p.name.split("-")[0] for p in (tmp_path / "cache" / "models").iterdir()] == ["hcan"] * 3
+    aps = [result["seeds"][str(seed)]["AP"] for seed in (0, 1, 2)]
+    assert result["measures"]["AP"] == pytest.approx(statistics.fmean(aps))
+    assert result["sd"]["AP"] == pytest.approx(statistics.stdev(aps))
+    assert result["checks"]["AP"]["score"] == result["measures"]["AP"]
+    assert f"± {result['sd']['AP']:.4f}" in out and "seed 2: AP " in out
