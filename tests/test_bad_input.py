@@ -211,23 +211,62 @@ def test_stale_temporaries_are_swept_at_the_next_write(tmp_path, caplog):
     assert any("left behind by an interrupted run" in r.message for r in caplog.records)
 
 
-def test_sigterm_during_indexing_stops_java_and_removes_scratch(tmp_path):
-    """SIGTERM to `irpipe index` while Anserini runs: the Java child is gone, no scratch folder stays, exit 143."""
-    with open(tmp_path / "docs.jsonl", "w") as out:
+def _index_in_a_child(folder: Path) -> tuple[subprocess.Popen, int]:
+    """`irpipe index` of 50,000 documents in a child process, once its Anserini (Java) child runs: (irpipe, java pid)."""
+    with open(folder / "docs.jsonl", "w") as out:
         for number in range(50_000):
             out.write(json.dumps({"id": f"d{number}", "contents": f"word{number % 997} text {number}"}) + "\n")
     code = "import sys; from pipeline.cli import main; sys.exit(main(sys.argv[1:]))"
     child = subprocess.Popen([sys.executable, "-c", code, "-q", "index", "--input", "docs.jsonl", "--index", "idx",
-                              "--threads", "1"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+                              "--threads", "1"], cwd=folder, stderr=subprocess.PIPE, text=True)
     java = _wait_for_child(child.pid, "IndexCollection", timeout=60)
     if java is None:
         child.kill()
         pytest.fail("the Anserini child never started: " + child.communicate()[1][-2000:])
+    return child, java
+
+
+def _gone(pid: int, timeout: float = 30) -> bool:
+    """Whether process `pid` has exited (or is a zombie) within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if "zombie" in Path(f"/proc/{pid}/status").read_text().lower():
+                return True
+        except FileNotFoundError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def test_sigterm_during_indexing_stops_java_and_removes_scratch(tmp_path):
+    """SIGTERM to `irpipe index` while Anserini runs: the Java child is gone, no scratch folder stays, exit 143."""
+    child, java = _index_in_a_child(tmp_path)
     child.send_signal(signal.SIGTERM)
     _, err = child.communicate(timeout=60)
     assert child.returncode == 143 and "Traceback" not in err, err
-    assert not Path(f"/proc/{java}").exists() or "zombie" in Path(f"/proc/{java}/status").read_text().lower()
+    assert _gone(java, timeout=0)
     assert [p.name for p in tmp_path.iterdir()] == ["docs.jsonl"]  # no scratch folder, no index
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's prctl")
+def test_sigkill_during_indexing_still_ends_java_and_the_next_start_sweeps_scratch(tmp_path, monkeypatch):
+    """SIGKILL leaves irpipe no handler: the kernel's parent-death signal ends the Java child, and the scratch folder
+    it leaves is removed by the next index build."""
+    child, java = _index_in_a_child(tmp_path)
+    child.kill()
+    child.communicate(timeout=60)
+    try:
+        assert _gone(java, timeout=5), "the Anserini child outlived irpipe's SIGKILL"
+    finally:
+        if not _gone(java, timeout=0):
+            os.kill(java, signal.SIGKILL)
+    assert any(p.name.startswith(".irpipe-index.") for p in tmp_path.iterdir())  # scratch left by the killed run
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "small.jsonl").write_text('{"id": "a", "contents": "one"}\n')
+    assert main(["-q", "index", "--input", "small.jsonl", "--index", "small-idx"]) == 0
+    assert not any(p.name.startswith(".irpipe-index.") for p in tmp_path.iterdir())
 
 
 def _wait_for_child(pid: int, word: str, timeout: float) -> int | None:

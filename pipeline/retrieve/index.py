@@ -12,13 +12,16 @@ scratch folder; a scratch folder whose process was killed outright is swept by t
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from array import array
@@ -36,6 +39,7 @@ from pipeline.log import logger, progress
 from pipeline.retrieve.lucene import INDEX_METADATA, SEGMENTERS, read_index_metadata
 
 CHUNK_DOCS = 200_000
+_PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h): the signal a process gets when its parent dies
 _PROGRESS = re.compile(r"files completed|documents indexed in")
 SCRATCH = "irpipe-index"  # scratch folders `.irpipe-index.PID.*` beside the index, swept when their process is gone
 DUPLICATES = ("refuse", "keep-first")  # what to do with a repeated document id
@@ -143,7 +147,8 @@ def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretok
         command += ["-language", language]
     logger.debug("running %s", " ".join(command))
     tail: deque[str] = deque(maxlen=30)
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             preexec_fn=_terminated_with(os.getpid()) if sys.platform == "linux" else None)
     try:
         with child.stdout:
             for line in child.stdout:
@@ -159,6 +164,16 @@ def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretok
     if child.returncode != 0 or not any(target.glob("segments_*")):
         raise IndexingError(f"Anserini IndexCollection failed (exit {child.returncode}):\n" + "\n".join(tail))
     return usage.ru_maxrss // 1024
+
+
+def _terminated_with(parent: int) -> Callable[[], None]:
+    """For the child, before it runs Java: the kernel sends it SIGTERM when irpipe dies, even by SIGKILL, when no
+    handler of ours can stop it (Linux prctl PR_SET_PDEATHSIG); a parent already gone by then ends it at once."""
+    def arrange() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+    return arrange
 
 
 def _stop(child: subprocess.Popen, grace: float = 5.0) -> None:
