@@ -22,6 +22,8 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval", metavar="MEASURES", help="measures for a spec, comma-separated (RR@10,AP,nDCG@10)")
     parser.add_argument("--baseline", metavar="SPEC", help="a second pipeline to compare with (paired t-tests, "
                                                           "per-query win/loss plot beside the run)")
+    parser.add_argument("--seeds", metavar="N,N,...", help="run once per seed, put in for {seed} in the spec, and "
+                                                           "report mean ± sd (replaces an experiment file's seeds)")
     parser.add_argument("--rel-level", type=int, metavar="N", help="binary relevance level (default: the dataset's)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a score leaves its expected tolerance")
     parser.add_argument("--no-cache", action="store_true", help="recompute every stage")
@@ -43,11 +45,14 @@ def main(args: argparse.Namespace) -> int:
         name = re.sub(r"[^A-Za-z0-9_-]+", "_", Path(args.output).stem.split(".")[0]) if args.output else ""
         experiment = Experiment.from_dict({"name": name.strip("_") or "run",
                                            "dataset": dataset.name, "pipeline": target,
-                                           "measures": args.eval or "RR@10,AP,nDCG@10"})
+                                           "measures": args.eval or "RR@10,AP,nDCG@10",
+                                           "seeds": _seeds(args.seeds) if args.seeds else None})
     else:
         experiment = Experiment.load(DEFAULT_EXPERIMENT)
     if args.baseline:
         experiment.baseline = args.baseline
+    if args.seeds:
+        experiment.seeds = _seeds(args.seeds)
     if args.rel_level is not None:
         experiment.rel_level = args.rel_level
     if args.output_format:
@@ -58,3 +63,10 @@ def main(args: argparse.Namespace) -> int:
     if failed:
         logger.warning("%s: %s outside tolerance %g", experiment.name, ", ".join(failed), experiment.tolerance)
     return 1 if args.check and failed else 0
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(seed) for seed in text.split(",") if seed.strip()]
+    except ValueError:
+        raise ConfigError(f"--seeds takes integers separated by commas, e.g. 0,1,2; got {text!r}", "seeds") from None

@@ -101,3 +101,11 @@ def test_an_experiment_over_seeds_pins_the_mean_of_its_seed_runs(tmp_path, monke
     assert result["sd"]["AP"] == pytest.approx(statistics.stdev(aps))
     assert result["checks"]["AP"]["score"] == result["measures"]["AP"]
     assert f"± {result['sd']['AP']:.4f}" in out and "seed 2: AP " in out
+    # the same from the command line: a spec with {seed} and --seeds gives the same seed runs (the models are cached)
+    assert irpipe("run", spec, "--dataset", "./dev", "--eval", "AP,RR", "--seeds", "0,2", "--output", "runs/cli.trec") == 0
+    assert "mean ± sd over 2 seeds" in capsys.readouterr().out
+    for seed in (0, 2):
+        assert read_run(tmp_path / "runs" / f"cli.seed{seed}.trec").ranking == read_run(
+            tmp_path / "runs" / f"exp.seed{seed}.trec").ranking
+    assert irpipe("run", spec, "--dataset", "./dev", "--seeds", "0,x") == 2
+    assert "--seeds takes integers" in capsys.readouterr().err
