@@ -17,6 +17,7 @@ import math
 import os
 import time
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -60,13 +61,18 @@ class ShardWorker:
     A task is an object with `setup(threads)` and `run(payload) -> (result, items)` (pipeline/engine/tasks.py)."""
 
     def __init__(self, task, threads: int):
+        import ray
+
         self.task = task
+        with warnings.catch_warnings():  # the property reads Ray's own deprecated actor_id
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.restarted = ray.get_runtime_context().was_current_actor_reconstructed  # after a crash, by Ray
         task.setup(threads)
 
-    def run(self, number: int, payload) -> tuple[int, object, int, float, int]:
+    def run(self, number: int, payload) -> tuple[int, object, int, float, int, bool]:
         start = time.perf_counter()
         result, items = self.task.run(payload)
-        return number, result, items, time.perf_counter() - start, os.getpid()
+        return number, result, items, time.perf_counter() - start, os.getpid(), self.restarted
 
 
 @dataclass
@@ -74,7 +80,7 @@ class WorkerStats:
     shards: int = 0
     items: int = 0
     seconds: float = 0.0  # time spent in shards (the worker's own rate: items / seconds)
-    pids: list[int] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)  # one more for each restart that ran a shard
 
     def rate(self) -> float:
         return self.items / self.seconds if self.seconds else 0.0
@@ -130,14 +136,14 @@ def _drive(ray, actors, todo, payload, save, stats, count, what, unit) -> None:
         while in_flight:
             ready, _ = ray.wait(list(in_flight), num_returns=1)
             worker = in_flight.pop(ready[0])
-            number, result, items, seconds, pid = _result(ray, ready[0], worker, what)
+            number, result, items, seconds, pid, restarted = _result(ray, ready[0], worker, what)
             save(number, result)
             worker_stats = stats[worker]
-            if worker_stats.pids and pid != worker_stats.pids[-1]:
-                logger.warning("%s: worker %d was restarted (pid %d -> %d); its shards were retried", what, worker,
-                               worker_stats.pids[-1], pid)
             if pid not in worker_stats.pids:
                 worker_stats.pids.append(pid)
+                if restarted:
+                    logger.warning("%s: worker %d was restarted (now pid %d); its shards were retried", what, worker,
+                                   pid)
             worker_stats.shards, worker_stats.items = worker_stats.shards + 1, worker_stats.items + items
             worker_stats.seconds += seconds
             bar.update(1)
