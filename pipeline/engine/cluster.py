@@ -101,6 +101,7 @@ def run_shards(options: EngineOptions, task, count: int, payload: Callable[[int]
     start, stats = time.perf_counter(), [WorkerStats() for _ in range(options.workers)]
     if todo:
         ray = connect(options)
+        _check_room(ray, options)
         remote = ray.remote(ShardWorker)
         job = uuid.uuid4().hex[:8]
         threads = max(1, int(options.cpus_per_worker))
@@ -116,6 +117,16 @@ def run_shards(options: EngineOptions, task, count: int, payload: Callable[[int]
     seconds = time.perf_counter() - start
     _log_rates(stats, what, unit)
     return {"workers": [s.as_dict() for s in stats], "seconds": round(seconds, 2), "skipped": count - len(todo)}
+
+
+def _check_room(ray, options: EngineOptions) -> None:
+    """An EngineError unless the cluster holds all workers at once (a worker waiting for room would hold its shards)."""
+    resources = ray.cluster_resources()
+    for name, each in (("CPU", options.cpus_per_worker), ("GPU", options.gpus_per_worker)):
+        if each and resources.get(name, 0) < options.workers * each:
+            raise EngineError(f"the Ray cluster has {resources.get(name, 0):g} {name}s; {options.workers} workers of "
+                              f"{each:g} {name}s each need {options.workers * each:g}: ask for fewer workers, or "
+                              f"join a bigger cluster")
 
 
 def _drive(ray, actors, todo, payload, save, stats, count, what, unit) -> None:
