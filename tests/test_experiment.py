@@ -94,6 +94,8 @@ def test_comparator(score, expected, verdict):
     ("dataset: cacm\nmeasures: [AP]\n", "pipeline", None),
     ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nexpected: {AP: high}\n", "expected.AP", None),
     ("dataset: cacm\npipeline: [bm25(\n  measures: AP\n", None, 3),
+    ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nengine: spark\n", "engine", None),
+    ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nengine: true\n", "engine", None),
 ])
 def test_bad_experiment_files(tmp_path, content, field, line):
     path = tmp_path / "bad.yaml"

@@ -70,13 +70,13 @@ def main(args: argparse.Namespace) -> int:
     from pipeline.rerank.scoring import resolve_device
     from pipeline.rerank.store import write_store
 
+    options = engine_from_args(args)  # checked before any work
     stage = reranker_for_model(args.model, batch_size=args.batch_size, device=args.device, amp=args.amp,
                                threads=args.threads, **key_values(args.config, "--set"))
     if not issubclass(stage.model_class, LateInteraction):
         raise ConfigError(f"{stage.name} scores query and document together: it has no document encodings to store")
     if args.shard_size < 1 or args.batch_size < 1:
         raise ConfigError("--shard-size and --batch-size must be >= 1")
-    options = engine_from_args(args)
     if options.kind == "ray":
         from pipeline.engine.tasks import encode_on_cluster
 

@@ -42,6 +42,7 @@ def main(args: argparse.Namespace) -> int:
     from pipeline.commands.train import key_values
     from pipeline.rerank.neural import reranker_for_model
 
+    options = engine_from_args(args)  # checked before any work
     dataset = dataset_from_args(args)
     run = dataset.run()
     if run is None:
@@ -58,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(f"{len(missing)} queries of the run are not in the topics (e.g. {missing[0]!r})")
     reranker = reranker_for_model(args.model, batch_size=args.batch_size, device=args.device, amp=args.amp,
                                   threads=args.threads, store=args.store, **key_values(args.config, "--set"))
-    with engine.using(engine_from_args(args)):  # texts the run lacks come from the dataset's (or --index) index
+    with engine.using(options):  # texts the run lacks come from the dataset's (or --index) index
         output = reranker.bind(dataset)(topics, run)
     output.write(args.output, format=args.output_format, tag=reranker.name)
     logger.info("wrote %s", args.output)

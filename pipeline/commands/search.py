@@ -33,11 +33,12 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    options = engine_from_args(args)  # checked before any work
     dataset = dataset_from_args(args)
     index = args.index or dataset_index_for(dataset, args.segment)
     stage = BM25(index, args.k1, args.b, args.hits, args.threads, args.rm3, args.fb_terms, args.fb_docs,
                  args.original_query_weight, args.language)
-    with engine.using(engine_from_args(args)):
+    with engine.using(options):
         run = stage(dataset.topics())
     run.write(args.output, format=args.output_format, tag=args.run_tag)
     logger.info("wrote %s (%d queries, %d hits)", args.output, len(run), run.num_hits())
