@@ -92,6 +92,19 @@ def test_bm25_search_is_identical(cacm_index, tmp_path):
     assert filecmp.cmp(local, on_ray, shallow=False) and len(local.read_text().splitlines()) > 50_000
 
 
+def test_an_experiment_file_runs_on_its_engine(cacm_index, tmp_path, caplog):
+    """`engine: ray` in the file; `--engine local` on the command line overrides it: the same run file."""
+    experiment = tmp_path / "cacm-ray.yaml"
+    experiment.write_text(f"dataset: cacm\npipeline: bm25(index={cacm_index}, hits=100)\nmeasures: [AP]\n"
+                          "engine: ray\n")
+    outputs = {name: tmp_path / f"{name}.trec" for name in ("ray", "local")}
+    for name, extra in (("ray", ["--shard-queries", "32"]), ("local", ["--engine", "local"])):
+        assert main(["run", str(experiment), "--output", str(outputs[name]), "--no-cache", "--results-dir",
+                     str(tmp_path / "results"), *extra]) == 0
+    assert filecmp.cmp(outputs["ray"], outputs["local"], shallow=False)
+    assert caplog.text.count("bm25: 2 shards, 0 done before") == 1  # the file's engine ran once, the override not
+
+
 @pytest.mark.parametrize("model", ["hcan", "monobert"])
 def test_rerank_is_identical(model, wikiqa_subset, tmp_path):
     run, queries, docs = wikiqa_subset
