@@ -54,3 +54,8 @@ class ConfigError(IrpipeError):
     def __init__(self, message: str, field: str | None = None):
         self.field = field
         super().__init__(message)
+
+
+class EngineError(IrpipeError):
+    """A cluster engine's job that could not finish (a worker that died past its retries, a cluster that cannot be
+    reached); its finished shards are kept, and the same command resumes it."""

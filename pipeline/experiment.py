@@ -14,6 +14,7 @@ and the expected scores with a tolerance (published numbers live in eval/referen
     expected: {AP: 0.3114, nDCG@10: 0.4519}
     tolerance: 0.0001
     ci: true            # false: too long for the test suite (training); reproduce it by hand
+    engine: local       # or ray: the stages' work on a Ray cluster (pipeline/engine/), the same output
     baseline: bm25(k1=0.9, b=0.4, hits=1000)   # optional: a second pipeline to compare with
     seeds: [0, 1, 2]    # optional: run the pipeline once per seed, put in for `{seed}` in its spec
 
@@ -36,12 +37,13 @@ import math
 import re
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pipeline import __version__, cache
+from pipeline import __version__, cache, engine
 from pipeline.data.files import atomic_write, load_yaml
 from pipeline.data.runs import RUN_FORMATS, Run
+from pipeline.engine import ENGINES, EngineOptions
 from pipeline.errors import ConfigError, InputError, IrpipeError
 from pipeline.log import logger
 
@@ -49,7 +51,7 @@ DEFAULT_EXPERIMENT = Path(__file__).resolve().parent.parent / "eval" / "main-job
 OKISH_FACTOR = 10
 BASELINE = "baseline"  # the baseline pipeline's row in the comparison table
 _KEYS = {"name", "dataset", "pipeline", "measures", "expected", "tolerance", "rel_level", "queries",
-         "output_format", "description", "ci", "baseline", "seeds"}
+         "output_format", "description", "ci", "baseline", "seeds", "engine"}
 # (key, accepted YAML types, as said in the error) for the optional and required fields
 _FIELD_KINDS = [("name", (str,), "a string"), ("dataset", (str,), "a dataset name or folder (a string)"),
                 ("pipeline", (str,), "a pipeline spec (a string)"), ("measures", (str, list), "a list of measures"),
@@ -57,7 +59,7 @@ _FIELD_KINDS = [("name", (str,), "a string"), ("dataset", (str,), "a dataset nam
                 ("rel_level", (int,), "an integer"), ("queries", (str,), "qrels or run"),
                 ("output_format", (str,), "trec or msmarco"), ("description", (str,), "a string"),
                 ("ci", (bool,), "true or false"), ("baseline", (str,), "a pipeline spec (a string)"),
-                ("seeds", (list,), "a list of integer seeds, e.g. [0, 1, 2]")]
+                ("seeds", (list,), "a list of integer seeds, e.g. [0, 1, 2]"), ("engine", (str,), "local or ray")]
 SEED = "{seed}"  # where each of an experiment's seeds goes in its pipeline spec
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # no path separators, no leading dot (no `..`)
 
@@ -77,6 +79,7 @@ class Experiment:
     ci: bool = True  # re-run by the test suite; false for experiments that train for minutes (run them by hand)
     baseline: str | None = None  # a second pipeline spec, compared with `pipeline` (paired t-tests, win/loss plot)
     seeds: list[int] | None = None  # run the pipeline once per seed (SEED in its spec); scores are mean ± sd
+    engine: str = "local"  # where the stages run: here, or on a Ray cluster (pipeline/engine/; the same output)
     path: str | None = None
 
     @classmethod
@@ -111,6 +114,7 @@ class Experiment:
                          rel_level=data.get("rel_level"), queries=data.get("queries", "qrels"),
                          output_format=data.get("output_format", "trec"), description=data.get("description", ""),
                          ci=data.get("ci", True), baseline=data.get("baseline"), seeds=data.get("seeds"),
+                         engine=data.get("engine", "local"),
                          path=path)
         experiment.check()
         return experiment
@@ -136,6 +140,8 @@ class Experiment:
             raise problem(f"output_format must be one of {RUN_FORMATS}", "output_format")
         if self.queries not in QUERY_SETS:
             raise problem(f"queries must be one of {', '.join(QUERY_SETS)}", "queries")
+        if self.engine not in ENGINES:
+            raise problem(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}", "engine")
         if self.baseline is not None and not self.baseline.strip():
             raise problem("baseline is a pipeline spec (a string)", "baseline")
         if self.seeds is not None:
@@ -216,9 +222,15 @@ def run_pipeline(spec: str, dataset, use_cache: bool = True) -> tuple[Run, objec
 
 
 def run_experiment(experiment: Experiment, output: str | Path | None = None, results_dir: str | Path = "eval/results",
-                   use_cache: bool = True, dataset=None) -> dict:
-    """Run the experiment (on `dataset` when given, else on the one it names), write its run file(s) and, for an
-    experiment file, its result JSON; returns the result."""
+                   use_cache: bool = True, dataset=None, engine_options: EngineOptions | None = None) -> dict:
+    """Run the experiment (on `dataset` when given, else on the one it names) on its engine (`engine_options` with
+    the experiment's kind), write its run file(s) and, for an experiment file, its result JSON; returns the result."""
+    options = replace(engine_options or EngineOptions(), kind=experiment.engine)
+    with engine.using(options):
+        return _run_experiment(experiment, output, results_dir, use_cache, dataset)
+
+
+def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool, dataset) -> dict:
     from pipeline.compare import compare, plot_differences
     from pipeline.evaluate import parse_measure
     from pipeline.spec import parse

@@ -43,3 +43,20 @@ def write_collection(folder: Path) -> Path:
     (folder / "dataset.yaml").write_text("name: tiny-trec\nfiles:\n  topics: topics.tsv\n  qrels: qrels.txt\n"
                                          "  corpus: docs.jsonl\n")
     return folder
+
+
+def write_tiny_bert(folder: Path) -> Path:
+    """A randomly initialised (seeded) 2-layer BERT of width 32 with all-MiniLM-L6-v2's tokenizer, saved as a BERT
+    folder: a model trains for an epoch, or scores a few hundred pairs, in about a second on 2 CPU cores."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder
+
+    tokenizer = AutoTokenizer.from_pretrained(bert_folder(DEFAULT_BERT), local_files_only=True)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512)
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

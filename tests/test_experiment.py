@@ -101,6 +101,8 @@ def test_comparator(score, expected, verdict):
     ("dataset: cacm\npipeline: bm25(k1={seed})\nmeasures: [AP]\nseeds: [a, b]\n", "seeds", None),
     ("dataset: cacm\npipeline: bm25(k1={seed})\nmeasures: [AP]\nseeds: 3\n", "seeds", None),
     ("dataset: cacm\npipeline: bm25(k1={seed}, b=2)\nmeasures: [AP]\nseeds: [1, 2]\n", "pipeline", None),
+    ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nengine: spark\n", "engine", None),
+    ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nengine: true\n", "engine", None),
 ])
 def test_bad_experiment_files(tmp_path, content, field, line):
     path = tmp_path / "bad.yaml"

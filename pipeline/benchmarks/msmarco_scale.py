@@ -43,7 +43,7 @@ def write_synthetic_collection(path: Path, size: int, seed: int = 13) -> None:
             out.write(f"{pid}\t{' '.join(rng.choices(words, cum_weights=cumulative, k=rng.randint(40, 80)))}\n")
 
 
-def _irpipe(*args: str) -> float:
+def run_irpipe(*args: str) -> float:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "pipeline.cli", "-q", *args], check=True)
     return time.perf_counter() - start
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             collection, index = work / f"collection-{size}.tsv", work / f"index-{size}"
             if not collection.exists():
                 write_synthetic_collection(collection, size)
-            seconds = _irpipe("index", "--input", str(collection), "--index", str(index), "--threads",
+            seconds = run_irpipe("index", "--input", str(collection), "--index", str(index), "--threads",
                               str(args.threads), "--memory-buffer", str(args.memory_buffer), "--overwrite")
             meta = json.loads((index / "irpipe-index.json").read_text())
             rows.append({"lines": size, "tsv_mb": round(collection.stat().st_size / 2**20, 1),
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(rows[-1]), flush=True)
         largest = work / f"index-{max(args.sizes)}"
         run = work / "dev-small.msmarco.tsv"
-        seconds = _irpipe("search", "--index", str(largest), "--dataset", "msmarco-passage/dev-small", "--hits", "1000",
+        seconds = run_irpipe("search", "--index", str(largest), "--dataset", "msmarco-passage/dev-small", "--hits", "1000",
                           "--threads", str(args.threads), "--output-format", "msmarco", "--output", str(run))
         lines = run.read_text().splitlines()
         search = {"queries": len({line.split("\t")[0] for line in lines}), "lines": len(lines),

@@ -6,7 +6,8 @@
     irpipe encode --model biencoder --corpus corpus.jsonl --out stores/c --dtype fp32  # every document of a corpus
 
 Shards are written atomically; running the same command again resumes (finished shards are kept, their documents
-skipped). A store of another model is refused.
+skipped). A store of another model is refused. `--engine ray --workers N` encodes the shards on a Ray cluster
+(pipeline/engine/): the same store, byte for byte.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import argparse
 from typing import Iterator
 
 from pipeline.commands.data_args import add_data_args, add_shipped_texts
+from pipeline.commands.engine_args import add_engine_args, engine_from_args
 from pipeline.commands.rerank import add_model_args
 from pipeline.errors import ConfigError
 
@@ -28,6 +30,7 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard-size", type=int, default=10_000, metavar="N", help="documents per shard (default 10,000)")
     parser.add_argument("--batch-size", type=int, default=64, metavar="N", help="documents per batch (default 64)")
     add_model_args(parser)
+    add_engine_args(parser, shards=())  # a store shard (--shard-size) is the unit of work
 
 
 def _documents(args) -> Iterator[tuple[str, str]]:
@@ -67,18 +70,24 @@ def main(args: argparse.Namespace) -> int:
     from pipeline.rerank.scoring import resolve_device
     from pipeline.rerank.store import write_store
 
-    stage = reranker_for_model(args.model, device=args.device, amp=args.amp, threads=args.threads,
-                               **key_values(args.config, "--set"))
+    options = engine_from_args(args)  # checked before any work
+    stage = reranker_for_model(args.model, batch_size=args.batch_size, device=args.device, amp=args.amp,
+                               threads=args.threads, **key_values(args.config, "--set"))
     if not issubclass(stage.model_class, LateInteraction):
         raise ConfigError(f"{stage.name} scores query and document together: it has no document encodings to store")
     if args.shard_size < 1 or args.batch_size < 1:
         raise ConfigError("--shard-size and --batch-size must be >= 1")
-    if args.threads:
-        import torch
+    if options.kind == "ray":
+        from pipeline.engine.tasks import encode_on_cluster
 
-        torch.set_num_threads(args.threads)
-    manifest = write_store(args.out, stage.load(), stage.model_digest(), _documents(args), args.dtype,
-                           args.shard_size, args.batch_size, resolve_device(args.device), stage.amp)
+        manifest, _ = encode_on_cluster(args.out, stage, _documents(args), args.dtype, args.shard_size, options)
+    else:
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        manifest = write_store(args.out, stage.load(), stage.model_digest(), _documents(args), args.dtype,
+                               args.shard_size, args.batch_size, resolve_device(args.device), stage.amp)
     print(f"{args.out}: {manifest['count']} documents, {manifest['rows']} rows of {manifest['dims']} dims "
           f"({manifest['dtype']}), {len(manifest['shards'])} shards, model {manifest['model']}")
     return 0

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 
+from pipeline import engine
 from pipeline.commands.data_args import add_data_args, add_shipped_texts, dataset_from_args
+from pipeline.commands.engine_args import add_engine_args, engine_from_args
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 
@@ -33,12 +35,14 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=64, metavar="N", help="pairs per batch (default 64)")
     add_model_args(parser)
     parser.add_argument("--eval", metavar="MEASURES", help="evaluate the output with the qrels (e.g. RR@10,AP,nDCG@10)")
+    add_engine_args(parser, shards=("pairs",))
 
 
 def main(args: argparse.Namespace) -> int:
     from pipeline.commands.train import key_values
     from pipeline.rerank.neural import reranker_for_model
 
+    options = engine_from_args(args)  # checked before any work
     dataset = dataset_from_args(args)
     run = dataset.run()
     if run is None:
@@ -55,7 +59,8 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(f"{len(missing)} queries of the run are not in the topics (e.g. {missing[0]!r})")
     reranker = reranker_for_model(args.model, batch_size=args.batch_size, device=args.device, amp=args.amp,
                                   threads=args.threads, store=args.store, **key_values(args.config, "--set"))
-    output = reranker.bind(dataset)(topics, run)  # texts the run lacks come from the dataset's (or --index) index
+    with engine.using(options):  # texts the run lacks come from the dataset's (or --index) index
+        output = reranker.bind(dataset)(topics, run)
     output.write(args.output, format=args.output_format, tag=reranker.name)
     logger.info("wrote %s", args.output)
     if args.eval:

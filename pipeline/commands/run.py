@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from pipeline.commands.data_args import add_data_args, dataset_from_args
+from pipeline.commands.engine_args import add_engine_args, engine_from_args
 from pipeline.data.runs import RUN_FORMATS
 from pipeline.errors import ConfigError
 from pipeline.experiment import DEFAULT_EXPERIMENT, Experiment, format_result, run_experiment
@@ -28,6 +29,7 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true", help="exit 1 when a score leaves its expected tolerance")
     parser.add_argument("--no-cache", action="store_true", help="recompute every stage")
     parser.add_argument("--results-dir", default="eval/results", metavar="DIR", help="where experiment results go")
+    add_engine_args(parser)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -57,7 +59,10 @@ def main(args: argparse.Namespace) -> int:
         experiment.rel_level = args.rel_level
     if args.output_format:
         experiment.output_format = args.output_format
-    result = run_experiment(experiment, args.output, args.results_dir, use_cache=not args.no_cache, dataset=dataset)
+    if args.engine:
+        experiment.engine = args.engine
+    result = run_experiment(experiment, args.output, args.results_dir, use_cache=not args.no_cache, dataset=dataset,
+                            engine_options=engine_from_args(args, experiment.engine))
     print(format_result(result))
     failed = [m for m, c in result["checks"].items() if c["status"] == "FAIL"]
     if failed:

@@ -104,6 +104,13 @@ class NeuralReranker(Reranker):
             return self.recipe().key()
         return pretrained_digest(self.model_class, make_config(self.model_class.config_class, self.overrides))
 
+    def arguments(self) -> dict:
+        """The keyword arguments that make this stage again (elsewhere: a cluster's worker), less the dataset."""
+        arguments = {"ckpt": self.ckpt, "train": self.train, "dev": self.dev, "batch_size": self.batch_size,
+                     "device": self.device, "amp": self.amp, "threads": self.threads, "index": self.index,
+                     "store": self.store}
+        return {k: v for k, v in arguments.items() if v is not None} | self.train_options | self.overrides
+
     def fingerprint(self) -> str:
         store = self.encoding_store().digest() if self.store else ""
         return f"{self.model_digest()}\x1f{store}\x1f{super().fingerprint()}"
@@ -130,6 +137,14 @@ class NeuralReranker(Reranker):
 
     # -- scoring -----------------------------------------------------------------------------------------------
     def score(self, pairs: list[Pair]) -> list[float]:
+        from pipeline import engine
+
+        if engine.current() is not None:  # the ray engine: shards of the pairs on a cluster's workers
+            from pipeline.engine.tasks import score_on_cluster
+
+            scores, self.truncated, _ = score_on_cluster(self, pairs, engine.current())
+            self._warn_truncated(self.truncated, len(pairs))
+            return scores
         model = self.load()
         if self.threads:
             import torch
@@ -143,11 +158,14 @@ class NeuralReranker(Reranker):
             return score_late_interaction(model, pairs, store, self.batch_size, device, self.amp, desc=self.name)
         scored = predict(model, pairs, self.batch_size, device, self.amp, desc=self.name)
         self.truncated = scored.truncated
-        if scored.truncated:
-            limits = {k: v for k, v in dataclasses.asdict(model.config).items() if "length" in k}
-            logger.warning("%s: %d of %d pairs were truncated to fit the model (%s)", self.name, scored.truncated,
-                           len(pairs), ", ".join(f"{k}={v}" for k, v in limits.items()) or "its length limits")
+        self._warn_truncated(scored.truncated, len(pairs), model.config)
         return scored.scores
+
+    def _warn_truncated(self, truncated: int, total: int, config=None) -> None:
+        if truncated:
+            limits = {k: v for k, v in dataclasses.asdict(config).items() if "length" in k} if config else {}
+            logger.warning("%s: %d of %d pairs were truncated to fit the model (%s)", self.name, truncated, total,
+                           ", ".join(f"{k}={v}" for k, v in limits.items()) or "its length limits")
 
 
 def pretrained_digest(model_class: type[RerankModel], config) -> str:

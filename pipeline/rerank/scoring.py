@@ -75,11 +75,18 @@ class Scored:
     loss_parts: dict[str, float] | None = None
 
 
+def length_order(pairs: list[Pair]) -> list[int]:
+    """The order `predict` scores pairs in: longest first (query + text characters), ties in input order."""
+    return sorted(range(len(pairs)), key=lambda i: len(pairs[i].query) + len(pairs[i].text), reverse=True)
+
+
 def predict(model: RerankModel, pairs: list[Pair], batch_size: int = 64, device: torch.device | str = "cpu",
-            amp: str | None = None, with_loss: bool = False, desc: str = "scoring") -> Scored:
-    """Score pairs with `model` in length-sorted batches, in eval mode and under inference_mode."""
+            amp: str | None = None, with_loss: bool = False, desc: str = "scoring",
+            order: list[int] | None = None) -> Scored:
+    """Score pairs with `model` in length-sorted batches (`order`, default `length_order(pairs)`: the i-th batch is
+    `order[i * batch_size:(i + 1) * batch_size]`), in eval mode and under inference_mode."""
     device = torch.device(device) if isinstance(device, str) else device
-    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i].query) + len(pairs[i].text), reverse=True)
+    order = length_order(pairs) if order is None else order
     scores = torch.zeros(len(pairs), dtype=torch.float32)
     truncated, loss_sum, part_sums = 0, 0.0, {}
     model.eval().to(device)

@@ -11,7 +11,9 @@ A store is a folder of shards, ColBERT's way: rows of all documents of a shard i
 Writing is resumable and atomic per shard: a shard's files are written under temporary names and renamed, then
 the manifest, rewritten atomically, lists it; a shard the manifest does not list does not exist. A rerun of the
 same command skips the documents already stored; a store of another model, or another dtype, is refused. The
-manifest's digest joins the reranking stage's cache fingerprint.
+manifest's digest joins the reranking stage's cache fingerprint. On a Ray cluster (pipeline/engine/) shards finish
+out of order: each is written as it comes and listed once those before it are; a resumed job keeps a written,
+unlisted shard whose docids are those it planned for it.
 """
 from __future__ import annotations
 
@@ -127,52 +129,85 @@ def write_store(directory: str | Path, model: LateInteraction, model_digest: str
                 documents: Iterable[tuple[str, str]], dtype: str = "fp16", shard_size: int = 10_000,
                 batch_size: int = 64, device: torch.device = torch.device("cpu"), amp: str | None = None) -> dict:
     """Encode `documents` ((docid, text) pairs) into the store at `directory`, resuming what is there."""
+    directory = Path(directory)
+    manifest, chunks = plan_store(directory, model.name, model_digest, documents, dtype, shard_size)
+    model.eval().to(device)
+    for chunk in chunks:
+        name = shard_name(len(manifest["shards"]))
+        rows, lengths = encode_shard(model, [text for _, text in chunk], dtype, batch_size, device, amp, desc=f"encode {name}")
+        save_shard(directory, manifest, name, [docid for docid, _ in chunk], rows, lengths)
+        list_shard(directory, manifest, name, len(chunk), rows)
+    return manifest
+
+
+def plan_store(directory: Path, model_name: str, model_digest: str, documents: Iterable[tuple[str, str]],
+               dtype: str, shard_size: int) -> tuple[dict, list[list[tuple[str, str]]]]:
+    """The store's manifest (read, or new) and the shards still to encode: the documents not stored yet, in input
+    order, `shard_size` to a shard. A store of another model or dtype is refused."""
     if dtype not in DTYPES:
         raise ConfigError(f"dtype={dtype!r}; choose one of {', '.join(DTYPES)}", field="dtype")
-    directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    manifest = read_manifest(directory) or {"format": FORMAT, "model": model.name, "model_digest": model_digest,
+    manifest = read_manifest(directory) or {"format": FORMAT, "model": model_name, "model_digest": model_digest,
                                             "dtype": dtype, "dims": None, "count": 0, "rows": 0, "shards": []}
-    if (manifest["model"], manifest["model_digest"], manifest["dtype"]) != (model.name, model_digest, dtype):
+    if (manifest["model"], manifest["model_digest"], manifest["dtype"]) != (model_name, model_digest, dtype):
         raise ConfigError(f"{directory} holds {manifest['dtype']} encodings of another model ({manifest['model']}, "
                           f"{manifest['model_digest'][:12]}); choose another --out folder", field="out")
     stored = set(EncodingStore(directory, manifest)._where)
     for stale in directory.glob(".shard-*.tmp"):  # a shard interrupted before the manifest listed it
         stale.unlink()
-    pending = {docid: text for docid, text in documents if docid not in stored}
+    items = list({docid: text for docid, text in documents if docid not in stored}.items())
     if stored:
-        logger.info("%s: %d documents already stored, %d to encode", directory, len(stored), len(pending))
-    model.eval().to(device)
-    items = list(pending.items())
-    for start in range(0, len(items), shard_size):
-        chunk = items[start:start + shard_size]
-        encodings = _encode_in_batches(model.encode_documents, [text for _, text in chunk], batch_size, device, amp,
-                                       desc=f"encode shard {len(manifest['shards'])}")
-        _write_shard(directory, manifest, [docid for docid, _ in chunk], encodings, dtype)
-    return manifest
+        logger.info("%s: %d documents already stored, %d to encode", directory, len(stored), len(items))
+    return manifest, [items[start:start + shard_size] for start in range(0, len(items), shard_size)]
 
 
-def _write_shard(directory: Path, manifest: dict, docids: list[str], encodings: list[torch.Tensor], dtype: str) -> None:
-    name = f"shard-{len(manifest['shards']):05d}"
-    rows = torch.cat(encodings).cpu().numpy().astype(DTYPES[dtype])  # (rows, dims)
+def shard_name(number: int) -> str:
+    return f"shard-{number:05d}"
+
+
+def encode_shard(model: LateInteraction, texts: list[str], dtype: str, batch_size: int, device: torch.device,
+                 amp: str | None = None, desc: str = "encode") -> tuple[np.ndarray, list[int]]:
+    """A shard's rows ((rows, dims) in `dtype`, documents one after another) and each document's number of rows."""
+    encodings = _encode_in_batches(model.encode_documents, texts, batch_size, device, amp, desc=desc)
+    return torch.cat(encodings).cpu().numpy().astype(DTYPES[dtype]), [int(e.shape[0]) for e in encodings]
+
+
+def save_shard(directory: Path, manifest: dict, name: str, docids: list[str], rows: np.ndarray,
+               lengths: list[int]) -> None:
+    """Write a shard's files, each atomically (the shard exists only once `list_shard` lists it)."""
     manifest["dims"] = manifest["dims"] or int(rows.shape[1])
     if rows.shape[1] != manifest["dims"]:
         raise ConfigError(f"{directory}: encodings of {rows.shape[1]} dims, the store holds {manifest['dims']}")
     lines, offset = [], 0
-    for docid, encoding in zip(docids, encodings):
+    for docid, length in zip(docids, lengths):
         if "\t" in docid or "\n" in docid:
             raise ConfigError(f"document id {docid!r} holds a tab or newline: it cannot be stored")
-        lines.append(f"{docid}\t{offset}\t{encoding.shape[0]}\n")
-        offset += encoding.shape[0]
+        lines.append(f"{docid}\t{offset}\t{length}\n")
+        offset += length
     for suffix, write in ((".bin", lambda path: rows.tofile(path)),
                           (".ids", lambda path: Path(path).write_text("".join(lines), encoding="utf-8"))):
         tmp = directory / f".{name}{suffix}.{os.getpid()}.tmp"
         write(tmp)
         os.replace(tmp, directory / f"{name}{suffix}")
-    manifest["shards"].append({"name": name, "count": len(docids), "rows": int(rows.shape[0])})
-    manifest["count"] += len(docids)
-    manifest["rows"] += int(rows.shape[0])
-    with atomic_write(directory / MANIFEST) as out:  # last: the shard exists once the manifest lists it
+
+
+def saved_shard(directory: Path, name: str) -> tuple[list[str], int] | None:
+    """The docids and number of rows of a shard's files, listed or not (None when it has none): a resumed engine
+    job compares them with its plan to keep a shard that was written but not yet listed."""
+    ids, data = directory / f"{name}.ids", directory / f"{name}.bin"
+    if not ids.is_file() or not data.is_file():
+        return None
+    lines = [line.split("\t") for line in ids.read_text(encoding="utf-8").splitlines()]
+    return [parts[0] for parts in lines], sum(int(parts[-1]) for parts in lines)
+
+
+def list_shard(directory: Path, manifest: dict, name: str, count: int, rows: np.ndarray | int) -> None:
+    """Add a written shard to the manifest, rewritten atomically: from then on the shard exists."""
+    rows = rows if isinstance(rows, int) else int(rows.shape[0])
+    manifest["shards"].append({"name": name, "count": count, "rows": rows})
+    manifest["count"] += count
+    manifest["rows"] += rows
+    with atomic_write(directory / MANIFEST) as out:
         json.dump(manifest, out, indent=2)
         out.write("\n")
 

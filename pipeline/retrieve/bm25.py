@@ -92,6 +92,12 @@ class BM25(Stage):
     def transform(self, topics: Topics, run: Run | None) -> Run:
         if self.index is None:
             raise ConfigError("bm25 needs an index: bm25(index=DIR), or run the pipeline on a dataset with a corpus")
+        from pipeline import engine
+
+        if engine.current() is not None:  # the ray engine: shards of the topics on a cluster's workers
+            from pipeline.engine.tasks import search_on_cluster
+
+            return search_on_cluster(self, topics, engine.current())[0]
         index = open_index(self.index, self.language)
         if self.rm3:
             ranking = index.search_rm3(topics.queries, self.hits, self.k1, self.b, self.threads, self.fb_terms,

@@ -1,0 +1,170 @@
+"""Benchmark: the ray engine at MS MARCO shape: BM25 top-1000 of the 6,980 dev-small queries over a synthetic
+1M-passage collection, locally and on Ray with 1 and 2 workers; monobert reranking the top-100 of a subset of the
+queries and biencoder encoding a subset of the passages on Ray with 1 and 2 workers; and, from the measured
+per-worker rates, the wall time of the full dev-small rerank (top-1000: 6.98M pairs) and of encoding 8.8M passages.
+
+    python -m pipeline.benchmarks.ray_scale --size 1000000 --workdir /tmp/ray-scale [--rerank-queries 60]
+                                            [--encode-docs 4000] [--record]
+
+The collection is msmarco_scale's (40-80 words a passage from SQuAD's word distribution, seeded) and is indexed
+once by `irpipe index` (kept in --workdir). Scores on it mean nothing; times do. monobert is all-MiniLM-L6-v2 with a
+seeded head (its weights do not change its speed) at max_length 256; biencoder is the zero-shot all-MiniLM-L6-v2.
+Every Ray output is checked against the local one (the same run, the same scores, the same store bytes). Each
+worker has 1 CPU (1 torch or Lucene thread); the local search uses `--threads` (default 2, all cores here). The
+machine is shared, so rates carry its load (printed). No GPU was measured unless `--device cuda` is given on a
+machine with one.
+"""
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pipeline.benchmarks import machine, record
+from pipeline.benchmarks.msmarco_scale import run_irpipe, write_synthetic_collection
+
+DEV_SMALL_QUERIES, TOP_K_FULL, MSMARCO_PASSAGES = 6980, 1000, 8_841_823
+WORKERS_PROJECTED = (1, 2, 8, 32)
+
+
+def _search(index: Path, topics, threads: int, options) -> tuple[object, dict]:
+    from pipeline.engine.tasks import search_on_cluster
+    from pipeline.retrieve.bm25 import BM25
+
+    stage = BM25(str(index), hits=TOP_K_FULL, threads=threads)
+    start = time.perf_counter()
+    run, stats = search_on_cluster(stage, topics, options) if options else (stage.transform(topics, None), None)
+    seconds = time.perf_counter() - start
+    return run, {"engine": "ray" if options else "local", "workers": options.workers if options else None,
+                 "threads": 1 if options else threads, "queries": len(topics), "seconds": round(seconds, 1),
+                 "queries_per_s": round(len(topics) / seconds, 1)} | ({"per_worker": stats["workers"]} if stats else {})
+
+
+def _rates(kind: str, items: int, stats: dict, unit: str) -> dict:
+    per_worker = [w["per_second"] for w in stats["workers"]]
+    return {"engine": "ray", "workers": len(per_worker), unit: items, "seconds": stats["seconds"],
+            f"{unit}_per_s": round(items / stats["seconds"], 1), f"{unit}_per_s_per_worker": per_worker}
+
+
+def bench(args) -> dict:
+    from pipeline.engine import EngineOptions
+    from pipeline.engine.cluster import connect
+    from pipeline.engine.tasks import encode_on_cluster, score_on_cluster
+    from pipeline.rerank.base import run_texts
+    from pipeline.rerank.checkpoint import save_checkpoint
+    from pipeline.rerank.models.biencoder import BiEncoder
+    from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
+    from pipeline.rerank.pairs import pairs_of
+    from pipeline.data.registry import get_dataset
+
+    import torch
+
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    collection, index = work / f"collection-{args.size}.tsv", work / f"index-{args.size}"
+    if not collection.exists():
+        write_synthetic_collection(collection, args.size)
+    if not (index / "irpipe-index.json").exists():
+        run_irpipe("index", "--input", str(collection), "--index", str(index), "--threads", "2")
+    gpus = 1.0 if args.device.startswith("cuda") else 0.0
+    ray_options = {n: EngineOptions("ray", workers=n, gpus_per_worker=gpus, shard_pairs=args.shard_pairs) for n in (1, 2)}
+    connect(ray_options[2])  # one local cluster with room for 2 workers, for every job
+    result = {"collection": {"passages": args.size, "index": str(index)}, "search": [], "rerank": [], "encode": []}
+
+    topics = get_dataset("msmarco-passage/dev-small").topics()
+    topics = topics.subset(list(topics.queries)[:args.queries])
+    local_run, row = _search(index, topics, args.threads, None)
+    result["search"].append(row)
+    print(json.dumps(row), flush=True)
+    for workers in (1, 2):
+        run, row = _search(index, topics, 1, ray_options[workers])
+        row["identical_to_local"] = run.ranking == local_run.ranking
+        result["search"].append(row)
+        print(json.dumps(row), flush=True)
+
+    candidates = local_run.cut(100)
+    candidates.ranking = dict(list(candidates.ranking.items())[:args.rerank_queries])
+    pairs = pairs_of(topics, candidates, run_texts(candidates, lambda: str(index), "ray_scale"))
+    torch.manual_seed(0)
+    checkpoint = save_checkpoint(MonoBERT(MonoBERTConfig()), work / "monobert-minilm")
+    stage = MonoBERT.stage(ckpt=str(checkpoint), batch_size=args.batch_size, device=args.device)
+    scores = {}
+    for workers in (1, 2):
+        scores[workers], _, stats = score_on_cluster(stage, pairs, ray_options[workers])
+        row = _rates("monobert", len(pairs), stats, "pairs") | {"queries": len(candidates),
+                                                                 "queries_per_s": round(len(candidates) / stats["seconds"], 2)}
+        result["rerank"].append(row)
+        print(json.dumps(row), flush=True)
+    result["rerank"][-1]["identical_to_1_worker"] = scores[1] == scores[2]
+
+    documents = []
+    with open(collection, encoding="utf-8") as lines:
+        for line, _ in zip(lines, range(args.encode_docs)):
+            pid, text = line.rstrip("\n").split("\t", 1)
+            documents.append((pid, text))
+    encoder = BiEncoder.stage(batch_size=args.batch_size, device=args.device)
+    with tempfile.TemporaryDirectory(dir=work) as stores:
+        for workers in (1, 2):
+            manifest, stats = encode_on_cluster(Path(stores) / f"w{workers}", encoder, documents, "fp16",
+                                                args.encode_shard, ray_options[workers])
+            result["encode"].append(_rates("biencoder", manifest["count"], stats, "docs"))
+            print(json.dumps(result["encode"][-1]), flush=True)
+        same = filecmp.dircmp(Path(stores) / "w1", Path(stores) / "w2")
+        result["encode"][-1]["identical_to_1_worker"] = not (same.diff_files or same.left_only or same.right_only)
+    result["projection"] = project(result, args.device)
+    return result
+
+
+def project(result: dict, device: str) -> dict:
+    """Wall times from the mean measured per-worker rate, assuming linear scaling over workers (the measured 1 -> 2
+    scaling is beside it to judge that by)."""
+    def mean(values):
+        return sum(values) / len(values)
+
+    pairs_rate = mean(result["rerank"][-1]["pairs_per_s_per_worker"])
+    docs_rate = mean(result["encode"][-1]["docs_per_s_per_worker"])
+    pairs = DEV_SMALL_QUERIES * TOP_K_FULL
+    return {"device": device, "gpu": "not measured (no GPU on this machine)" if device == "cpu" else device,
+            "rerank_dev_small_top1000": {"pairs": pairs, "pairs_per_s_per_worker": round(pairs_rate, 1),
+                                         "scaling_1_to_2": round(result["rerank"][1]["pairs_per_s"] /
+                                                                 result["rerank"][0]["pairs_per_s"], 2),
+                                         "hours": {f"{n} workers": round(pairs / (pairs_rate * n) / 3600, 1)
+                                                   for n in WORKERS_PROJECTED}},
+            "encode_msmarco_passages": {"passages": MSMARCO_PASSAGES, "docs_per_s_per_worker": round(docs_rate, 1),
+                                        "scaling_1_to_2": round(result["encode"][1]["docs_per_s"] /
+                                                                result["encode"][0]["docs_per_s"], 2),
+                                        "hours": {f"{n} workers": round(MSMARCO_PASSAGES / (docs_rate * n) / 3600, 1)
+                                                  for n in WORKERS_PROJECTED}}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=1_000_000, help="synthetic passages (default 1,000,000)")
+    parser.add_argument("--workdir", required=True, help="collection and index kept here (made once)")
+    parser.add_argument("--queries", type=int, help="the first N dev-small queries (default: all 6,980)")
+    parser.add_argument("--threads", type=int, default=2, help="local search threads (default 2)")
+    parser.add_argument("--rerank-queries", type=int, default=60, help="queries whose top-100 monobert reranks")
+    parser.add_argument("--shard-pairs", type=int, default=512, help="pairs per rerank shard (default 512)")
+    parser.add_argument("--encode-docs", type=int, default=4000, help="passages biencoder encodes (default 4,000)")
+    parser.add_argument("--encode-shard", type=int, default=500, help="passages per store shard (default 500)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda (each worker then needs a GPU)")
+    parser.add_argument("--record", action="store_true", help="write eval/benchmarks/ray-scale.json")
+    args = parser.parse_args(argv)
+    from pipeline import log
+
+    log.configure()
+    result = bench(args)
+    print(json.dumps(result["projection"], indent=2))
+    print(machine())
+    if args.record:
+        record("ray-scale", "pipeline.benchmarks.ray_scale", argv, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""The Ray side of the `ray` engine: joining (or starting) a cluster, and running a fixed list of shards on a pool
+of actors.
+
+Why actors over a fixed shard list rather than Ray Data's `map_batches`: the work is already cut into a few
+hundred coarse shards known up front (whole scoring batches, topic slices, store shards), and what the job needs
+around them is per-shard: write each result atomically the moment it arrives (in whatever order), skip the ones
+a previous run finished, and retry the ones a dead worker held. An actor with `max_restarts` reloads its model
+after a crash and `max_task_retries` re-runs the shards it held, which is Ray's own retry machinery; the driver
+keeps `IN_FLIGHT` shards queued per actor and hands the next one to whichever finishes. Ray Data would add a
+streaming executor (threads, block buffering, autoscaling pools) that this fixed list does not need, and hide the
+actors: they are named here (`irpipe-<what>-<job>-<i>`), so an operator (or a test) can find one and `ray.kill` it.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pipeline.engine import EngineOptions
+from pipeline.errors import EngineError, IrpipeError, MissingResourceError
+from pipeline.log import logger, progress
+
+OBJECT_STORE_BYTES = 256 * 2**20  # a local cluster's shared-memory store: shards are small, results smaller
+IN_FLIGHT = 2                     # shards queued per worker, so that the next one is there when one finishes
+LOG_EVERY = 60.0                  # seconds between the per-worker rate lines of a long job
+
+
+def connect(options: EngineOptions):
+    """The `ray` module, connected: to the running cluster at `options.address` (or RAY_ADDRESS), to the one this
+    process already joined, or to a new local one (loopback only, no dashboard, `workers` x `cpus_per_worker` CPUs)."""
+    try:
+        import ray
+    except ImportError:
+        raise MissingResourceError("the ray engine needs the `ray` package (part of irpipe's install: "
+                                   "pip install -e .; or pip install ray)") from None
+    if ray.is_initialized():
+        return ray
+    address = options.address or os.environ.get("RAY_ADDRESS")
+    common = dict(logging_level=logging.WARNING, log_to_driver=True)
+    try:
+        if address:
+            ray.init(address=address, **common)
+        else:
+            ray.init(num_cpus=math.ceil(options.workers * options.cpus_per_worker), include_dashboard=False,
+                     object_store_memory=OBJECT_STORE_BYTES, _node_ip_address="127.0.0.1", **common)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise EngineError(f"cannot {'join the Ray cluster at ' + address if address else 'start a local Ray cluster'}:"
+                          f" {error}") from None
+    logger.info("ray: %s cluster, %s", "joined the" if address else "started a local",
+                ", ".join(f"{v:g} {k}" for k, v in sorted(ray.cluster_resources().items()) if k in ("CPU", "GPU")))
+    return ray
+
+
+class ShardWorker:
+    """One actor: sets its task up once (loads the model; the search index opens on first use), then runs shards.
+    A task is an object with `setup(threads)` and `run(payload) -> (result, items)` (pipeline/engine/tasks.py)."""
+
+    def __init__(self, task, threads: int):
+        import ray
+
+        self.task = task
+        with warnings.catch_warnings():  # the property reads Ray's own deprecated actor_id
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.restarted = ray.get_runtime_context().was_current_actor_reconstructed  # after a crash, by Ray
+        task.setup(threads)
+
+    def run(self, number: int, payload) -> tuple[int, object, int, float, int, bool]:
+        start = time.perf_counter()
+        result, items = self.task.run(payload)
+        return number, result, items, time.perf_counter() - start, os.getpid(), self.restarted
+
+
+@dataclass
+class WorkerStats:
+    shards: int = 0
+    items: int = 0
+    seconds: float = 0.0  # time spent in shards (the worker's own rate: items / seconds)
+    pids: list[int] = field(default_factory=list)  # one more for each restart that ran a shard
+
+    def rate(self) -> float:
+        return self.items / self.seconds if self.seconds else 0.0
+
+    def as_dict(self) -> dict:
+        return {"shards": self.shards, "items": self.items, "seconds": round(self.seconds, 2),
+                "per_second": round(self.rate(), 2), "restarts": max(len(self.pids) - 1, 0)}
+
+
+def run_shards(options: EngineOptions, task, count: int, payload: Callable[[int], object],
+               done: Callable[[int], bool], save: Callable[[int, object], None], what: str,
+               unit: str) -> dict:
+    """Run shards 0..count-1 (those not `done`) on `options.workers` actors of `task`; `save(number, result)` as each
+    arrives. Returns {"workers": [per-worker stats], "seconds": wall time, "skipped": shards done before}."""
+    todo = [number for number in range(count) if not done(number)]
+    logger.info("%s: %d shards, %d done before (skipped), %d to run on %d ray workers", what, count,
+                count - len(todo), len(todo), options.workers)
+    start, stats = time.perf_counter(), [WorkerStats() for _ in range(options.workers)]
+    if todo:
+        ray = connect(options)
+        _check_room(ray, options)
+        remote = ray.remote(ShardWorker)
+        job = uuid.uuid4().hex[:8]
+        threads = max(1, int(options.cpus_per_worker))
+        actors = [remote.options(name=f"irpipe-{what}-{job}-{i}", num_cpus=options.cpus_per_worker,
+                                 num_gpus=options.gpus_per_worker, max_restarts=options.retries,
+                                 max_task_retries=options.retries).remote(task, threads)
+                  for i in range(options.workers)]
+        try:
+            _drive(ray, actors, todo, payload, save, stats, count, what, unit)
+        finally:
+            for actor in actors:
+                ray.kill(actor, no_restart=True)
+    seconds = time.perf_counter() - start
+    _log_rates(stats, what, unit)
+    return {"workers": [s.as_dict() for s in stats], "seconds": round(seconds, 2), "skipped": count - len(todo)}
+
+
+def _check_room(ray, options: EngineOptions) -> None:
+    """An EngineError unless the cluster holds all workers at once (a worker waiting for room would hold its shards)."""
+    resources = ray.cluster_resources()
+    for name, each in (("CPU", options.cpus_per_worker), ("GPU", options.gpus_per_worker)):
+        if each and resources.get(name, 0) < options.workers * each:
+            raise EngineError(f"the Ray cluster has {resources.get(name, 0):g} {name}s; {options.workers} workers of "
+                              f"{each:g} {name}s each need {options.workers * each:g}: ask for fewer workers, or "
+                              f"join a bigger cluster")
+
+
+def _drive(ray, actors, todo, payload, save, stats, count, what, unit) -> None:
+    """Keep IN_FLIGHT shards queued per actor; save each result as it comes and give that actor the next shard."""
+    queue, in_flight = iter(todo), {}
+
+    def submit(worker: int) -> None:
+        number = next(queue, None)
+        if number is not None:
+            in_flight[actors[worker].run.remote(number, payload(number))] = worker
+
+    for worker in range(len(actors)):
+        for _ in range(IN_FLIGHT):
+            submit(worker)
+    last_log = time.perf_counter()
+    with progress(desc=what, total=count, unit="shard") as bar:
+        bar.update(count - len(todo))
+        while in_flight:
+            ready, _ = ray.wait(list(in_flight), num_returns=1)
+            worker = in_flight.pop(ready[0])
+            number, result, items, seconds, pid, restarted = _result(ray, ready[0], worker, what)
+            save(number, result)
+            worker_stats = stats[worker]
+            if pid not in worker_stats.pids:
+                worker_stats.pids.append(pid)
+                if restarted:
+                    logger.warning("%s: worker %d was restarted (now pid %d); its shards were retried", what, worker,
+                                   pid)
+            worker_stats.shards, worker_stats.items = worker_stats.shards + 1, worker_stats.items + items
+            worker_stats.seconds += seconds
+            bar.update(1)
+            submit(worker)
+            if time.perf_counter() - last_log > LOG_EVERY:
+                _log_rates(stats, what, unit)
+                last_log = time.perf_counter()
+
+
+def _result(ray, ref, worker: int, what: str):
+    from ray.exceptions import ActorDiedError, RayActorError, RayTaskError
+
+    try:
+        return ray.get(ref)
+    except RayTaskError as error:  # the task itself raised: an irpipe error is the user's to read, as it is
+        if isinstance(error.cause, IrpipeError):
+            raise error.cause from None
+        raise
+    except (ActorDiedError, RayActorError) as error:
+        raise EngineError(f"{what}: worker {worker} died past its retries ({error}); the finished shards are kept: "
+                          f"run the same command again to resume") from None
+
+
+def _log_rates(stats: list[WorkerStats], what: str, unit: str) -> None:
+    for number, worker in enumerate(stats):
+        if worker.shards:
+            logger.info("%s: worker %d: %d shards, %d %s in %.1f s, %.1f %s/s", what, number, worker.shards,
+                        worker.items, unit, worker.seconds, worker.rate(), unit)

@@ -1,0 +1,186 @@
+"""The ray engine on a local cluster of 2 workers (one per module): BM25 search, HCAN and monobert reranking and
+`irpipe encode` write byte-identical outputs to local runs; a worker killed mid-run changes nothing; an interrupted
+job, run again, skips the shards it had finished."""
+from __future__ import annotations
+
+import filecmp
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from support import REPO, needs_shared_data, write_tiny_bert
+
+ray = pytest.importorskip("ray", reason="the ray engine's tests need the `ray` package (irpipe's install brings it)")
+pytestmark = needs_shared_data
+
+RAY = ["--engine", "ray", "--workers", "2"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    """One local cluster for the module: 2 CPUs (one per worker), loopback only, no dashboard."""
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=128 * 2**20, _node_ip_address="127.0.0.1",
+             logging_level="WARNING")
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """Job folders (the driver's) under this test's own cache."""
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def wikiqa_subset(tmp_path_factory) -> tuple[Path, list[str], list[str]]:
+    """The first 20 WikiQA test queries' candidates (about 190 pairs, texts shipped by the dataset) as a run file,
+    with their query and candidate texts."""
+    from pipeline.data.registry import get_dataset
+
+    dataset = get_dataset("wikiqa/test")
+    run, topics = dataset.run(), dataset.topics()
+    qids = list(run.ranking)[:20]
+    run.ranking = {qid: run.ranking[qid] for qid in qids}
+    path = tmp_path_factory.mktemp("runs") / "wikiqa-20.trec"
+    run.write(path)
+    docs = [run.texts[d] for qid in qids for d, _ in run.ranking[qid]]
+    return path, [topics[qid] for qid in qids], docs
+
+
+def _hcan(folder: Path, queries: list[str], docs: list[str]) -> Path:
+    import torch
+
+    from pipeline.rerank.checkpoint import save_checkpoint
+    from pipeline.rerank.models.hcan import HCAN, HCANConfig
+
+    torch.manual_seed(0)
+    config = HCANConfig(embeddings="random", embedding_dim=8, filters=6, sm_hidden=10, max_query_length=12,
+                        max_doc_length=40, dropout=0.0)
+    return save_checkpoint(HCAN.from_training_data(config, queries, docs), folder)
+
+
+def _monobert(folder: Path, bert: Path | None = None) -> Path:
+    """monobert on `bert` (default: all-MiniLM-L6-v2's real weights, ~50 pairs/s a core) with a seeded head."""
+    import torch
+
+    from pipeline.rerank.checkpoint import save_checkpoint
+    from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
+
+    torch.manual_seed(0)
+    config = MonoBERTConfig(**({"bert": str(bert)} if bert else {}), max_length=128)
+    return save_checkpoint(MonoBERT(config), folder)
+
+
+def _rerank(model: Path, run: Path, output: Path, *extra: str) -> list[str]:
+    argv = ["rerank", "--model", str(model), "--run", str(run), "--dataset", "wikiqa/test", "--output", str(output),
+            "--batch-size", "8", *extra]
+    assert main(argv) == 0
+    return output.read_text().splitlines()
+
+
+def test_bm25_search_is_identical(cacm_index, tmp_path):
+    local, on_ray = tmp_path / "local.trec", tmp_path / "ray.trec"
+    for output, extra in ((local, []), (on_ray, [*RAY, "--shard-queries", "16"])):
+        assert main(["search", "--dataset", "cacm", "--index", str(cacm_index), "--output", str(output), *extra]) == 0
+    assert filecmp.cmp(local, on_ray, shallow=False) and len(local.read_text().splitlines()) > 50_000
+
+
+def test_an_experiment_file_runs_on_its_engine(cacm_index, tmp_path, caplog):
+    """`engine: ray` in the file; `--engine local` on the command line overrides it: the same run file."""
+    experiment = tmp_path / "cacm-ray.yaml"
+    experiment.write_text(f"dataset: cacm\npipeline: bm25(index={cacm_index}, hits=100)\nmeasures: [AP]\n"
+                          "engine: ray\n")
+    outputs = {name: tmp_path / f"{name}.trec" for name in ("ray", "local")}
+    for name, extra in (("ray", ["--shard-queries", "32"]), ("local", ["--engine", "local"])):
+        assert main(["run", str(experiment), "--output", str(outputs[name]), "--no-cache", "--results-dir",
+                     str(tmp_path / "results"), *extra]) == 0
+    assert filecmp.cmp(outputs["ray"], outputs["local"], shallow=False)
+    assert caplog.text.count("bm25: 2 shards, 0 done before") == 1  # the file's engine ran once, the override not
+
+
+@pytest.mark.parametrize("model", ["hcan", "monobert"])
+def test_rerank_is_identical(model, wikiqa_subset, tmp_path):
+    run, queries, docs = wikiqa_subset
+    checkpoint = _hcan(tmp_path / "hcan", queries, docs) if model == "hcan" else \
+        _monobert(tmp_path / "monobert", write_tiny_bert(tmp_path / "tiny-bert"))
+    local = _rerank(checkpoint, run, tmp_path / "local.trec")
+    on_ray = _rerank(checkpoint, run, tmp_path / "ray.trec", *RAY, "--shard-pairs", "20")  # 24 pairs: 3 batches
+    assert on_ray == local and len(local) == len(run.read_text().splitlines())
+    assert len({line.split()[4] for line in local}) > len(local) // 2  # real, distinct scores
+    assert not list((tmp_path / "cache" / "jobs").iterdir())  # a finished job's folder is removed
+
+
+def test_encode_is_identical(wikiqa_subset, tmp_path):
+    run, _, _ = wikiqa_subset
+    bert = write_tiny_bert(tmp_path / "tiny-bert")
+    stores = {}
+    for name, extra in (("local", []), ("ray", RAY)):
+        stores[name] = tmp_path / name
+        assert main(["encode", "--model", "biencoder", "--set", f"bert={bert}", "--run", str(run), "--dataset",
+                     "wikiqa/test", "--out", str(stores[name]), "--shard-size", "40", "--batch-size", "8", *extra]) == 0
+    files = sorted(p.name for p in stores["local"].iterdir())
+    assert files == sorted(p.name for p in stores["ray"].iterdir()) and len(files) == 1 + 2 * 5  # 5 shards
+    match, mismatch, errors = filecmp.cmpfiles(stores["local"], stores["ray"], files, shallow=False)
+    assert (mismatch, errors) == ([], [])
+
+
+def _shards(pairs: list, size: int) -> int:
+    return -(-len(pairs) // size)
+
+
+def _job_shards(cache: Path) -> int:
+    return len(list(cache.glob("jobs/*/shard-*.json")))
+
+
+def test_a_killed_worker_changes_nothing(wikiqa_subset, tmp_path, caplog):
+    """One actor killed (ray.kill) once the job has finished a shard: Ray restarts it, its shards are retried."""
+    run, _, _ = wikiqa_subset
+    checkpoint = _monobert(tmp_path / "monobert")
+    local = _rerank(checkpoint, run, tmp_path / "local.trec")
+    killed = {}
+
+    def kill_one_worker():
+        deadline = time.time() + 120
+        while time.time() < deadline and not killed:
+            actors = [a for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith("irpipe-monobert-")]
+            if actors and _job_shards(tmp_path / "cache"):
+                killed["shards done"] = _job_shards(tmp_path / "cache")
+                ray.kill(ray.get_actor(actors[0]["name"], namespace=actors[0]["namespace"]), no_restart=False)
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_one_worker)
+    killer.start()
+    on_ray = _rerank(checkpoint, run, tmp_path / "ray.trec", *RAY, "--shard-pairs", "8")
+    killer.join()
+    assert on_ray == local
+    assert 0 < killed["shards done"] < _shards(local, 8)
+    assert re.search(r"worker \d was restarted", caplog.text)
+
+
+def test_an_interrupted_job_resumes(wikiqa_subset, tmp_path, cluster, caplog):
+    """A rerank killed (SIGKILL) after some shards, then run again: it skips them and ends identical."""
+    run, _, _ = wikiqa_subset
+    checkpoint = _monobert(tmp_path / "monobert")
+    local = _rerank(checkpoint, run, tmp_path / "local.trec")
+    argv = ["rerank", "--model", str(checkpoint), "--run", str(run), "--dataset", "wikiqa/test", "--output",
+            str(tmp_path / "ray.trec"), "--batch-size", "8", *RAY, "--shard-pairs", "8", "--ray-address", cluster]
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    first = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "-q", *argv], env=env)
+    deadline = time.time() + 120
+    while _job_shards(tmp_path / "cache") < 2 and first.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    first.kill()
+    first.wait()
+    finished, shards = _job_shards(tmp_path / "cache"), _shards(local, 8)
+    assert 2 <= finished < shards and not (tmp_path / "ray.trec").exists()
+    assert main(argv) == 0
+    skipped = int(re.search(rf"{shards} shards, (\d+) done before \(skipped\)", caplog.text).group(1))
+    assert skipped >= finished
+    assert (tmp_path / "ray.trec").read_text().splitlines() == local
