@@ -12,9 +12,12 @@ actors: they are named here (`irpipe-<what>-<job>-<i>`), so an operator (or a te
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import math
 import os
+import signal
 import time
 import uuid
 import warnings
@@ -28,6 +31,36 @@ from pipeline.log import logger, progress
 OBJECT_STORE_BYTES = 256 * 2**20  # a local cluster's shared-memory store: shards are small, results smaller
 IN_FLIGHT = 2                     # shards queued per worker, so that the next one is there when one finishes
 LOG_EVERY = 60.0                  # seconds between the per-worker rate lines of a long job
+# ray.init installs Ray's C++ crash handler for these in the driver process; see `signal_handlers_kept`
+CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT, signal.SIGTRAP,
+                 signal.SIGTERM)
+_SIGACTION_BYTES = 256  # room for the C `struct sigaction` (152 bytes on Linux x86-64), kept as opaque bytes
+
+
+def signal_handlers() -> dict[int, bytes]:
+    """The process's C-level action of each crash signal (sigaction(2)), as opaque bytes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    actions = {}
+    for number in CRASH_SIGNALS:
+        action = ctypes.create_string_buffer(_SIGACTION_BYTES)
+        libc.sigaction(int(number), None, action)
+        actions[int(number)] = action.raw
+    return actions
+
+
+@contextlib.contextmanager
+def signal_handlers_kept():
+    """Put back the crash signals' handlers that ray.init replaced. Its crash handler would take SIGSEGV from a JVM
+    already running in this process (the first stage's Lucene): the JVM raises and handles SIGSEGV itself, so Lucene
+    search would crash at random later (Ray's own Java driver turns the handler off for this reason); and it would
+    take SIGTERM from irpipe's clean exit (stop children, remove scratch, exit 143)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    saved = signal_handlers()
+    try:
+        yield
+    finally:
+        for number, action in saved.items():
+            libc.sigaction(number, ctypes.create_string_buffer(action, _SIGACTION_BYTES), None)
 
 
 def connect(options: EngineOptions):
@@ -43,17 +76,22 @@ def connect(options: EngineOptions):
     address = options.address or os.environ.get("RAY_ADDRESS")
     common = dict(logging_level=logging.WARNING, log_to_driver=True)
     try:
-        if address:
-            ray.init(address=address, **common)
-        else:
-            ray.init(num_cpus=math.ceil(options.workers * options.cpus_per_worker), include_dashboard=False,
-                     object_store_memory=OBJECT_STORE_BYTES, _node_ip_address="127.0.0.1", **common)
+        with signal_handlers_kept():
+            _init(ray, address, options, common)
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise EngineError(f"cannot {'join the Ray cluster at ' + address if address else 'start a local Ray cluster'}:"
                           f" {error}") from None
     logger.info("ray: %s cluster, %s", "joined the" if address else "started a local",
                 ", ".join(f"{v:g} {k}" for k, v in sorted(ray.cluster_resources().items()) if k in ("CPU", "GPU")))
     return ray
+
+
+def _init(ray, address: str | None, options: EngineOptions, common: dict) -> None:
+    if address:
+        ray.init(address=address, **common)
+    else:
+        ray.init(num_cpus=math.ceil(options.workers * options.cpus_per_worker), include_dashboard=False,
+                 object_store_memory=OBJECT_STORE_BYTES, _node_ip_address="127.0.0.1", **common)
 
 
 class ShardWorker:

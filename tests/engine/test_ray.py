@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -25,11 +26,22 @@ RAY = ["--engine", "ray", "--workers", "2"]
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
-    """One local cluster for the module: 2 CPUs (one per worker), loopback only, no dashboard."""
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=128 * 2**20, _node_ip_address="127.0.0.1",
-             logging_level="WARNING")
-    yield ray.get_runtime_context().gcs_address
+    """One local cluster for the module, started as the engine starts one: 2 CPUs (one per worker), loopback only,
+    no dashboard. Yields its address and this process's crash-signal handlers from before and after joining it."""
+    from pipeline.engine import EngineOptions
+    from pipeline.engine.cluster import connect, signal_handlers
+
+    before = signal_handlers()
+    connect(EngineOptions(kind="ray", workers=2))
+    yield SimpleNamespace(address=ray.get_runtime_context().gcs_address, before=before, after=signal_handlers())
     ray.shutdown()
+
+
+def test_joining_ray_leaves_this_process_its_signal_handlers(cluster):
+    """ray.init installs Ray's crash handler for SIGSEGV & co. and SIGTERM; a JVM in this process (Lucene) handles
+    SIGSEGV itself, so the engine puts the old handlers back (the test suite segfaulted at random without it)."""
+    handler = slice(0, 8)  # struct sigaction starts with the handler's address (the rest holds undefined bytes)
+    assert {n: a[handler] for n, a in cluster.after.items()} == {n: a[handler] for n, a in cluster.before.items()}
 
 
 @pytest.fixture(autouse=True)
@@ -170,7 +182,7 @@ def test_an_interrupted_job_resumes(wikiqa_subset, tmp_path, cluster, caplog):
     checkpoint = _monobert(tmp_path / "monobert")
     local = _rerank(checkpoint, run, tmp_path / "local.trec")
     argv = ["rerank", "--model", str(checkpoint), "--run", str(run), "--dataset", "wikiqa/test", "--output",
-            str(tmp_path / "ray.trec"), "--batch-size", "8", *RAY, "--shard-pairs", "8", "--ray-address", cluster]
+            str(tmp_path / "ray.trec"), "--batch-size", "8", *RAY, "--shard-pairs", "8", "--ray-address", cluster.address]
     env = os.environ | {"PYTHONPATH": str(REPO)}
     first = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "-q", *argv], env=env)
     deadline = time.time() + 120
