@@ -6,15 +6,12 @@ Shapes: B pairs, n query tokens, m candidate tokens, E embedding width, F filter
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-if TYPE_CHECKING:
-    from pipeline.rerank.models.hcan import HCANConfig
+from pipeline.rerank.hcan_config import HCANConfig
 
 
 def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:

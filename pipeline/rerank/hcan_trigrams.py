@@ -23,18 +23,16 @@ from __future__ import annotations
 import dataclasses
 import re
 import unicodedata
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Iterable, Mapping
 
 import torch
 from torch import nn
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.models.hcan_layers import DeepEncoder, WideEncoder, relevance_matching
+from pipeline.rerank.hcan_config import HCANConfig
+from pipeline.rerank.hcan_layers import DeepEncoder, WideEncoder, relevance_matching
 from pipeline.rerank.pairs import Pair
 from pipeline.rerank.text import Vocabulary
-
-if TYPE_CHECKING:
-    from pipeline.rerank.models.hcan import HCANConfig
 
 URL_FIELD = "url"
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*://")
