@@ -49,7 +49,8 @@ class StageCache:
         try:
             with gzip.open(path, "rt", encoding="utf-8") as handle:
                 data = json.load(handle)
-            run = Run({q: [(d, s) for d, s in hits] for q, hits in data["ranking"].items()}, data["texts"], data["tag"])
+            run = Run({q: [(d, s) for d, s in hits] for q, hits in data["ranking"].items()}, data["texts"], data["tag"],
+                      data.get("doc_fields", {}))
         except (OSError, EOFError, ValueError, KeyError, TypeError) as error:  # truncated, corrupt, not a run
             logger.warning("stage cache: damaged entry %s (%s): recomputed", path, type(error).__name__)
             path.unlink(missing_ok=True)  # a damaged entry is recomputed, never trusted
@@ -61,7 +62,7 @@ class StageCache:
     def put(self, key: str, stage, run: Run) -> None:
         with atomic_write(self._path(key), "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as handle:
             handle.write(json.dumps({"stage": repr(stage), "ranking": run.ranking, "texts": run.texts,
-                                     "tag": run.tag}, ensure_ascii=False).encode())
+                                     "tag": run.tag, "doc_fields": run.doc_fields}, ensure_ascii=False).encode())
 
 
 _current: contextvars.ContextVar[StageCache | None] = contextvars.ContextVar("irpipe_stage_cache", default=None)

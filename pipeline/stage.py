@@ -231,8 +231,8 @@ class Fusion(Stage):
     or, with `method="weighted"`, sum_i w_i * norm(score_i) (CombSUM; a document absent from a run adds 0).
     `norm` rescales each run's scores per query before weighting, so that scores on different scales (a
     probability, a BM25 sum) can be interpolated: "none", "minmax" ((s - min) / (max - min)) or "zscore"
-    ((s - mean) / population std); a query whose scores are all equal gets 0 for each. Candidate texts of all
-    inputs are kept."""
+    ((s - mean) / population std); a query whose scores are all equal gets 0 for each. Candidate texts and fields
+    of all inputs are kept."""
 
     name = "fusion"
 
@@ -263,9 +263,11 @@ class Fusion(Stage):
     def transform(self, topics: Topics, run: Run | None) -> Run:
         fused: dict[str, dict[str, float]] = {}
         texts: dict[str, str] = {}
+        fields: dict[str, dict] = {}
         for stage, weight in zip(self.stages, self.weights):
             output = stage(topics, run)
             texts.update(output.texts)
+            fields.update(output.doc_fields)
             for qid, hits in output.ranking.items():
                 scores = fused.setdefault(qid, {})
                 hits = hits[: self.depth]
@@ -273,7 +275,7 @@ class Fusion(Stage):
                     NORMS[self.norm]([score for _, score in hits])
                 for (docid, _), gain in zip(hits, gains):
                     scores[docid] = scores.get(docid, 0.0) + weight * gain
-        return Run.from_scores(fused, texts, tag=self.method)
+        return Run.from_scores(fused, texts, tag=self.method, doc_fields=fields)
 
     def config(self) -> dict:
         return {"stages": [repr(s) for s in self.stages], "method": self.method, "k": self.k,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.data.runs import Run, Topics
+from pipeline.rerank.base import Reranker
 from pipeline.stage import Compose, Cutoff, Fusion, Stage, StageError
 
 TOPICS = Topics({"q1": "alpha beta", "q2": "gamma"})
@@ -96,6 +97,35 @@ def test_operator_with_non_stage():
         A >> 3
 
 
+class Fielded(Fixed):
+    """A first stage whose candidates carry a field (as a dataset's shipped candidates do)."""
+
+    def transform(self, topics, run):
+        fixed = super().transform(topics, run)
+        return Run(fixed.ranking, doc_fields={d: {"url": f"{d}.org"} for hits in fixed.ranking.values() for d, _ in hits})
+
+
+class ByUrlLength(Reranker):
+    """A reranker scoring each pair by the length of its candidate's URL (what reaches `score` is under test)."""
+
+    name = "by_url_length"
+
+    def score(self, pairs):
+        return [len(p.doc_fields["url"]) for p in pairs]
+
+    def config(self):
+        return {}
+
+
+def test_doc_fields_reach_a_reranker_and_survive_fusion():
+    first = Fielded({"q1": {"a": 3.0, "bbb": 2.0}, "q2": {"cc": 1.0}})
+    run = first(TOPICS)
+    reranked = ByUrlLength()(TOPICS, Run(run.ranking, {"a": "A", "bbb": "B", "cc": "C"}, doc_fields=run.doc_fields))
+    assert reranked.ranking == {"q1": [("bbb", 7.0), ("a", 5.0)], "q2": [("cc", 6.0)]}
+    assert reranked.doc_fields == run.doc_fields
+    assert Fusion(first, A)(TOPICS).doc_fields == run.doc_fields
+
+
 def test_weighted_fusion_normalises_per_query():
     minmax = Fusion(A, B, method="weighted", weights=(1.0, 1.0), norm="minmax")(TOPICS)
     # q1: A minmax a=1, b=0.5, c=0; B minmax c=1, a=0 -> a 1.0, c 1.0, b 0.5; q2: B has one hit -> 0
@@ -123,11 +153,11 @@ def test_a_damaged_cache_entry_is_recomputed_with_a_warning(tmp_path, caplog, da
     from pipeline.cache import StageCache
 
     cache = StageCache(tmp_path)
-    run = Run({"q": [("d1", 2.0), ("d2", 1.0)]}, {"d1": "text"})
+    run = Run({"q": [("d1", 2.0), ("d2", 1.0)]}, {"d1": "text"}, doc_fields={"d2": {"url": "x.org"}})
     cache.put("ab" * 20, Cutoff(5), run)
     path = next(tmp_path.rglob("*.json.gz"))
     assert json.loads(gzip.decompress(path.read_bytes()))["ranking"]["q"][0] == ["d1", 2.0]
-    assert cache.get("ab" * 20).ranking == run.ranking
+    assert cache.get("ab" * 20) == run  # ranking, texts, tag and the candidates' fields
     path.write_bytes(damage(path.read_bytes()))
     with caplog.at_level(logging.WARNING, logger="irpipe"):
         assert cache.get("ab" * 20) is None

@@ -40,7 +40,8 @@ def bench_model(name: str, train: str, test: str, steps: int, warmup: int, pairs
     options = resolve_options(cls, config, {"device": device})
     examples = examples_from(get_dataset(train), options.negatives, options.depth, options.min_rel)
     torch.manual_seed(0)
-    model = cls.from_training_data(config, list(examples.queries.values()), list(examples.texts.values()))
+    model = cls.from_training_data(config, list(examples.queries.values()), list(examples.texts.values()),
+                                   list(examples.doc_fields.values()))
     device = resolve_device(device)
     model.to(device).train()
     sampling = model.batch_sampling()

@@ -67,17 +67,21 @@ def _rank_key(hit: tuple[str, float]):
 class Run:
     """Ranked lists by query. Each list is kept sorted: score descending, then docid ascending.
 
-    `texts` optionally carries candidate passage texts (docid -> text) so that a reranker needs no index.
+    `texts` optionally carries candidate passage texts (docid -> text) so that a reranker needs no index;
+    `doc_fields` the candidates' other fields (docid -> {"url": ...}: a dataset's documents beyond their text),
+    which reach a model as `Pair.doc_fields`.
     """
 
     ranking: dict[str, list[tuple[str, float]]]
     texts: dict[str, str] = field(default_factory=dict)
     tag: str = "irpipe"
+    doc_fields: dict[str, Mapping] = field(default_factory=dict)
 
     @classmethod
-    def from_scores(cls, scores: Mapping[str, Mapping[str, float]], texts=None, tag="irpipe") -> "Run":
+    def from_scores(cls, scores: Mapping[str, Mapping[str, float]], texts=None, tag="irpipe",
+                    doc_fields=None) -> "Run":
         ranking = {qid: sorted(((d, float(s)) for d, s in docs.items()), key=_rank_key) for qid, docs in scores.items()}
-        return cls(ranking, dict(texts or {}), tag)
+        return cls(ranking, dict(texts or {}), tag, dict(doc_fields or {}))
 
     def __len__(self) -> int:
         return len(self.ranking)
@@ -92,17 +96,19 @@ class Run:
         return sum(len(hits) for hits in self.ranking.values())
 
     def cut(self, k: int) -> "Run":
-        """The top `k` hits of every query (texts of dropped candidates are dropped too)."""
+        """The top `k` hits of every query (texts and fields of dropped candidates are dropped too)."""
         ranking = {qid: hits[:k] for qid, hits in self.ranking.items()}
         kept = {d for hits in ranking.values() for d, _ in hits}
-        return Run(ranking, {d: t for d, t in self.texts.items() if d in kept}, self.tag)
+        return Run(ranking, {d: t for d, t in self.texts.items() if d in kept}, self.tag,
+                   {d: f for d, f in self.doc_fields.items() if d in kept})
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """qid -> docid -> score, the shape ir-measures accepts."""
         return {qid: dict(hits) for qid, hits in self.ranking.items()}
 
     def fingerprint(self) -> str:
-        return _digest([self.ranking, sorted(self.texts.items())])
+        fields = [{d: dict(f) for d, f in self.doc_fields.items()}] if self.doc_fields else []
+        return _digest([self.ranking, sorted(self.texts.items()), *fields])  # no fields: the digest it always had
 
     def to_frame(self, topics: Topics | None = None):
         """A pandas DataFrame with PyTerrier's columns qid, docno, score, rank (+ text, + query given topics)."""

@@ -1,7 +1,7 @@
 """What every reranker shares: the input run's candidates with their texts, as pairs; scoring; re-sorting.
 
-A reranker scores pairs (pipeline/rerank/model.py `Pair`: qid, docid, query, candidate text, the topic's extra
-fields). Texts come from the run itself (datasets that ship candidates: DL19/DL20 top-100, WikiQA, TrecQA) or,
+A reranker scores pairs (pipeline/rerank/pairs.py `Pair`: qid, docid, query, candidate text, the topic's extra
+fields and the candidate's, which the run carries in `doc_fields` when its dataset ships them, e.g. a tweet's URL). Texts come from the run itself (datasets that ship candidates: DL19/DL20 top-100, WikiQA, TrecQA) or,
 for candidates the run carries no text for, from the Lucene index the run came from: `index=DIR`, or the
 dataset's own index when the pipeline runs on a dataset (`bind`), built only when some candidate of the run
 actually lacks a text. Subclasses implement `score(pairs) -> list[float]` and `config()`.
@@ -57,7 +57,7 @@ class Reranker(Stage):
         reranked: dict[str, dict[str, float]] = {qid: {} for qid in run.ranking}
         for pair, score in zip(pairs, self.score(pairs)):
             reranked[pair.qid][pair.docid] = float(score)
-        return Run.from_scores(reranked, run.texts, tag=self.name)
+        return Run.from_scores(reranked, run.texts, tag=self.name, doc_fields=run.doc_fields)
 
     def fingerprint(self) -> str:
         """The bound dataset and the build record of the index given (a bound dataset's index is built from it)."""

@@ -4,7 +4,7 @@ A model file in pipeline/rerank/models/ (hcan.py, monobert.py, biencoder.py, ...
 a `RerankModel` subclass decorated with `@register_model`; the module's name is the model's name. The framework
 never looks inside a model; it only calls what is declared here:
 
-    model = ModelClass.from_training_data(config, queries, docs)   # vocabularies / IDF tables, then the net
+    model = ModelClass.from_training_data(config, queries, docs, doc_fields)  # vocabularies / IDF tables, the net
     batch = model.prepare(pairs)                                     # Pair list -> Batch (CPU tensors)
     out = model(**batch.tensors)                                     # forward pass -> raw output
     model.score(out)        -> (B,) ranking score, higher = more relevant
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Mapping
 
 import torch
 from torch import nn
@@ -80,8 +80,10 @@ class RerankModel(nn.Module):
         self.config = config
 
     @classmethod
-    def from_training_data(cls, config, queries: list[str], docs: list[str]) -> "RerankModel":
-        """A fresh model whose vocabularies/statistics come from the training texts (default: none needed)."""
+    def from_training_data(cls, config, queries: list[str], docs: list[str],
+                           doc_fields: list[Mapping] = ()) -> "RerankModel":
+        """A fresh model whose vocabularies/statistics come from the training texts and the training documents'
+        other fields (`Pair.doc_fields`, e.g. URLs) (default: none needed)."""
         return cls(config)
 
     def batch_sampling(self) -> str:

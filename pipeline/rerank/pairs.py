@@ -24,6 +24,7 @@ class Pair:
 
 
 def pairs_of(topics, run, texts: Mapping[str, str]) -> list[Pair]:
-    """The pairs of a run in its order: each candidate with its query, text and the topic's extra fields."""
-    return [Pair(qid, docid, topics[qid], texts[docid], topics.extra.get(qid, _NOTHING))
-            for qid, hits in run.ranking.items() for docid, _ in hits]
+    """The pairs of a run in its order: each candidate with its query, text, the topic's extra fields and the
+    candidate's own (`run.doc_fields`)."""
+    return [Pair(qid, docid, topics[qid], texts[docid], topics.extra.get(qid, _NOTHING),
+                 run.doc_fields.get(docid, _NOTHING)) for qid, hits in run.ranking.items() for docid, _ in hits]

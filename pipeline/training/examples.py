@@ -3,7 +3,8 @@
 Examples come from a dataset's labelled candidates (`negatives="labelled"`: WikiQA/TrecQA answer candidates, the
 judged part of DL19's top-100), or from a BM25 run (`negatives="bm25"`: relevant documents as positives, the other
 top-`depth` hits as hard negatives). A candidate is positive when its qrels label is >= `min_rel` (default: the
-dataset's relevance level, 2 on TREC DL). Pairs carry the topic's extra fields (e.g. keywords).
+dataset's relevance level, 2 on TREC DL). Pairs carry the topic's extra fields (e.g. keywords) and the candidate's
+(the run's `doc_fields`, e.g. a tweet's URL).
 
 An epoch is a seeded list of batches; a batch is a list of groups (pairs a pairwise loss compares), drawn by the
 model's `sampling` (pipeline/rerank/model.py): "pointwise" (a group = one pair), "pairs" (a positive and
@@ -31,16 +32,18 @@ Group = list[Pair]
 
 @dataclass
 class Examples:
-    """Labelled (query, document) pairs: texts by id, 0/1 labels by query, and the topics' extra fields."""
+    """Labelled (query, document) pairs: texts by id, 0/1 labels by query, the topics' and the documents' extra
+    fields."""
 
     queries: dict[str, str]
     texts: dict[str, str]
     labels: dict[str, dict[str, int]]  # qid -> docid -> 0/1
     query_fields: dict[str, Mapping] = field(default_factory=dict)
+    doc_fields: dict[str, Mapping] = field(default_factory=dict)
 
     def pair(self, qid: str, docid: str) -> Pair:
         return Pair(qid, docid, self.queries[qid], self.texts[docid], query_fields=self.query_fields.get(qid, {}),
-                    label=float(self.labels[qid][docid]))
+                    doc_fields=self.doc_fields.get(docid, {}), label=float(self.labels[qid][docid]))
 
     def pointwise(self) -> list[Pair]:
         return [self.pair(qid, docid) for qid, docs in self.labels.items() for docid in docs]
@@ -121,7 +124,7 @@ def _with_texts(run: "Run", dataset, docids: set[str]) -> "Run":
         text = index.doc_text(docid)
         if text is not None:
             texts[docid] = text
-    return type(run)(run.ranking, texts, run.tag)
+    return type(run)(run.ranking, texts, run.tag, run.doc_fields)
 
 
 def examples_from(dataset, negatives: str = "labelled", depth: int = 100, min_rel: int | None = None,
@@ -153,7 +156,8 @@ def examples_from(dataset, negatives: str = "labelled", depth: int = 100, min_re
         raise ConfigError(f"{dataset.name}: no labelled training pairs (negatives={negatives}, min_rel={level})")
     used = {d for docs in labels.values() for d in docs}
     return Examples({q: topics[q] for q in labels}, {d: texts[d] for d in used}, labels,
-                    {q: topics.extra[q] for q in labels if q in topics.extra})
+                    {q: topics.extra[q] for q in labels if q in topics.extra},
+                    {d: run.doc_fields[d] for d in used if d in run.doc_fields})
 
 
 @dataclass

@@ -106,7 +106,8 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
         random.seed(options.seed)
         np.random.seed(options.seed)
         generator.manual_seed(options.seed)
-        model = cls.from_training_data(config, list(examples.queries.values()), list(examples.texts.values()))
+        model = cls.from_training_data(config, list(examples.queries.values()), list(examples.texts.values()),
+                                       list(examples.doc_fields.values()))
         trainer = {"recipe": comparable, "epoch": 0, "best": None, "best_epoch": 0, "bad_epochs": 0, "history": [],
                    "finished": False}
     model.to(device)

@@ -37,6 +37,19 @@ def test_run_keeps_ql_scores_and_a_tweet_of_two_queries(tmp_path, monkeypatch):
     assert run.ranking == {"111": [("5", 9.5), ("7", 9.5)], "170": [("5", 3.25)]}  # ties: tweet id ascending
     assert dataset.qrels() == {"111": {"5": 1, "7": 0}, "170": {"5": 1}}
     assert [doc["url"] for doc in dataset.docs()] == ["", "http://x.org/a"]
+    assert run.doc_fields == {"5": {"url": ""}, "7": {"url": "http://x.org/a"}}
+
+
+def test_tweet_urls_reach_training_and_dev_pairs(tmp_path, monkeypatch):
+    from pipeline.training.examples import DevSet, examples_from
+
+    dataset = local(tmp_path, monkeypatch, GOOD)
+    examples = examples_from(dataset)
+    assert {(p.qid, p.docid, p.doc_fields["url"]) for p in examples.pointwise()} == {
+        ("111", "5", ""), ("111", "7", "http://x.org/a"), ("170", "5", "")}
+    assert examples.doc_fields == {"5": {"url": ""}, "7": {"url": "http://x.org/a"}}
+    dev = DevSet.of(dataset)
+    assert dev.run.doc_fields == examples.doc_fields
 
 
 def test_holdout_splits_queries_by_number(tmp_path, monkeypatch):

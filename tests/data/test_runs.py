@@ -31,9 +31,19 @@ def test_msmarco_format_keeps_order(tmp_path):
 
 
 def test_cut_keeps_texts_of_kept_hits():
-    run = Run.from_scores({"q": {"a": 3, "b": 2, "c": 1}}, texts={"a": "A", "b": "B", "c": "C"})
+    run = Run.from_scores({"q": {"a": 3, "b": 2, "c": 1}}, texts={"a": "A", "b": "B", "c": "C"},
+                          doc_fields={"a": {"url": "x.org"}, "c": {"url": "y.org"}})
     cut = run.cut(2)
     assert [d for d, _ in cut["q"]] == ["a", "b"] and cut.texts == {"a": "A", "b": "B"}
+    assert cut.doc_fields == {"a": {"url": "x.org"}}
+
+
+def test_doc_fields_join_the_fingerprint_only_when_there_are_some():
+    plain = Run.from_scores({"q": {"a": 1.0}}, texts={"a": "A"})
+    assert plain.fingerprint() == Run({"q": [("a", 1.0)]}, {"a": "A"}, "other tag").fingerprint()
+    with_url = Run.from_scores({"q": {"a": 1.0}}, texts={"a": "A"}, doc_fields={"a": {"url": "x.org"}})
+    other_url = Run.from_scores({"q": {"a": 1.0}}, texts={"a": "A"}, doc_fields={"a": {"url": "y.org"}})
+    assert len({plain.fingerprint(), with_url.fingerprint(), other_url.fingerprint()}) == 3
 
 
 @pytest.mark.parametrize("content, line, field", [

@@ -42,9 +42,26 @@ class TinyQA(Dataset):
         return {qid: {doc: int(doc.endswith("-a")) for doc, _ in hits} for qid, hits in self.run().ranking.items()}
 
 
+class TinyTweets(TinyQA):
+    """TinyQA whose candidates carry a URL (Run.doc_fields), as the microblog years' tweets do: the correct
+    answer's names the question's thing, the others a page about nothing in particular."""
+
+    def run(self) -> Run:
+        run = super().run()
+        run.doc_fields = {doc: {"url": f"http://news.org/{doc.split('-')[0]}-{self.facts[int(doc[1])][0]}?ref=tw"
+                                if doc.endswith("-a") else f"https://blog.example.com/post/{doc}"}
+                          for hits in run.ranking.values() for doc, _ in hits}
+        return run
+
+
 @pytest.fixture(scope="session")
 def tiny_qa() -> TinyQA:
     return TinyQA()
+
+
+@pytest.fixture(scope="session")
+def tiny_tweets() -> TinyTweets:
+    return TinyTweets("tiny-tweets")
 
 
 @pytest.fixture(scope="session")

@@ -34,8 +34,8 @@ class _Candidates:
 
 
 class MicroblogDataset(AnswerSelectionDataset):
-    """topics(), qrels() and run() (the QL candidates by QL score, ties: tweet id ascending) as answer selection;
-    the reader and docs() are the tweets' own."""
+    """topics(), qrels() and run() (the QL candidates by QL score, ties: tweet id ascending, each tweet's URL in
+    `run().doc_fields`) as answer selection; the reader and docs() are the tweets' own."""
 
     def _held_out(self, qid: str) -> bool:
         return int(qid) % self.spec.get("holdout_every", 7) == 0
@@ -54,7 +54,8 @@ class MicroblogDataset(AnswerSelectionDataset):
         urls: dict[str, str] = {}
         for year in self.spec["years"]:
             self._read_year(year, queries, qrels, scores, texts, urls)
-        run = Run.from_scores(scores, texts, tag=self.name.replace("/", "-"))
+        run = Run.from_scores(scores, texts, tag=self.name.replace("/", "-"),
+                              doc_fields={docid: {"url": url} for docid, url in urls.items()})
         return _Candidates(Topics(queries), qrels, run, urls)
 
     def _read_year(self, year, queries, qrels, scores, texts, urls) -> None:

@@ -70,4 +70,4 @@ class Exclude(Stage):
         for qid, hits in run.ranking.items():
             excluded = set(topics.extra.get(qid, {}).get("exclude", ()))
             ranking[qid] = [hit for hit in hits if hit[0] not in excluded] if excluded else hits
-        return Run(ranking, run.texts, run.tag)
+        return Run(ranking, run.texts, run.tag, run.doc_fields)

@@ -5,7 +5,10 @@ level l covers (l+1)-grams). Per level: relevance matching (RM, no parameters: s
 max/mean pooling, IDF weights) and, for l >= 1, semantic matching (SM: BiDAF-style co-attention + BiLSTM).
 All features -> MLP 150-50-2 -> log-softmax; NLL loss; ranking score = P(relevant).
 `external_features=True` is the authors' code option `--ext` (off by default, as there): four word-overlap
-features of the pair join the MLP input (see `overlap_features`).
+features of the pair join the MLP input (see `overlap_features`). `char_trigrams` / `with_url` are the authors'
+tweet-search inputs (off by default): relevance matching of the query's character trigrams against the
+candidate's text and URL (pipeline/rerank/hcan_trigrams.py); the config is pipeline/rerank/hcan_config.py, the
+layers pipeline/rerank/hcan_layers.py.
 
 Shapes: B pairs, n query tokens, m candidate tokens, E embedding width, F filters, L = max_query_length.
 Padding (id 0) is masked in every softmax (-inf), pooling and LSTM (packed sequences): appending padding to a
@@ -27,201 +30,23 @@ the vocabulary, IDF collection and embedding choices are in pipeline/rerank/text
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from pipeline.errors import ConfigError
 from pipeline.log import logger
-from pipeline.rerank.config import at_least, choice
+from pipeline.rerank.hcan_config import HCANConfig
+from pipeline.rerank.hcan_layers import ENCODERS, SemanticMatching, relevance_matching
+from pipeline.rerank.hcan_trigrams import TrigramMatching, trigram_embedding, trigram_tensors, training_trigrams
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.neural import register_model
-from pipeline.training.losses import pairwise_hinge
 from pipeline.rerank.overlap import OVERLAP_FEATURES
-from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
-
-_CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"), "idf_stat": ("df", "cf"),
-            "rm_softmax": ("query", "context", "padded", "raw"), "rm_similarity": ("dot", "cosine"),
-            "rm_mode": ("paper", "code"), "sm_mode": ("paper", "code"), "loss": ("nll", "hinge")}
-
-
-@dataclass
-class HCANConfig:
-    embeddings: str = "glove"        # glove | bert | word2vec | random (paper: 300-d word2vec; not available here)
-    bert_path: str = ""              # embeddings="bert": a BERT checkpoint folder; "" = the packaged all-MiniLM-L6-v2
-    embedding_dim: int = 0           # 0 = the table's width, fixed when the vocabulary is built (word2vec/random: 300)
-    pretrained_vocab: int = 100_000  # also admit the table's first N words (GloVe: most frequent first): words of
-                                     # the test set unseen in a small training set keep their own pretrained vector
-    min_count: int = 1               # training words seen in fewer texts are unknown (unless the table has them)
-    freeze_embeddings: bool = False  # the paper trains them; the padding row stays zero either way
-    encoder: str = "deep"            # deep (all paper tables) | wide | contextual
-    levels: int = 4                  # N conv levels used (the authors' code builds 5 and never uses the last)
-    filters: int = 128               # F: the code's default (its README says 256)
-    kernel: int = 2                  # level l covers (l+1)-grams and gets their IDF (other kernels keep that IDF)
-    dropout: float = 0.3
-    max_query_length: int = 100      # RM features are per query position: the classifier's width depends on it
-    max_doc_length: int = 100
-    idf_stat: str = "df"             # df | cf (the code's collection frequency)
-    rm_softmax: str = "query"        # the code normalises over the query axis; one sentence of the paper row-wise;
-                                     # padded: over the query axis with max_query_length - n zero logits (the code
-                                     # masks nothing, so its padded query rows compete); raw: S itself
-    rm_similarity: str = "dot"       # S = U_q U_c^T (paper); cosine: of L2-normalised rows (not in paper or code)
-    rm_mode: str = "paper"           # paper: max + mean pooling; code: max only
-    sm_mode: str = "paper"           # paper: last real BiLSTM states; code: ReLU(H), max + mean over time
-    sm_hidden: int = 150             # d, both directions together
-    rm_only: bool = False
-    sm_only: bool = False
-    external_features: bool = False  # the code's --ext: + 4 word-overlap features before the MLP
-    overlap_mode: str = "code"       # code: the code's compute_overlap_feat (unigram, IDF unigram, bigram, IDF bigram
-                                     # shares); stopwords: ours before (word / IDF shares, all and non-stop words)
-    loss: str = "nll"                # nll: pointwise NLL of P(relevant) [C]; hinge: pairwise, on the logit z_1 - z_0
-    margin: float = 1.0              # hinge margin
-    seed: int = 0                    # unknown-word rows and word2vec (`hcan(seed=N)` also seeds the training run)
-
-    def check(self) -> None:
-        for name, allowed in _CHOICES.items():
-            choice("hcan", name, getattr(self, name), allowed)
-        if self.rm_only and self.sm_only:
-            raise ConfigError("hcan: rm_only and sm_only exclude each other (that would leave no features)",
-                              field="sm_only")
-        for name in ("levels", "filters", "kernel", "max_query_length", "max_doc_length", "sm_hidden"):
-            at_least("hcan", name, getattr(self, name), 1)
-        at_least("hcan", "dropout", self.dropout, 0)
-        at_least("hcan", "margin", self.margin, 0)
-        if (self.encoder == "contextual" and self.filters % 2) or self.sm_hidden % 2:
-            raise ConfigError("hcan: filters (contextual encoder) and sm_hidden must be even: F/2, d/2 per direction",
-                              field="sm_hidden")
-
-
-def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
-    """Softmax over `dim` where `mask` (broadcastable, True = real) is False gets -inf, i.e. weight 0."""
-    return torch.softmax(x.masked_fill(~mask, float("-inf")), dim=dim)
-
-
-def run_lstm(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor):
-    """A batch-first (Bi)LSTM over the real steps only: (B, T, 2h) outputs, zero at padding, and h_n."""
-    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    out, (h_n, _) = lstm(packed)
-    return pad_packed_sequence(out, batch_first=True, total_length=x.size(1))[0], h_n  # h_n in input order
-
-
-# -- encoders: (B, T, E) embeddings + (B, T) mask -> [level 0 (B, T, E), level 1..N (B, T, F)] -------------------
-class DeepEncoder(nn.Module):
-    """Level l = Dropout(ReLU(Conv1d(level l-1, F, k))), 'same' padding 0 left / k-1 right: (l+1)-grams for k=2."""
-
-    def __init__(self, c: HCANConfig, dim: int):
-        super().__init__()
-        self.stacked, self.pads = True, [c.kernel - 1] * c.levels
-        self.convs = nn.ModuleList(nn.Conv1d(dim if l == 0 else c.filters, c.filters, c.kernel) for l in range(c.levels))
-        self.dropout = nn.Dropout(c.dropout)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
-        levels, keep = [x], mask.unsqueeze(-1)
-        for pad, conv in zip(self.pads, self.convs):
-            h = conv(F.pad((levels[-1] if self.stacked else x).transpose(1, 2), (0, pad)))  # (B, F, T)
-            levels.append(self.dropout(F.relu(h)).transpose(1, 2) * keep)  # (B, T, F), padding back to zero
-        return levels
-
-
-class WideEncoder(DeepEncoder):
-    """Level l = one conv on the embeddings with kernel k+l-1 (2, 3, 4, 5): also (l+1)-grams for k=2."""
-
-    def __init__(self, c: HCANConfig, dim: int):
-        super().__init__(c, dim)
-        self.stacked, self.pads = False, [c.kernel + l - 2 for l in range(1, c.levels + 1)]
-        self.convs = nn.ModuleList(nn.Conv1d(dim, c.filters, c.kernel + l - 1) for l in range(1, c.levels + 1))
-
-
-class ContextualEncoder(nn.Module):
-    """Level l = BiLSTM(level l-1), F/2 units per direction (stacked)."""
-
-    def __init__(self, c: HCANConfig, dim: int):
-        super().__init__()
-        self.lstms = nn.ModuleList(nn.LSTM(dim if l == 0 else c.filters, c.filters // 2, batch_first=True,
-                                           bidirectional=True) for l in range(c.levels))
-        self.dropout = nn.Dropout(c.dropout)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
-        levels = [x]
-        for lstm in self.lstms:
-            levels.append(self.dropout(run_lstm(lstm, levels[-1], lengths)[0]))  # (B, T, F), zero at padding
-        return levels
-
-
-ENCODERS = {"deep": DeepEncoder, "wide": WideEncoder, "contextual": ContextualEncoder}
-
-
-# -- relevance matching (no parameters) -------------------------------------------------------------------------
-def relevance_matching(uq, uc, qmask, cmask, idf, c: HCANConfig) -> torch.Tensor:
-    """(B, n, *) x (B, m, *) -> (B, 2n) IDF-weighted [max; mean] over the candidate axis (code mode: (B, n) max)."""
-    if c.rm_similarity == "cosine":
-        uq, uc = F.normalize(uq, dim=-1), F.normalize(uc, dim=-1)
-    s = uq @ uc.transpose(1, 2)                                            # (B, n, m)  S = U_q U_c^T
-    rows, cols = qmask.unsqueeze(2), cmask.unsqueeze(1)
-    if c.rm_softmax == "query":
-        s = masked_softmax(s, rows, 1)
-    elif c.rm_softmax == "context":
-        s = masked_softmax(s, cols, 2)
-    elif c.rm_softmax == "padded":
-        s = padded_query_softmax(s, rows, c.max_query_length)
-    features = [s.masked_fill(~cols, float("-inf")).amax(2) * idf]        # (B, n)  Max, times IDF weights
-    if c.rm_mode == "paper":
-        features.append((s * cols).sum(2) / cols.sum(2) * idf)            # (B, n)  Mean over real columns
-    return torch.cat([F.pad(f, (0, c.max_query_length - f.size(1))) for f in features], 1)  # (B, 2L): fixed width
-
-
-def padded_query_softmax(s: torch.Tensor, rows: torch.Tensor, length: int) -> torch.Tensor:
-    """Softmax of (B, n, m) S over the query axis as if each query had `length` rows, the missing ones with logit 0
-    (the code's unmasked padding): a candidate word near no query word then weighs little on every query row."""
-    top = s.masked_fill(~rows, float("-inf")).amax(1, keepdim=True).clamp(min=0)  # (B, 1, m)  for stability
-    e = torch.exp(s - top) * rows                                           # (B, n, m)  real rows only
-    missing = (length - rows.sum(1, keepdim=True)).clamp(min=0)            # (B, 1, 1)  zero-logit rows
-    return e / (e.sum(1, keepdim=True) + missing * torch.exp(-top))
-
-
-# -- semantic matching -------------------------------------------------------------------------------------------
-class CoAttention(nn.Module):
-    """A = REP(U_q w_q) + REP(U_c w_c) + U_q W_b U_c^T; Ũ_q = A^T U_q; Ũ_c BiDAF-style; H (B, m, 4F)."""
-
-    def __init__(self, f: int):
-        super().__init__()
-        self.w_q = nn.Linear(f, 1, bias=False)
-        self.w_c = nn.Linear(f, 1, bias=False)
-        self.w_b = nn.Parameter(nn.init.xavier_uniform_(torch.empty(f, f)))
-
-    def forward(self, uq, uc, qmask, cmask) -> torch.Tensor:
-        a_raw = self.w_q(uq) + self.w_c(uc).transpose(1, 2) + uq @ self.w_b @ uc.transpose(1, 2)  # (B, n, m)
-        rows = qmask.unsqueeze(2)
-        a = masked_softmax(a_raw, rows, 1)                                 # (B, n, m)  softmax over the query axis
-        uq_att = a.transpose(1, 2) @ uq                                    # (B, m, F)  Ũ_q = A^T U_q, a real transpose
-        b = masked_softmax(a_raw.masked_fill(~rows, float("-inf")).amax(1), cmask, 1)  # (B, m)  softmax_m(max_n A)
-        uc_att = (b.unsqueeze(1) @ uc).expand_as(uc)                       # (B, m, F)  Ũ_c = REP(b U_c)
-        return torch.cat([uc, uq_att, uc * uq_att, uc_att * uq_att], 2)   # (B, m, 4F)  H
-
-
-class SemanticMatching(nn.Module):
-    """O_SM = BiLSTM(H): the last real hidden state of each direction (B, d); code mode: max + mean (B, 2d)."""
-
-    def __init__(self, c: HCANConfig):
-        super().__init__()
-        self.code = c.sm_mode == "code"
-        self.coattention = CoAttention(c.filters)
-        self.lstm = nn.LSTM(4 * c.filters, c.sm_hidden // 2, batch_first=True, bidirectional=True)
-
-    def forward(self, uq, uc, qmask, cmask, lengths) -> torch.Tensor:
-        h = self.coattention(uq, uc, qmask, cmask)                         # (B, m, 4F)
-        out, h_n = run_lstm(self.lstm, F.relu(h) if self.code else h, lengths)  # (B, m, d), (2, B, d/2)
-        if not self.code:
-            return torch.cat([h_n[0], h_n[1]], 1)                          # (B, d)  forward end, backward start
-        keep = cmask.unsqueeze(2)
-        top = out.masked_fill(~keep, float("-inf")).amax(1)                # (B, d)
-        return torch.cat([top, out.sum(1) / keep.sum(1)], 1)               # (B, 2d)
-
+from pipeline.rerank.text import IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
+from pipeline.training.losses import pairwise_hinge
 
 # -- the model ---------------------------------------------------------------------------------------------------
 @register_model
@@ -234,21 +59,28 @@ class HCAN(RerankModel):
                          "epochs": 20, "measure": "loss", "patience": 4, "schedule": "plateau", "plateau_factor": 0.5,
                          "plateau_patience": 2, "weight_decay": 0.0, "max_grad_norm": None, "eval_batch_size": 256}
 
-    def __init__(self, config: HCANConfig, vocab: Vocabulary, idf: IdfTable, embeddings: np.ndarray | None = None):
+    def __init__(self, config: HCANConfig, vocab: Vocabulary, idf: IdfTable, embeddings: np.ndarray | None = None,
+                 trigrams: Vocabulary | None = None):
         super().__init__(config)
         c = config
         c.check()
         dim = embeddings.shape[1] if embeddings is not None else c.embedding_dim
-        if not dim or idf.max_order < self.idf_order(c):
-            raise ConfigError("hcan: build the model with HCAN.from_training_data (vocabulary, IDF, embeddings)")
-        self.vocab, self.idf = vocab, idf
+        if not dim or idf.max_order < self.idf_order(c) or (c.trigrams and trigrams is None):
+            raise ConfigError("hcan: build the model with HCAN.from_training_data (vocabularies, IDF, embeddings)")
+        self.vocab, self.idf, self.trigram_vocab = vocab, idf, trigrams
         self.embedding = nn.Embedding(len(vocab), dim, padding_idx=0)  # padding row zero, never updated
         if embeddings is not None:
             self.embedding.weight.data.copy_(torch.from_numpy(embeddings))
         self.embedding.weight.requires_grad_(not c.freeze_embeddings)
         self.encoder = ENCODERS[c.encoder](c, dim)
         self.sm = nn.ModuleList([] if c.rm_only else [SemanticMatching(c) for _ in range(c.levels)])
-        width = 0 if c.sm_only else (c.levels + 1) * c.max_query_length * (2 if c.rm_mode == "paper" else 1)
+        # character trigrams: one table, a branch per sequence the query's trigrams are matched against
+        self.trigram_embedding = trigram_embedding(len(trigrams), c.trigram_dim) if c.trigrams else None
+        self.text_trigrams = TrigramMatching(c) if c.char_trigrams else None
+        self.url_trigrams = TrigramMatching(c) if c.with_url else None
+        pools = 2 if c.rm_mode == "paper" else 1
+        width = 0 if c.sm_only else (c.levels + 1) * c.max_query_length * pools
+        width += (c.char_trigrams + c.with_url) * (c.levels + 1) * c.max_query_trigrams * pools
         width += 0 if c.rm_only else c.levels * c.sm_hidden * (2 if c.sm_mode == "code" else 1)
         width += 4 if c.external_features else 0
         self.classifier = nn.Sequential(nn.Linear(width, 150), nn.ReLU(), nn.Linear(150, 50), nn.ReLU(),
@@ -260,8 +92,10 @@ class HCAN(RerankModel):
 
     # -- building -----------------------------------------------------------------------------------------------
     @classmethod
-    def from_training_data(cls, config: HCANConfig, queries: list[str], docs: list[str]) -> "HCAN":
-        """Vocabulary, IDF tables (over the distinct training texts) and initial embeddings, then the net."""
+    def from_training_data(cls, config: HCANConfig, queries: list[str], docs: list[str],
+                           doc_fields: list = ()) -> "HCAN":
+        """Vocabulary, IDF tables (over the distinct training texts) and initial embeddings, then the net; with
+        trigram inputs, the trigram vocabulary of the training queries, texts and URLs (`doc_fields`)."""
         config.check()
         token_lists = [tokenize(t) for t in dict.fromkeys([*queries, *docs])]
         dim = config.embedding_dim or 300
@@ -272,33 +106,41 @@ class HCAN(RerankModel):
         idf = IdfTable.build(token_lists, cls.idf_order(config), config.idf_stat)
         logger.info("hcan: %d training texts, vocabulary %d words (%d from %s), embeddings %d-d", len(token_lists),
                     len(vocab), found, config.embeddings, matrix.shape[1])
-        return cls(dataclasses.replace(config, embedding_dim=matrix.shape[1]), vocab, idf, matrix)
+        trigrams = Vocabulary.build(training_trigrams(queries, docs, doc_fields)) if config.trigrams else None
+        if trigrams is not None:
+            logger.info("hcan: %d character trigrams", len(trigrams))
+        return cls(dataclasses.replace(config, embedding_dim=matrix.shape[1]), vocab, idf, matrix, trigrams)
 
     def save_assets(self, directory: Path) -> None:
         self.vocab.save(Path(directory) / "vocab.txt")
         self.idf.save(Path(directory) / "idf.tsv")
+        if self.trigram_vocab is not None:
+            self.trigram_vocab.save(Path(directory) / "trigrams.txt")
 
     @classmethod
     def load_assets(cls, config: HCANConfig, directory: Path) -> "HCAN":
         from pipeline.rerank.checkpoint import CheckpointError
 
-        paths = [Path(directory) / "vocab.txt", Path(directory) / "idf.tsv"]
+        paths = [Path(directory) / name for name in ("vocab.txt", "idf.tsv", "trigrams.txt")[:2 + config.trigrams]]
         for path in paths:
             if not path.is_file():
-                raise CheckpointError(path, "missing: HCAN's vocabulary (vocab.txt) and IDF table (idf.tsv)")
+                raise CheckpointError(path, "missing: HCAN's vocabulary (vocab.txt), IDF table (idf.tsv) and, with "
+                                      "char_trigrams or with_url, trigram vocabulary (trigrams.txt)")
         idf = IdfTable.load(paths[1])
         if idf.max_order < cls.idf_order(config):
             raise CheckpointError(paths[1], f"IDF up to {idf.max_order}-grams; levels={config.levels} needs "
                                   f"{cls.idf_order(config)}")
-        return cls(config, Vocabulary.load(paths[0]), idf)
+        trigrams = Vocabulary.load(paths[2]) if config.trigrams else None
+        return cls(config, Vocabulary.load(paths[0]), idf, trigrams=trigrams)
 
     # -- inputs ---------------------------------------------------------------------------------------------------
     def batch_sampling(self) -> str:
         return "pairs" if self.config.loss == "hinge" else "pointwise"
 
     def prepare(self, pairs: list[Pair]) -> Batch:
-        """Token ids padded to the batch's longest (<= max lengths), and per-level IDF weights of query positions."""
-        c, memo, truncated = self.config, {}, 0
+        """Token ids padded to the batch's longest (<= max lengths), per-level IDF weights of query positions, and
+        the trigram ids of the branches turned on (hcan_trigrams.trigram_tensors)."""
+        c, memo = self.config, {}
         queries, docs = [p.query for p in pairs], [p.text for p in pairs]
 
         def tokens(text: str, limit: int) -> tuple[list[str], bool]:
@@ -314,8 +156,9 @@ class HCAN(RerankModel):
         query_idf = torch.zeros(len(qs), c.levels + 1, n)
         overlap = torch.zeros(len(qs), 4)
         weights: dict[tuple, list[list[float]]] = {}
+        tensors, cut = trigram_tensors(pairs, self.trigram_vocab, c) if c.trigrams else ({}, [False] * len(pairs))
         for i, ((q, q_cut), (d, d_cut)) in enumerate(zip(qs, ds)):
-            truncated += q_cut or d_cut
+            cut[i] = cut[i] or q_cut or d_cut
             query_ids[i, :len(q)] = torch.tensor(self.vocab.encode(q))
             doc_ids[i, :len(d)] = torch.tensor(self.vocab.encode(d))
             key = tuple(q)
@@ -324,14 +167,15 @@ class HCAN(RerankModel):
             query_idf[i, :, :len(q)] = torch.tensor(weights[key])
             if c.external_features:
                 overlap[i] = torch.tensor(OVERLAP_FEATURES[c.overlap_mode](q, d, self.idf, self.vocab))
-        tensors = {"query_ids": query_ids, "doc_ids": doc_ids, "query_idf": query_idf}
-        return Batch(tensors | ({"overlap": overlap} if c.external_features else {}), truncated, pairs)
+        tensors |= {"query_ids": query_ids, "doc_ids": doc_ids, "query_idf": query_idf}
+        return Batch(tensors | ({"overlap": overlap} if c.external_features else {}), sum(cut), pairs)
 
     # -- the network ----------------------------------------------------------------------------------------------
     def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_idf: torch.Tensor,
-                overlap: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, n), (B, m), (B, N+1, n) [, (B, 4) overlap features] -> (B, 2) log-probabilities of (non-relevant,
-        relevant)."""
+                overlap: torch.Tensor | None = None, query_trigrams: torch.Tensor | None = None,
+                doc_trigrams: torch.Tensor | None = None, url_trigrams: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, n), (B, m), (B, N+1, n) [, (B, 4) overlap features] [, (B, n3) query, (B, m3) text, (B, u3) URL
+        trigrams] -> (B, 2) log-probabilities of (non-relevant, relevant)."""
         c = self.config
         qmask, cmask = query_ids != 0, doc_ids != 0                         # (B, n), (B, m)
         qlen, clen = qmask.sum(1).cpu(), cmask.sum(1).cpu()
@@ -340,6 +184,10 @@ class HCAN(RerankModel):
         features = []
         if not c.sm_only:
             features += [relevance_matching(uqs[l], ucs[l], qmask, cmask, query_idf[:, l], c) for l in range(c.levels + 1)]
+        for branch, seq_ids in ((self.text_trigrams, doc_trigrams), (self.url_trigrams, url_trigrams)):
+            if branch is not None:                                         # (B, (N+1) x 2 x L_3) each
+                features.append(branch(self.trigram_embedding(query_trigrams), query_trigrams != 0,
+                                       self.trigram_embedding(seq_ids), seq_ids != 0))
         if not c.rm_only:
             features += [sm(uqs[l], ucs[l], qmask, cmask, clen) for l, sm in enumerate(self.sm, 1)]
         if c.external_features:

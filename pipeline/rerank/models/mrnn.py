@@ -235,7 +235,7 @@ class MRNN(RerankModel):
 
     # -- building -----------------------------------------------------------------------------------------------
     @classmethod
-    def from_training_data(cls, config: MRNNConfig, queries: list[str], docs: list[str]) -> "MRNN":
+    def from_training_data(cls, config: MRNNConfig, queries: list[str], docs: list[str], doc_fields=()) -> "MRNN":
         """Static tables: the vocabulary of the training texts (+ the table's first words) and its embeddings."""
         config.check()
         texts = list(dict.fromkeys([*queries, *docs]))
