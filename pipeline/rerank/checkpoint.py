@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline import __version__
 from pipeline.data.files import atomic_write, file_sha256
 from pipeline.errors import ConfigError, InputError, UnknownNameError
+from pipeline.log import logger
 from pipeline.rerank import models
 from pipeline.rerank.config import config_to_dict, make_config
 
@@ -50,9 +51,17 @@ def checkpoint_model_class(name: str, where: str | Path) -> type["RerankModel"]:
 
 def checkpoint_config(config_class: type, fields, where: str | Path, overrides: dict | None = None):
     """The config dataclass from config.json's fields (all present, each of its kind, the whole checked), then
-    `overrides`; what is wrong is a CheckpointError naming the file and field."""
+    `overrides`; what is wrong is a CheckpointError naming the file and field. A field the model gained after a
+    checkpoint was saved is read as the value it was trained with, when the config class says it
+    (`LEGACY = {field: value}`), and logged; any other missing field is an error."""
     if not isinstance(fields, dict):
         raise CheckpointError(where, "the model config is not a JSON object", field="config")
+    legacy = getattr(config_class, "LEGACY", {})
+    older = {f.name: legacy[f.name] for f in dataclasses.fields(config_class) if f.name not in fields and f.name in legacy}
+    if older:
+        logger.info("%s: saved before the config field(s) %s; read as it was trained: %s", where, ", ".join(older),
+                    ", ".join(f"{k}={v}" for k, v in older.items()))
+        fields = fields | older
     missing = [f.name for f in dataclasses.fields(config_class) if f.name not in fields]
     if missing:
         raise CheckpointError(where, f"the model config lacks the field(s) {', '.join(missing)} of "

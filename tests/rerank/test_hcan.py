@@ -265,3 +265,30 @@ def test_code_overlap_features_by_hand():
     assert code_overlap_features(["zzyzx"], ["a"], model.idf, model.vocab) == [0.0, 0.0, 0.0, 0.0]
     batch = model.prepare(make_pairs([" ".join(query)], [" ".join(doc)]))
     torch.testing.assert_close(batch.tensors["overlap"], torch.tensor([expected]), rtol=0, atol=1e-6)
+
+def test_a_checkpoint_saved_before_newer_fields_loads_as_it_was_trained(tmp_path, caplog):
+    """config.json without the fields HCAN gained later (LEGACY) reads them as trained then: overlap features
+    were ours (stopwords); any other missing field is still an error naming it."""
+    import json
+    import logging
+
+    from pipeline.rerank.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+
+    model = build(external_features=True, overlap_mode="stopwords")
+    folder = save_checkpoint(model, tmp_path / "old")
+    path = folder / "config.json"
+    data = json.loads(path.read_text())
+    for name in set(HCANConfig.LEGACY) - {"external_features"}:  # saved with --ext, before overlap_mode existed
+        del data["config"][name]
+    path.write_text(json.dumps(data))
+    with caplog.at_level(logging.INFO, logger="irpipe"):
+        again = load_checkpoint(folder)
+    assert again.config == model.config and "overlap_mode=stopwords" in caplog.text
+    pairs = make_pairs(QUERIES, DOCS)
+    with torch.inference_mode():
+        torch.testing.assert_close(again.score(again(**again.prepare(pairs).tensors)),
+                                   model.score(model(**model.prepare(pairs).tensors)))
+    del data["config"]["levels"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(CheckpointError, match="lacks the field.s. levels"):
+        load_checkpoint(folder)
