@@ -50,7 +50,7 @@ def signal_handlers() -> dict[int, bytes]:
 
 @contextlib.contextmanager
 def signal_handlers_kept():
-    """Put back the crash signals' handlers that ray.init replaced. Its crash handler would take SIGSEGV from a JVM
+    """Put back the crash signals' handlers that ray.init (and ray.shutdown) replace. Its crash handler would take SIGSEGV from a JVM
     already running in this process (the first stage's Lucene): the JVM raises and handles SIGSEGV itself, so Lucene
     search would crash at random later (Ray's own Java driver turns the handler off for this reason); and it would
     take SIGTERM from irpipe's clean exit (stop children, remove scratch, exit 143)."""
@@ -84,6 +84,16 @@ def connect(options: EngineOptions):
     logger.info("ray: %s cluster, %s", "joined the" if address else "started a local",
                 ", ".join(f"{v:g} {k}" for k, v in sorted(ray.cluster_resources().items()) if k in ("CPU", "GPU")))
     return ray
+
+
+def disconnect() -> None:
+    """Leave the cluster (and stop a local one this process started), keeping this process's signal handlers:
+    `ray.shutdown` replaces them again (SIGSEGV among them), so call this rather than `ray.shutdown` in a process
+    that goes on searching with Lucene."""
+    import ray
+
+    with signal_handlers_kept():
+        ray.shutdown()
 
 
 def _init(ray, address: str | None, options: EngineOptions, common: dict) -> None:

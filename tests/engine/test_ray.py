@@ -29,12 +29,15 @@ def cluster():
     """One local cluster for the module, started as the engine starts one: 2 CPUs (one per worker), loopback only,
     no dashboard. Yields its address and this process's crash-signal handlers from before and after joining it."""
     from pipeline.engine import EngineOptions
-    from pipeline.engine.cluster import connect, signal_handlers
+    from pipeline.engine.cluster import connect, disconnect, signal_handlers
 
     before = signal_handlers()
     connect(EngineOptions(kind="ray", workers=2))
     yield SimpleNamespace(address=ray.get_runtime_context().gcs_address, before=before, after=signal_handlers())
-    ray.shutdown()
+    handler = slice(0, 8)
+    kept = {n: a[handler] for n, a in signal_handlers().items()}  # the JVM's, once a test searched here
+    disconnect()
+    assert {n: a[handler] for n, a in signal_handlers().items()} == kept
 
 
 def test_joining_ray_leaves_this_process_its_signal_handlers(cluster):
