@@ -168,6 +168,7 @@ def pretrain(texts: list[str], out: str | Path, options: MLMOptions, vocab: list
         optimizer.load_state_dict(trainer["optimizer"])
         scheduler.load_state_dict(trainer["scheduler"])
         generator.set_state(trainer["generator"])
+        torch.set_rng_state(trainer["torch"])
         step = trainer["step"]
         _truncate_log(out / LOG, step)
         logger.info("pretrain-mlm: resuming at step %d of %d", step, options.steps)
@@ -209,11 +210,13 @@ def pretrain(texts: list[str], out: str | Path, options: MLMOptions, vocab: list
                 window = {"loss": 0.0, "correct": 0, "count": 0, "seconds": 0.0, "tokens": 0}
                 if saving:
                     record["held_out"] = held_out_scores(model, held, options.seed + 1, 2 * options.batch_size)
+                with open(out / LOG, "a", encoding="utf-8") as handle:  # appended; a resume drops lines after its step
+                    handle.write(json.dumps(record) + "\n")
+                if saving:
                     _save_state(out / "state", model, {"step": step, "optimizer": optimizer.state_dict(),
                                                        "scheduler": scheduler.state_dict(),
-                                                       "generator": generator.get_state()})
+                                                       "generator": generator.get_state(),
+                                                       "torch": torch.get_rng_state()})  # torch: dropout
                     _export(model, tokenizer, out)
-                with open(out / LOG, "a", encoding="utf-8") as handle:  # appended: a line is one record
-                    handle.write(json.dumps(record) + "\n")
                 bar.set_postfix(loss=f"{record['loss']:.3f}", acc=f"{record['accuracy']:.3f}")
     return record
