@@ -222,7 +222,7 @@ def test_cacm_prebuilt_index_is_extracted_into_the_cache(mirror):
 @pytest.mark.parametrize("name, part, words", [
     ("msmarco-passage/dev-small", "docs", "not available offline"),
     ("dl19-passage", "docs", "run() carries the texts"),
-    ("lcqmc/dev", "topics", "provides: pairs"),
+    ("lcqmc/dev", "docs", "provides: pairs, topics, qrels, run"),
     ("insuranceqa-zh/test", "qrels", "answer texts"),
     ("cacm", "pairs", "provides: topics, qrels, docs"),
 ])
