@@ -179,9 +179,6 @@ def pretrain(texts: list[str], out: str | Path, options: MLMOptions, vocab: list
     with progress(desc="pretrain-mlm", total=options.steps, unit="step") as bar:
         bar.update(step)
         while step < options.steps:
-            if max_minutes is not None and time.monotonic() - started > 60 * max_minutes:
-                logger.info("pretrain-mlm: --max-minutes reached at step %d; --resume continues", step)
-                break
             tick = time.monotonic()
             epoch, index = divmod(step, per_epoch)
             order = batches.epoch_order(epoch)
@@ -202,7 +199,8 @@ def pretrain(texts: list[str], out: str | Path, options: MLMOptions, vocab: list
             window["count"] += count
             window["seconds"] += time.monotonic() - tick
             window["tokens"] += int(batch["attention_mask"].sum())
-            saving = step % options.save_every == 0 or step == options.steps
+            out_of_time = max_minutes is not None and time.monotonic() - started > 60 * max_minutes
+            saving = step % options.save_every == 0 or step == options.steps or out_of_time
             if step % options.log_every == 0 or saving:
                 record = {"step": step, "epoch": round(step / per_epoch, 3), "loss": window["loss"] / max(1, window["count"]),
                           "accuracy": window["correct"] / max(1, window["count"]), "lr": scheduler.get_last_lr()[0],
@@ -219,4 +217,7 @@ def pretrain(texts: list[str], out: str | Path, options: MLMOptions, vocab: list
                                                        "torch": torch.get_rng_state()})  # torch: dropout
                     _export(model, tokenizer, out)
                 bar.set_postfix(loss=f"{record['loss']:.3f}", acc=f"{record['accuracy']:.3f}")
+            if out_of_time and step < options.steps:
+                logger.info("pretrain-mlm: --max-minutes reached at step %d (saved); --resume continues", step)
+                break
     return record
