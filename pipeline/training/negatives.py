@@ -104,8 +104,6 @@ def replace_keyword(text: str, keywords: list[str], domain_words: dict[str, list
 
 def sample_negatives(examples, sampling: NegativeSampling):
     """`examples` (pipeline/training/examples.py) with each query's negatives replaced by sampled ones."""
-    from pipeline.training.examples import Examples
-
     generator = torch.Generator().manual_seed(sampling.seed)
     pool_ids: dict[str, str] = {}  # text -> docid
     for docid, text in examples.texts.items():
@@ -167,5 +165,5 @@ def sample_negatives(examples, sampling: NegativeSampling):
     logger.info("sampled negatives: %s", dict(made))
     labels = {qid: docs for qid, docs in labels.items() if docs}
     used = {d for docs in labels.values() for d in docs}
-    return Examples(dict(examples.queries), {d: texts[d] for d in used}, labels, dict(examples.query_fields))
+    return type(examples)(dict(examples.queries), {d: texts[d] for d in used}, labels, dict(examples.query_fields))
 

@@ -49,16 +49,6 @@ def tiny_qa() -> TinyQA:
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     """A randomly initialised (seeded) 2-layer BERT with all-MiniLM-L6-v2's tokenizer, saved as a BERT folder."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from support import save_tiny_bert
 
-    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder
-
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    tokenizer = AutoTokenizer.from_pretrained(bert_folder(DEFAULT_BERT), local_files_only=True)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512)
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), layers=2)

@@ -10,6 +10,7 @@ from pipeline.rerank.model import Batch
 from pipeline.rerank.models.kwbert import KeywordBERT, KeywordBERTConfig, keyword_attention_mask, side_mean
 from pipeline.rerank.pairs import Pair
 from pipeline.retrieve.keyword_dictionary import Keyword, KeywordDictionary
+from support import save_tiny_bert
 
 
 @pytest.fixture(scope="module")
@@ -20,19 +21,10 @@ def dictionary(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def one_layer_bert(tmp_path_factory, tiny_bert):
+def one_layer_bert(tmp_path_factory):
     """A 1-layer random BERT: H^(N-1) is the embedding output, one row per token, so the branch isolation of the
     keyword layer shows through the whole model."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    folder = tmp_path_factory.mktemp("one-layer-bert")
-    tokenizer = AutoTokenizer.from_pretrained(tiny_bert, local_files_only=True)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return save_tiny_bert(tmp_path_factory.mktemp("one-layer-bert"), layers=1, positions=128)
 
 
 def _model(bert, dictionary, **config) -> KeywordBERT:

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, save_bert_assets
 from pipeline.rerank.config import at_least, choice
-from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
+from pipeline.rerank.model import Batch, Pair, RerankModel
+from pipeline.rerank.models.monobert import TwoClassOutput
 from pipeline.rerank.neural import register_model
 
 OTHER, SIDE_A, SIDE_B = 0, 1, 2  # the `side` input: [CLS], [SEP] and padding, sentence A, sentence B
@@ -112,7 +112,7 @@ def side_mean(states: torch.Tensor, side: torch.Tensor, which: int) -> torch.Ten
 
 
 @register_model
-class KeywordBERT(RerankModel):
+class KeywordBERT(TwoClassOutput, RerankModel):
     name = "kwbert"
     config_class = KeywordBERTConfig
     training_defaults = {"optimizer": "adamw", "lr": 2e-5, "weight_decay": 0.01, "schedule": "linear",
@@ -219,13 +219,3 @@ class KeywordBERT(RerankModel):
         else:
             features = torch.cat([h_cls, h_a, h_b, h_a - h_b, h_b - h_a], -1)            # (B, 5H)
         return self.classifier(self.dropout(features))                                  # (B, 2)
-
-    def score(self, output: torch.Tensor) -> torch.Tensor:
-        output = output.float()
-        if self.config.score == "prob":
-            return output.softmax(-1)[:, 1]  # (B,)
-        return output[:, 1] - output[:, 0]  # (B,)
-
-    def loss(self, output: torch.Tensor, batch: Batch) -> Loss:
-        ce = F.cross_entropy(output.float(), (batch.labels > 0).long())
-        return Loss(ce, {"ce": ce})
