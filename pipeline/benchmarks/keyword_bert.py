@@ -5,7 +5,7 @@
 Each system is trained (a training recipe: cached under <irpipe cache>/models) on `<dataset>/dev` with the seed,
 then measured on what it was not trained on:
 - accuracy on `<dataset>/test`: a pair is called a match when the model's score z_1 - z_0 > 0 (P(match) > 0.5);
-- ranking on `<dataset>/questions-test`: BM25's top `--depth` (jieba index, the query's own question excluded)
+- ranking on `<dataset>/questions-test`: BM25's top `--depth` (jieba index) less the query's own question,
   reranked by the model; Success@1 and Success@10 (is the paired question first / in the top 10).
 Numbers are mean ± sd over the seeds; each comparison (kwbert vs monobert; keyword vs random negatives) has a
 two-sided paired t-test over the test pairs (correct or not, averaged over the seeds) and over the queries
@@ -45,9 +45,10 @@ def train_system(name: str, args, seed: int) -> Path:
     from pipeline.training.recipes import Recipe
 
     model, extra = SYSTEMS[name]
-    options = {"epochs": args.epochs, "lr": args.lr, "train_batch_size": args.batch_size, "seed": seed,
-               "negatives_dict": args.dict, "negatives_per_positive": args.negatives_per_positive,
-               "replace_ratio": args.replace_ratio if extra.get("negatives") == "keyword" else 0.0} | extra
+    options = {"epochs": args.epochs, "lr": args.lr, "train_batch_size": args.batch_size, "seed": seed} | extra
+    if "negatives" in extra:  # only what differs from the defaults: the same recipe as the eval/ configs' specs
+        options |= {"negatives_dict": args.dict, "negatives_per_positive": args.negatives_per_positive}
+        options |= {"replace_ratio": args.replace_ratio} if extra["negatives"] == "keyword" else {}
     overrides = {"bert": args.bert, "max_length": args.max_length} | ({"dict": args.dict} if model == "kwbert" else {})
     recipe = Recipe(model, f"{args.dataset}/dev", None, options, overrides, device="cpu", threads=args.threads)
     return recipe.ensure_trained()
@@ -76,8 +77,9 @@ def measure(checkpoint: Path, test_pairs, ranking_pairs, qrels, batch_size: int)
             **{m: statistics.fmean(table[m].values()) for m in MEASURES}, "per_query": table}
 
 
-def evaluation_data(dataset: str, depth: int):
-    """(labelled test pairs, pairs of BM25's top `depth` on the test queries, their qrels, BM25's own scores)."""
+def evaluation_data(dataset: str, depth: int, queries: int | None):
+    """(labelled test pairs, pairs of BM25's top `depth` on the first `queries` test queries (all: None), their
+    qrels, BM25's own scores)."""
     from pipeline.data.registry import get_dataset
     from pipeline.evaluate import evaluate
     from pipeline.rerank.pairs import pairs_of
@@ -88,10 +90,11 @@ def evaluation_data(dataset: str, depth: int):
     test_pairs = [replace(p, label=float(qrels[p.qid][p.docid])) for p in pairs_of(test.topics(), test.run(), test.run().texts)]
     questions = get_dataset(f"{dataset}/questions-test")
     topics = questions.topics()
-    run = parse(f"bm25(hits={depth + 1}) >> exclude()").bind(questions)(topics).cut(depth)
+    topics = topics.subset(list(topics)[:queries]) if queries else topics
+    run = parse(f"bm25(hits={depth}) >> exclude()").bind(questions)(topics)  # as the eval/ configs' specs
     texts = {doc["id"]: doc["contents"] for doc in questions.docs()}
-    bm25 = evaluate(run, questions.qrels(), list(MEASURES))
-    return test_pairs, pairs_of(topics, run, texts), questions.qrels(), bm25
+    qrels = {qid: judged for qid, judged in questions.qrels().items() if qid in topics}
+    return test_pairs, pairs_of(topics, run, texts), qrels, evaluate(run, qrels, list(MEASURES))
 
 
 def summarise(results: dict[str, list[dict]]) -> dict:
@@ -129,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--negatives-per-positive", type=int, default=1)
     parser.add_argument("--replace-ratio", type=float, default=0.1)
     parser.add_argument("--depth", type=int, default=20, help="BM25 hits reranked per query")
+    parser.add_argument("--ranking-queries", type=int, metavar="N", help="rank only the first N test queries")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--eval-batch-size", type=int, default=256)
     parser.add_argument("--record", action="store_true")
@@ -137,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     started = time.monotonic()
-    test_pairs, ranking_pairs, qrels, bm25 = evaluation_data(args.dataset, args.depth)
+    test_pairs, ranking_pairs, qrels, bm25 = evaluation_data(args.dataset, args.depth, args.ranking_queries)
     results: dict[str, list[dict]] = {}
     for name in args.systems:
         for seed in args.seeds:
