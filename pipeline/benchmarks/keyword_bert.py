@@ -9,7 +9,7 @@ then measured on what it was not trained on:
   reranked by the model; Success@1 and Success@10 (is the paired question first / in the top 10).
 Numbers are mean ± sd over the seeds; each comparison (kwbert vs monobert; keyword vs random negatives) has a
 two-sided paired t-test over the test pairs (correct or not, averaged over the seeds) and over the queries
-(Success@k averaged over the seeds). `--record` writes eval/benchmarks/keyword-bert-<dataset>.json.
+(Success@k averaged over the seeds). `--record` writes eval/benchmarks/keyword-bert-<dataset>.json (or --out).
 """
 from __future__ import annotations
 
@@ -136,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--eval-batch-size", type=int, default=256)
     parser.add_argument("--record", action="store_true")
+    parser.add_argument("--out", metavar="FILE", help="with --record: the JSON file (default: "
+                                                      "eval/benchmarks/keyword-bert-<dataset>.json)")
     args = parser.parse_args(argv)
     import torch
 
@@ -152,12 +154,12 @@ def main(argv: list[str] | None = None) -> int:
                   + ", ".join(f"{m} {result[m]:.4f}" for m in MEASURES) + f" ({time.monotonic() - tick:.0f} s)",
                   flush=True)
     summary = {"command": "python -m pipeline.benchmarks.keyword_bert " + " ".join(argv or sys.argv[1:]),
-               "settings": {k: v for k, v in vars(args).items() if k != "record"},
+               "settings": {k: v for k, v in vars(args).items() if k not in ("record", "out")},
                "bm25": bm25, **summarise(results), "paper": PAPER,
                "minutes": round((time.monotonic() - started) / 60, 1)}
     print(json.dumps({k: summary[k] for k in ("bm25", "systems", "paired_t_test_p")}, indent=1))
     if args.record:
-        with atomic_write(REPO / "eval" / "benchmarks" / f"keyword-bert-{args.dataset}.json") as out:
+        with atomic_write(args.out or REPO / "eval" / "benchmarks" / f"keyword-bert-{args.dataset}.json") as out:
             json.dump(summary, out, indent=2)
     return 0
 
