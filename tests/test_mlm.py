@@ -11,8 +11,8 @@ from safetensors.torch import load_file
 
 from pipeline.errors import ConfigError
 from pipeline.training import pretrain as pretrain_module
-from pipeline.training.mlm import SPECIALS, MLMOptions, build_vocab, mask_tokens, word_ids
-from pipeline.training.pretrain import pretrain
+from pipeline.training.mlm import SPECIALS, MLMOptions, build_vocab
+from pipeline.training.pretrain import mask_tokens, pretrain, word_ids
 
 TEXTS = ["信用卡怎么还款", "贷款利率怎么算", "今天足球比赛怎么样", "我想去打篮球", "信用卡如何办理",
          "银行贷款需要什么材料", "足球比赛几点开始", "篮球和足球哪个好"] * 3

@@ -1,4 +1,5 @@
-"""The MLM pretraining loop (`irpipe pretrain-mlm`; masking, corpus and vocabulary in pipeline/training/mlm.py).
+"""The MLM masking and pretraining loop (`irpipe pretrain-mlm`; options, corpus and vocabulary in
+pipeline/training/mlm.py, whose docstring gives the method).
 
     OUT/config.json, model.safetensors, vocab.txt, tokenizer.json   the BERT folder (BertForMaskedLM), after every save
     OUT/pretrain.jsonl      one line per `log_every` steps: step, loss, accuracy, lr, tokens/s; held-out at saves
@@ -25,10 +26,83 @@ from pipeline.data.files import atomic_write
 from pipeline.errors import ConfigError
 from pipeline.log import logger, progress
 from pipeline.rerank.checkpoint import file_digest
-from pipeline.training.mlm import LOG, MaskedBatches, MLMOptions, build_vocab, make_tokenizer
+from pipeline.training.mlm import LOG, SPECIALS, MLMOptions, build_vocab, make_tokenizer
 from pipeline.training.state import decode_state, encode_state
 
 COMMIT = "current.json"
+
+
+# -- masking ---------------------------------------------------------------------------------------------------
+
+def word_ids(text: str, offsets: list[tuple[int, int]], whole_words: bool) -> list[int]:
+    """The word of each token: jieba words by character span (whole-word masking), else each token its own."""
+    if not whole_words:
+        return list(range(len(offsets)))
+    from pipeline.retrieve.segment import default_segmenter
+
+    owner, start = [0] * len(text), 0
+    for index, word in enumerate(default_segmenter().cut(text)):  # normalised text: NFKC keeps CJK positions
+        owner[start:start + len(word)] = [index] * len(word)
+        start += len(word)
+    return [owner[s] if s < len(owner) else -1 for s, _ in offsets]
+
+
+def mask_tokens(ids: list[int], words: list[int], rate: float, vocab_size: int, mask_id: int, first_normal: int,
+                generator: torch.Generator) -> tuple[list[int], list[int]]:
+    """(inputs, labels) of one sentence's token ids: round(rate x tokens) tokens chosen by whole words in a random
+    order (a word that would overshoot is skipped); labels are the original ids there and -100 elsewhere."""
+    budget = max(1, round(rate * len(ids)))
+    groups: dict[int, list[int]] = {}
+    for position, word in enumerate(words):
+        groups.setdefault(word, []).append(position)
+    order = torch.randperm(len(groups), generator=generator).tolist()
+    chosen: list[int] = []
+    for key in (list(groups)[i] for i in order):
+        if len(chosen) + len(groups[key]) <= budget:
+            chosen += groups[key]
+    inputs, labels = list(ids), [-100] * len(ids)
+    for position in chosen:
+        labels[position] = ids[position]
+        draw = torch.rand(1, generator=generator).item()
+        if draw < 0.8:
+            inputs[position] = mask_id
+        elif draw < 0.9:
+            inputs[position] = int(torch.randint(first_normal, vocab_size, (1,), generator=generator))
+    return inputs, labels
+
+
+class MaskedBatches:
+    """Token ids and word ids of every text (tokenized once); batches with fresh masks from a seeded generator."""
+
+    def __init__(self, texts: list[str], tokenizer, options: MLMOptions):
+        encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, truncation=True,
+                            max_length=options.max_length - 2)
+        self.ids = encoded["input_ids"]
+        self.words = [word_ids(text, offsets, options.whole_words)
+                      for text, offsets in zip(texts, encoded["offset_mapping"])]
+        self.tokenizer, self.options = tokenizer, options
+        self.keep = [i for i, ids in enumerate(self.ids) if ids]
+
+    def batch(self, rows: list[int], generator: torch.Generator) -> dict[str, torch.Tensor]:
+        tok, options = self.tokenizer, self.options
+        inputs, labels = [], []
+        for row in rows:
+            masked, target = mask_tokens(self.ids[row], self.words[row], options.mask_rate, tok.vocab_size,
+                                         tok.mask_token_id, len(SPECIALS), generator)
+            inputs.append([tok.cls_token_id, *masked, tok.sep_token_id])
+            labels.append([-100, *target, -100])
+        length = max(map(len, inputs))
+        batch = {"input_ids": torch.full((len(rows), length), tok.pad_token_id), "labels": torch.full((len(rows), length), -100),
+                 "attention_mask": torch.zeros((len(rows), length), dtype=torch.long)}   # (B, L) each
+        for i, (row, target) in enumerate(zip(inputs, labels)):
+            batch["input_ids"][i, :len(row)] = torch.tensor(row)
+            batch["labels"][i, :len(row)] = torch.tensor(target)
+            batch["attention_mask"][i, :len(row)] = 1
+        return batch
+
+    def epoch_order(self, epoch: int) -> list[int]:
+        generator = torch.Generator().manual_seed(self.options.seed * 100003 + epoch)
+        return [self.keep[i] for i in torch.randperm(len(self.keep), generator=generator).tolist()]
 
 
 def split_held_out(texts: list[str], fraction: float, seed: int) -> tuple[list[str], list[str]]:
