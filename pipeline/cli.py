@@ -28,6 +28,7 @@ COMMANDS = {
     "leaderboard": ("pipeline.commands.leaderboard", "regenerate eval/LEADERBOARD.md from eval/results and references"),
     "rerank": ("pipeline.commands.rerank", "rerank a run file with a neural model (checkpoint or pretrained)"),
     "train": ("pipeline.commands.train", "train a neural reranker (checkpoint folder, train.jsonl log, --resume)"),
+    "pretrain-mlm": ("pipeline.commands.pretrain_mlm", "pretrain a small BERT by masked-language modelling (resumable)"),
     "encode": ("pipeline.commands.encode", "store document encodings of a late-interaction model (biencoder, ...)"),
 }
 

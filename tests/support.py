@@ -26,6 +26,23 @@ def make_pairs(queries: list[str], docs: list[str]) -> list:
     return [Pair(f"q{i}", f"d{i}", query, doc) for i, (query, doc) in enumerate(zip(queries, docs))]
 
 
+def save_tiny_bert(folder: Path, layers: int = 2, positions: int = 512) -> Path:
+    """A randomly initialised (seeded) BERT of width 32 with all-MiniLM-L6-v2's tokenizer, saved as a BERT folder:
+    a model trains for an epoch, or scores a few hundred pairs, in about a second on 2 CPU cores."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder
+
+    tokenizer = AutoTokenizer.from_pretrained(bert_folder(DEFAULT_BERT), local_files_only=True)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=layers,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=positions)
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 # -- a tiny collection of our own, written by the tests that need one ---------------------------------------------
 TOPICS = "1\tcolour of the sky\n2\tgreen grass in spring\n3\tcoal mining\n"
 QRELS = "1 0 d1 1\n1 0 d4 0\n2 0 d2 1\n3 0 d3 1\n3 0 d5 1\n"
@@ -42,21 +59,4 @@ def write_collection(folder: Path) -> Path:
     (folder / "docs.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in DOCS))
     (folder / "dataset.yaml").write_text("name: tiny-trec\nfiles:\n  topics: topics.tsv\n  qrels: qrels.txt\n"
                                          "  corpus: docs.jsonl\n")
-    return folder
-
-
-def write_tiny_bert(folder: Path) -> Path:
-    """A randomly initialised (seeded) 2-layer BERT of width 32 with all-MiniLM-L6-v2's tokenizer, saved as a BERT
-    folder: a model trains for an epoch, or scores a few hundred pairs, in about a second on 2 CPU cores."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder
-
-    tokenizer = AutoTokenizer.from_pretrained(bert_folder(DEFAULT_BERT), local_files_only=True)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512)
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
     return folder

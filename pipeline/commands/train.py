@@ -51,7 +51,9 @@ def define_args(parser: argparse.ArgumentParser) -> None:
                         help="groups per step: pairs, a positive with its negatives, or queries (the model's sampling)")
     parser.add_argument("--seed", type=int, metavar="N")
     parser.add_argument("--loss", metavar="NAME", help="the model's loss, where it has a choice (its config's loss field)")
-    parser.add_argument("--negatives", choices=("labelled", "bm25"), help="labelled candidates (default) or BM25 hard negatives")
+    parser.add_argument("--negatives", choices=("labelled", "bm25", "keyword", "random"),
+                        help="labelled candidates (default), BM25 hard negatives, or sampled: keyword-BERT's rule "
+                             "(--option negatives_dict=thucnews alpha=0.6 beta=0.2 replace_ratio=0.1) or random")
     parser.add_argument("--depth", type=int, metavar="N", help="BM25 hits per query for negatives / dev (default 100)")
     parser.add_argument("--measure", metavar="MEASURE", help="dev measure that picks the best epoch (default AP; or loss)")
     parser.add_argument("--patience", type=int, metavar="N", help="early stop after N epochs without improvement")

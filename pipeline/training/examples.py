@@ -2,7 +2,8 @@
 
 Examples come from a dataset's labelled candidates (`negatives="labelled"`: WikiQA/TrecQA answer candidates, the
 judged part of DL19's top-100), or from a BM25 run (`negatives="bm25"`: relevant documents as positives, the other
-top-`depth` hits as hard negatives). A candidate is positive when its qrels label is >= `min_rel` (default: the
+top-`depth` hits as hard negatives), or have sampled negatives (`negatives="keyword"|"random"`: keyword-BERT's
+rule or uniform, pipeline/training/negatives.py). A candidate is positive when its qrels label is >= `min_rel` (default: the
 dataset's relevance level, 2 on TREC DL). Pairs carry the topic's extra fields (e.g. keywords) and the candidate's
 (the run's `doc_fields`, e.g. a tweet's URL).
 
@@ -128,8 +129,15 @@ def _with_texts(run: "Run", dataset, docids: set[str]) -> "Run":
 
 
 def examples_from(dataset, negatives: str = "labelled", depth: int = 100, min_rel: int | None = None,
-                  max_queries: int | None = None) -> Examples:
-    """Training pairs of `dataset` (see the module docstring for the two kinds of negatives)."""
+                  max_queries: int | None = None, sampling=None) -> Examples:
+    """Training pairs of `dataset` (see the module docstring for the two kinds of negatives); with `sampling`
+    (a `NegativeSampling`, negatives=keyword|random) the labelled (else BM25) examples' negatives are replaced by
+    sampled ones (pipeline/training/negatives.py)."""
+    if sampling is not None:
+        from pipeline.training.negatives import sample_negatives
+
+        base = "labelled" if "run" in dataset.provides else "bm25"
+        return sample_negatives(examples_from(dataset, base, depth, min_rel, max_queries), sampling)
     topics, qrels = dataset.topics(), dataset.qrels()
     level = min_rel if min_rel is not None else dataset.rel_level
     qids = [q for q in topics if q in qrels][:max_queries]

@@ -35,6 +35,7 @@ from pipeline.rerank.model import Loss, RerankModel
 from pipeline.rerank.scoring import autocast, labelled, resolve_device
 from pipeline.training.examples import DevSet, Examples, dataset_fingerprint, epoch_batches, epoch_steps, \
     examples_from, get_dataset
+from pipeline.training.negatives import NegativeSampling
 from pipeline.training.optim import Stepper
 from pipeline.training.options import RUNTIME_OPTIONS, TrainOptions, make_deterministic, resolve_options
 from pipeline.training.state import committed_epoch, has_state, load_state, rng_state, save_state, set_rng_state, sweep_state
@@ -78,7 +79,8 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
     comparable = {k: v for k, v in recipe.items() if k != "options"} | {
         "options": {k: v for k, v in recipe["options"].items() if k not in RUNTIME_OPTIONS}}
 
-    examples = examples_from(train_set, options.negatives, options.depth, options.min_rel, options.train_queries)
+    examples = examples_from(train_set, options.negatives, options.depth, options.min_rel, options.train_queries,
+                             NegativeSampling.of(options))
     dev_set = DevSet.of(dev, options.depth) if dev is not None else None
     selection = dev_set.key(options.measure) if dev_set is not None else None  # a bad measure fails here, not later
     device = resolve_device(options.device)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pipeline.errors import ConfigError
 from pipeline.rerank.config import at_least, choice, field_problem
 
-NEGATIVES = ("labelled", "bm25")
+NEGATIVES = ("labelled", "bm25", "keyword", "random")
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("linear", "plateau", "constant")
 RUNTIME_OPTIONS = ("device", "eval_batch_size", "threads")  # how, not what: neither in recipe keys nor resume checks
@@ -26,9 +26,15 @@ class TrainOptions:
     lr: float = 2e-5
     train_batch_size: int = 16
     seed: int = 0
-    negatives: str = "labelled"      # labelled | bm25
+    negatives: str = "labelled"      # labelled | bm25 | keyword | random (sampled: pipeline/training/negatives.py)
     depth: int = 100                 # bm25 negatives and dev runs without shipped candidates: hits per query
-    negatives_per_positive: int = 1  # "pairs" sampling: negatives drawn per positive each epoch
+    negatives_per_positive: int = 1  # "pairs" sampling: negatives drawn per positive each epoch; keyword | random
+                                     # negatives: sampled negatives per positive (once, before training)
+    negatives_dict: str = ""         # keyword negatives / replacement: the keyword dictionary (preset or TSV)
+    alpha: float = 0.6               # keyword negatives: BM25(q, Q) / BM25(q, q) below this
+    beta: float = 0.2                # keyword negatives: keyword non-overlap ratio above this
+    replace_ratio: float = 0.0       # keyword replacement: share of the queries with a keyword that get one more
+                                     # negative, the query with a keyword swapped for another of its domain
     min_rel: int | None = None       # label >= min_rel is positive; None: the dataset's rel_level
     train_queries: int | None = None  # keep only the first N training queries (budgets, smoke tests)
     optimizer: str = "adamw"         # adamw | adam | sgd
@@ -59,7 +65,7 @@ class TrainOptions:
             at_least("training", name, getattr(self, name), 1)
         for name in ("threads", "train_queries", "min_rel", "patience"):
             at_least("training", name, getattr(self, name), 0 if name == "min_rel" else 1, optional=True)
-        for name in ("lr", "weight_decay", "momentum", "warmup", "plateau_factor"):
+        for name in ("lr", "weight_decay", "momentum", "warmup", "plateau_factor", "alpha", "beta", "replace_ratio"):
             at_least("training", name, getattr(self, name), 0)
         at_least("training", "max_grad_norm", self.max_grad_norm, 0, optional=True)
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline.cli import main
-from support import REPO, needs_shared_data, write_tiny_bert
+from support import REPO, needs_shared_data, save_tiny_bert
 
 ray = pytest.importorskip("ray", reason="the ray engine's tests need the `ray` package (irpipe's install brings it)")
 pytestmark = needs_shared_data
@@ -124,7 +124,7 @@ def test_an_experiment_file_runs_on_its_engine(cacm_index, tmp_path, caplog):
 def test_rerank_is_identical(model, wikiqa_subset, tmp_path):
     run, queries, docs = wikiqa_subset
     checkpoint = _hcan(tmp_path / "hcan", queries, docs) if model == "hcan" else \
-        _monobert(tmp_path / "monobert", write_tiny_bert(tmp_path / "tiny-bert"))
+        _monobert(tmp_path / "monobert", save_tiny_bert(tmp_path / "tiny-bert"))
     local = _rerank(checkpoint, run, tmp_path / "local.trec")
     on_ray = _rerank(checkpoint, run, tmp_path / "ray.trec", *RAY, "--shard-pairs", "20")  # 24 pairs: 3 batches
     assert on_ray == local and len(local) == len(run.read_text().splitlines())
@@ -134,7 +134,7 @@ def test_rerank_is_identical(model, wikiqa_subset, tmp_path):
 
 def test_encode_is_identical(wikiqa_subset, tmp_path):
     run, _, _ = wikiqa_subset
-    bert = write_tiny_bert(tmp_path / "tiny-bert")
+    bert = save_tiny_bert(tmp_path / "tiny-bert")
     stores = {}
     for name, extra in (("local", []), ("ray", RAY)):
         stores[name] = tmp_path / name

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.data.runs import Run, Topics
 from pipeline.data.sets.base import Dataset
-from support import write_tiny_bert
+from support import save_tiny_bert
 
 # 8 questions x 5 candidates: the correct answer repeats the question's key word, the distractors do not.
 _FACTS = [("sky", "blue"), ("grass", "green"), ("snow", "white"), ("coal", "black"),
@@ -66,4 +66,5 @@ def tiny_tweets() -> TinyTweets:
 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+    """A randomly initialised (seeded) 2-layer BERT with all-MiniLM-L6-v2's tokenizer, saved as a BERT folder."""
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), layers=2)

@@ -13,6 +13,7 @@ from pipeline.errors import ConfigError
 from pipeline.training.examples import epoch_batches, examples_from
 from pipeline.training.loop import train
 from pipeline.training.losses import batch_hard_triplet, in_batch_softmax, pairwise_hinge
+from pipeline.training.negatives import NegativeSampling
 from pipeline.training.options import TrainOptions, check_options
 
 
@@ -44,7 +45,7 @@ def test_same_seed_same_weights_other_seed_other_weights(tiny_bert, tiny_qa, tmp
     assert not _same(_weights(first.out), _weights(other.out))
 
 
-@pytest.mark.parametrize("model", ["monobert", "biencoder"])  # pointwise pairs; positives with in-batch negatives
+@pytest.mark.parametrize("model", ["monobert", "biencoder", "kwbert"])  # pointwise; in-batch negatives; keyword layer
 def test_interrupted_and_resumed_equals_uninterrupted(tiny_bert, tiny_qa, tmp_path, model):
     whole = _train(tiny_bert, tiny_qa, tmp_path / "whole", model)
 
@@ -65,6 +66,16 @@ def test_interrupted_and_resumed_equals_uninterrupted(tiny_bert, tiny_qa, tmp_pa
     assert _same(_weights(whole.out / "state" / "epoch-0003"), _weights(resumed.out / "state" / "epoch-0003"))
     assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
     assert resumed.best_epoch == whole.best_epoch
+
+
+def test_random_negatives_replace_the_labelled_ones(tiny_bert, tiny_qa, tmp_path):
+    sampled = examples_from(tiny_qa, sampling=NegativeSampling("random", per_positive=2, seed=1))
+    labelled = examples_from(tiny_qa)
+    assert {q: sorted(d for d, label in docs.items() if label) for q, docs in sampled.labels.items()} == \
+        {q: sorted(d for d, label in docs.items() if label) for q, docs in labelled.labels.items()}
+    assert all(sum(1 for label in docs.values() if not label) == 2 for docs in sampled.labels.values())
+    result = _train(tiny_bert, tiny_qa, tmp_path / "out", options={"epochs": 1, "negatives": "random"})
+    assert result.history[0]["steps"] == 2  # 8 queries x (1 positive + 1 sampled negative) / 8 (labelled: 40 / 8)
 
 
 def test_log_checkpoint_and_best_epoch(tiny_bert, tiny_qa, tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
+import re
 import shutil
 import tarfile
 import tempfile
@@ -44,6 +45,36 @@ class Pair(NamedTuple):
     text_a: str
     text_b: str
     label: int
+
+
+class PairsAsRanking:
+    """A labelled-pairs dataset read as a ranking task: each distinct text_a is a query (`q1, q2, ...` in order of
+    first appearance), its rows are its candidates (`<qid>-<row>` ids, file order, row 1-based) with their labels as
+    qrels. Mixed into a `Dataset` whose `pairs()` yields `Pair`s."""
+
+    def _ranking(self) -> tuple[Topics, Qrels, Run]:
+        qids: dict[str, str] = {}
+        ranking: dict[str, list[tuple[str, float]]] = {}
+        qrels: Qrels = {}
+        texts: dict[str, str] = {}
+        for row, pair in enumerate(self.pairs(), start=1):
+            qid = qids.setdefault(pair.text_a, f"q{len(qids) + 1}")
+            hits = ranking.setdefault(qid, [])
+            docid = f"{qid}-{row}"
+            hits.append((docid, -float(len(hits) + 1)))  # file order is the candidates' ranking
+            texts[docid] = pair.text_b
+            qrels.setdefault(qid, {})[docid] = pair.label
+        topics = Topics({qid: text for text, qid in qids.items()})
+        return topics, qrels, Run(ranking, texts, tag=re.sub(r"\W+", "-", self.name))
+
+    def topics(self) -> Topics:
+        return self._ranking()[0]
+
+    def qrels(self) -> Qrels:
+        return self._ranking()[1]
+
+    def run(self) -> Run:
+        return self._ranking()[2]
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@
 - THUCNews: `title<TAB>class index`, class names in class.txt (one per line, in index order).
 - InsuranceQA-zh: `qid ++$++ domain ++$++ zh question ++$++ en question`; records and topics are the Chinese
   questions (the answer texts are not available, so there are no qrels).
+LCQMC and BQ also read as ranking tasks (`PairsAsRanking`: text_a a query, its rows its labelled candidates), so
+rerankers train on them (`irpipe train kwbert --train lcqmc/dev`) and score them (`candidates() >> ...`).
 Records are {"id", "text", "domain"} (+ "en" for InsuranceQA-zh); THUCNews ids are 0-based line positions.
 """
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Iterator
 
 from pipeline.data.files import numbered_lines, open_text
 from pipeline.data.runs import Topics
-from pipeline.data.sets.base import Dataset, Pair
+from pipeline.data.sets.base import Dataset, Pair, PairsAsRanking
 from pipeline.errors import InputError
 
 
@@ -23,8 +25,8 @@ def _label(text: str, path, number: int) -> int:
     return int(text)
 
 
-class LcqmcDataset(Dataset):
-    provides = ("pairs",)
+class LcqmcDataset(PairsAsRanking, Dataset):
+    provides = ("pairs", "topics", "qrels", "run")
 
     def pairs(self) -> Iterator[Pair]:
         path = self.path("pairs")
@@ -35,8 +37,8 @@ class LcqmcDataset(Dataset):
             yield Pair(parts[0].strip(), parts[1].strip(), _label(parts[2], path, number))
 
 
-class BqDataset(Dataset):
-    provides = ("pairs",)
+class BqDataset(PairsAsRanking, Dataset):
+    provides = ("pairs", "topics", "qrels", "run")
 
     def pairs(self) -> Iterator[Pair]:
         path = self.path("pairs")

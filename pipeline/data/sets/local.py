@@ -36,7 +36,7 @@ from pipeline.data.files import load_yaml, numbered_lines
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import RUN_FORMATS, Run, Topics, read_run
 from pipeline.data.sets.answer_selection import AnswerSelectionDataset
-from pipeline.data.sets.base import DataFile, Dataset, Pair, file_sha256
+from pipeline.data.sets.base import DataFile, Dataset, Pair, PairsAsRanking, file_sha256
 from pipeline.data.sets.standard import StandardDataset
 from pipeline.data.topics import TOPIC_FORMATS
 from pipeline.errors import InputError, MissingResourceError
@@ -194,7 +194,7 @@ class LocalAnswerSelection(LocalFiles, AnswerSelectionDataset):
     required = ("questions", "answers", "labels", "ids")
 
 
-class LocalPairs(LocalFiles, Dataset):
+class LocalPairs(LocalFiles, PairsAsRanking, Dataset):
     """`label<TAB>text_a<TAB>text_b` lines: text_a groups are queries, their rows labelled candidates."""
 
     required = ("pairs",)
@@ -215,29 +215,6 @@ class LocalPairs(LocalFiles, Dataset):
                     raise InputError(path, f"empty {field}", number, field)
             yield Pair(text_a, text_b, int(label))
 
-    def _ranking(self) -> tuple[Topics, Qrels, Run]:
-        qids: dict[str, str] = {}
-        ranking: dict[str, list[tuple[str, float]]] = {}
-        qrels: Qrels = {}
-        texts: dict[str, str] = {}
-        for row, pair in enumerate(self.pairs(), start=1):
-            qid = qids.setdefault(pair.text_a, f"q{len(qids) + 1}")
-            hits = ranking.setdefault(qid, [])
-            docid = f"{qid}-{row}"
-            hits.append((docid, -float(len(hits) + 1)))  # file order is the candidates' ranking
-            texts[docid] = pair.text_b
-            qrels.setdefault(qid, {})[docid] = pair.label
-        topics = Topics({qid: text for text, qid in qids.items()})
-        return topics, qrels, Run(ranking, texts, tag=re.sub(r"\W+", "-", self.name))
-
-    def topics(self) -> Topics:
-        return self._ranking()[0]
-
-    def qrels(self) -> Qrels:
-        return self._ranking()[1]
-
-    def run(self) -> Run:
-        return self._ranking()[2]
 
 
 class WithFiles(Dataset):

@@ -6,6 +6,8 @@ question is the query text, its second question the one relevant document, and t
 is in the index too, is listed in `Topics.extra[qid]["exclude"]` for the `exclude()` stage to drop from the
 ranking (`bm25() >> exclude()`). Query ids are `<split>-<pair index>` (0-based position in the split's file);
 pairs whose two questions are the same text are left out (their answer would be the excluded question itself).
+A spec's `query_splits` keeps the queries of those splits only (`lcqmc/questions-test`: the documents of dev+test,
+the queries of test, for models trained on dev).
 """
 from __future__ import annotations
 
@@ -36,10 +38,11 @@ class QuestionRetrievalDataset(Dataset):
     def _built(self) -> tuple[dict[str, str], dict[str, str], dict[str, dict], Qrels]:
         ids: dict[str, str] = {}  # question text -> docid
         queries, extra, qrels = {}, {}, {}
+        query_splits = set(self.spec.get("query_splits", self.files))
         for split, index, pair in self._pairs():
             for text in (pair.text_a, pair.text_b):
                 ids.setdefault(text, f"q{len(ids)}")
-            if pair.label == 1 and pair.text_a != pair.text_b:
+            if pair.label == 1 and pair.text_a != pair.text_b and split in query_splits:
                 qid = f"{split}-{index}"
                 queries[qid] = pair.text_a
                 extra[qid] = {"exclude": [ids[pair.text_a]]}

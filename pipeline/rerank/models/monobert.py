@@ -43,8 +43,23 @@ class MonoBERTConfig:
         at_least("monobert", "dropout", self.dropout, 0)
 
 
+class TwoClassOutput:
+    """Score and loss of a cross-encoder whose output is (B, 2) logits, not relevant / relevant (monobert, kwbert):
+    score = z_1 - z_0 (config.score "logit") or softmax(z)_1 ("prob"); loss = CE(z, label > 0)."""
+
+    def score(self, output: torch.Tensor) -> torch.Tensor:
+        output = output.float()
+        if self.config.score == "prob":
+            return output.softmax(-1)[:, 1]  # (B,)
+        return output[:, 1] - output[:, 0]  # (B,)
+
+    def loss(self, output: torch.Tensor, batch: Batch) -> Loss:
+        ce = F.cross_entropy(output.float(), (batch.labels > 0).long())
+        return Loss(ce, {"ce": ce})
+
+
 @register_model
-class MonoBERT(RerankModel):
+class MonoBERT(TwoClassOutput, RerankModel):
     name = "monobert"
     config_class = MonoBERTConfig
     training_defaults = {"optimizer": "adamw", "lr": 2e-5, "weight_decay": 0.01, "schedule": "linear",
@@ -99,13 +114,3 @@ class MonoBERT(RerankModel):
         out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
         h = out.pooler_output if self.config.pooling == "pooler" else out.last_hidden_state[:, 0]  # (B, H)
         return self.classifier(self.dropout(h))  # (B, 2)
-
-    def score(self, output: torch.Tensor) -> torch.Tensor:
-        output = output.float()
-        if self.config.score == "prob":
-            return output.softmax(-1)[:, 1]  # (B,)
-        return output[:, 1] - output[:, 0]  # (B,)
-
-    def loss(self, output: torch.Tensor, batch: Batch) -> Loss:
-        ce = F.cross_entropy(output.float(), (batch.labels > 0).long())
-        return Loss(ce, {"ce": ce})

@@ -1,0 +1,221 @@
+"""Keyword-attentive BERT (Miao, Cao & Tam; MODELS.md §4): a cross-encoder with an extra keyword-attentive layer.
+
+    x = "[CLS] A [SEP] B [SEP]"                 word pieces, longest-first truncation to max_length
+    H = BERT layers 1..N-1 (x)                  (B, L, H)
+    main branch:    h_cls = pooler(layer_N(H))[CLS]                                (B, H)
+    keyword branch: K = layer_kw(H, M)          layer_kw starts as a copy of layer N           (B, L, H)
+        M[i, j] = 1 iff (i in A and j in keywords(B)) or (i in B and j in keywords(A))          (B, L, L)
+        (a side whose counterpart has no keyword attends to all of the counterpart's tokens)
+    h_kw(A), h_kw(B) = mean of K over the tokens of A, of B                                      (B, H) each
+    k_diff = (h_kw(A) - h_kw(B)) ⊕ (h_kw(B) - h_kw(A))                                          (B, 2H)
+    fusion="paper": z = W dropout(h_cls ⊕ h_kw(A) ⊕ h_kw(B) ⊕ k_diff) + b                   (B, 5H) -> (B, 2)
+    fusion="code":  z = W dropout(h_cls ⊕ tanh(V [h_kw(A); h_kw(B)])) + b                   (B, 2H) -> (B, 2)
+    loss = CE(z, label); score = z_1 - z_0 (score="logit") or softmax(z)_1 ("prob")
+
+Keywords of A and B are the words of a diff-idf dictionary (`dict=NAME|FILE`, pipeline/retrieve/keyword_dictionary.py)
+found in each text; A's come from the topic instead when a `keywords()` stage ran before the reranker
+(`Pair.query_fields["keywords"]`). Every word piece that overlaps a keyword occurrence is a keyword piece: Chinese
+keywords are found as substrings (NFKC, lower case), English ones as words whose analysed terms (Porter stems, as
+the dictionary holds them) include the keyword. With neither a dictionary nor topic keywords every side falls
+back to attending to its whole counterpart.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from pipeline.errors import ConfigError
+from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, save_bert_assets
+from pipeline.rerank.config import at_least, choice
+from pipeline.rerank.model import Batch, Pair, RerankModel
+from pipeline.rerank.models.monobert import TwoClassOutput
+from pipeline.rerank.neural import register_model
+
+OTHER, SIDE_A, SIDE_B = 0, 1, 2  # the `side` input: [CLS], [SEP] and padding, sentence A, sentence B
+
+
+@dataclass
+class KeywordBERTConfig:
+    bert: str = DEFAULT_BERT   # a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)
+    dict: str = ""             # keyword dictionary (preset name or TSV); "": topic keywords for A only, none for B
+    language: str = ""         # "zh" or "en" keyword matching; "": the dictionary's language (zh without one)
+    max_length: int = 128      # word pieces of "[CLS] A [SEP] B [SEP]" (the paper's 128)
+    fusion: str = "paper"      # "paper": CLS ⊕ h_kw(A) ⊕ h_kw(B) ⊕ k_diff; "code": CLS ⊕ tanh(Linear([h_kw(A); h_kw(B)]))
+    dropout: float = 0.1
+    score: str = "logit"       # "logit": z_rel - z_nonrel; "prob": P(relevant)
+
+    def check(self) -> None:
+        choice("kwbert", "fusion", self.fusion, ("paper", "code"))
+        choice("kwbert", "score", self.score, ("logit", "prob"))
+        choice("kwbert", "language", self.language, ("", "zh", "en"))
+        at_least("kwbert", "max_length", self.max_length, 5)
+        at_least("kwbert", "dropout", self.dropout, 0)
+
+
+# -- keywords -> word pieces ----------------------------------------------------------------------------------------
+
+def _fold(text: str) -> str:
+    """NFKC and lower case, character by character (positions kept: a character that expands stays itself)."""
+    return "".join(folded if len(folded := unicodedata.normalize("NFKC", c).lower()) == 1 else c for c in text)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _english_terms(word: str) -> frozenset[str]:
+    from pipeline.retrieve.keyword_dictionary import english_terms
+
+    return frozenset(english_terms(word))
+
+
+def keyword_spans(text: str, keywords: list[str], language: str) -> list[tuple[int, int]]:
+    """Character spans of the keywords' occurrences in `text`: substrings (zh) or words with a keyword among their
+    analysed terms (en)."""
+    if not keywords:
+        return []
+    if language == "en":
+        wanted = set(keywords)
+        return [m.span() for m in re.finditer(r"\w+", text) if _english_terms(m.group()) & wanted]
+    folded, spans = _fold(text), []
+    for keyword in {_fold(k) for k in keywords if k}:
+        spans += [(m.start(), m.start() + len(keyword)) for m in re.finditer(re.escape(keyword), folded)]
+    return spans
+
+
+def keyword_pieces(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[int]:
+    """0/1 per word piece (its character `offsets`): 1 when it overlaps a keyword span."""
+    return [int(any(start < end_k and start_k < end for start_k, end_k in spans)) for start, end in offsets]
+
+
+def keyword_attention_mask(side: torch.Tensor, keyword: torch.Tensor) -> torch.Tensor:
+    """(B, L) side ids and (B, L) 0/1 keyword flags -> (B, L, L) bool M of the keyword layer:
+    M[i, j] = (i in A and j in kw(B)) or (i in B and j in kw(A)); kw(S) = all of S when S has no keyword.
+    Rows outside A and B ([CLS], [SEP], padding: never pooled) attend to themselves only (no empty softmax row)."""
+    in_a, in_b = side == SIDE_A, side == SIDE_B                                    # (B, L)
+    kw_a, kw_b = in_a & (keyword > 0), in_b & (keyword > 0)                        # (B, L)
+    kw_a = torch.where(kw_a.any(1, keepdim=True), kw_a, in_a)                      # fallback: all of A
+    kw_b = torch.where(kw_b.any(1, keepdim=True), kw_b, in_b)                      # fallback: all of B
+    mask = (in_a.unsqueeze(2) & kw_b.unsqueeze(1)) | (in_b.unsqueeze(2) & kw_a.unsqueeze(1))  # (B, L, L)
+    own = torch.eye(side.shape[1], dtype=torch.bool, device=side.device).unsqueeze(0)         # (1, L, L)
+    return mask | (own & ~(in_a | in_b).unsqueeze(2))
+
+
+def side_mean(states: torch.Tensor, side: torch.Tensor, which: int) -> torch.Tensor:
+    """(B, L, H) states -> (B, H) mean over the tokens of one side."""
+    weight = (side == which).to(states.dtype).unsqueeze(2)                         # (B, L, 1)
+    return (states * weight).sum(1) / weight.sum(1).clamp(min=1)
+
+
+@register_model
+class KeywordBERT(TwoClassOutput, RerankModel):
+    name = "kwbert"
+    config_class = KeywordBERTConfig
+    training_defaults = {"optimizer": "adamw", "lr": 2e-5, "weight_decay": 0.01, "schedule": "linear",
+                         "warmup": 0.1, "train_batch_size": 32, "max_grad_norm": 1.0}
+
+    def __init__(self, config: KeywordBERTConfig, bert: nn.Module | None = None, tokenizer=None):
+        super().__init__(config)
+        if bert is None:  # pretrained weights from the config's BERT folder
+            bert, tokenizer = load_bert(config.bert, pooler=True)
+        if config.max_length > bert.config.max_position_embeddings:
+            raise ConfigError(f"kwbert: max_length={config.max_length} exceeds the "
+                              f"{bert.config.max_position_embeddings} positions of {config.bert}", field="max_length")
+        if not getattr(tokenizer, "is_fast", False):
+            raise ConfigError(f"kwbert: {config.bert} has no fast tokenizer (tokenizer.json): keyword pieces need "
+                              "character offsets", field="bert")
+        self.bert, self.tokenizer = bert, tokenizer
+        self.keyword_layer = copy.deepcopy(bert.encoder.layer[-1])  # [R]: initialised as a copy of layer N
+        hidden = bert.config.hidden_size
+        self.dropout = nn.Dropout(config.dropout)
+        if config.fusion == "code":
+            self.keyword_fusion = nn.Linear(2 * hidden, hidden)
+        self.classifier = nn.Linear((2 if config.fusion == "code" else 5) * hidden, 2)
+        self._extractor = None
+
+    # -- assets: the BERT config and tokenizer, so that a checkpoint rebuilds alone ------------------------------
+    def save_assets(self, directory: Path) -> None:
+        save_bert_assets(self.bert, self.tokenizer, directory)
+
+    @classmethod
+    def load_assets(cls, config: KeywordBERTConfig, directory: Path) -> "KeywordBERT":
+        return cls(config, *bert_from_assets(directory, pooler=True))
+
+    # -- inputs ------------------------------------------------------------------------------------------------
+    @property
+    def language(self) -> str:
+        if self.config.language:
+            return self.config.language
+        return self.extractor.dictionary.language if self.extractor else "zh"
+
+    @property
+    def extractor(self):
+        if self._extractor is None and self.config.dict:
+            from pipeline.retrieve.keywords import extractor_for
+
+            self._extractor = extractor_for(self.config.dict)
+        return self._extractor
+
+    def keywords(self, text: str, given=None) -> list[str]:
+        """A text's keywords: `given` (the topic's, from a keywords() stage), else the dictionary's, else none."""
+        if given is not None:
+            return list(given)
+        return [k.word for k in self.extractor.keywords(text)] if self.extractor else []
+
+    def _pieces(self, texts: list[str], keywords: list[list[str]]) -> tuple[list[list[int]], list[list[int]]]:
+        """Word-piece ids of each text (no special tokens) and their 0/1 keyword flags."""
+        encoded = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+        flags = [keyword_pieces(offsets, keyword_spans(text, words, self.language))
+                 for text, words, offsets in zip(texts, keywords, encoded["offset_mapping"])]
+        return encoded["input_ids"], flags
+
+    def prepare(self, pairs: list[Pair]) -> Batch:
+        """Ids, segments, mask, side (0 other, 1 A, 2 B) and keyword flags of "[CLS] A [SEP] B [SEP]", padded."""
+        tok, room = self.tokenizer, self.config.max_length - 3
+        a_ids, a_kw = self._pieces([p.query for p in pairs],
+                                   [self.keywords(p.query, p.query_fields.get("keywords")) for p in pairs])
+        b_ids, b_kw = self._pieces([p.text for p in pairs], [self.keywords(p.text) for p in pairs])
+        rows, truncated = [], 0
+        for a, ak, b, bk in zip(a_ids, a_kw, b_ids, b_kw):
+            n_a, n_b = len(a), len(b)
+            while n_a + n_b > room:  # longest first
+                n_a, n_b = (n_a - 1, n_b) if n_a > n_b else (n_a, n_b - 1)
+            truncated += (n_a, n_b) != (len(a), len(b))
+            rows.append(([tok.cls_token_id, *a[:n_a], tok.sep_token_id, *b[:n_b], tok.sep_token_id],
+                         [0] * (n_a + 2) + [1] * (n_b + 1),
+                         [OTHER, *[SIDE_A] * n_a, OTHER, *[SIDE_B] * n_b, OTHER],
+                         [0, *ak[:n_a], 0, *bk[:n_b], 0]))
+        length = max(len(row[0]) for row in rows)
+        tensors = {name: torch.full((len(rows), length), tok.pad_token_id if name == "input_ids" else 0,
+                                    dtype=torch.long)
+                   for name in ("input_ids", "token_type_ids", "side", "keyword", "attention_mask")}  # (B, L) each
+        for i, (ids, segments, side, keyword) in enumerate(rows):
+            for name, values in (("input_ids", ids), ("token_type_ids", segments), ("side", side),
+                                 ("keyword", keyword), ("attention_mask", [1] * len(ids))):
+                tensors[name][i, :len(ids)] = torch.tensor(values)
+        return Batch(tensors, truncated, pairs)
+
+    # -- the model -----------------------------------------------------------------------------------------------
+    def keyword_branch(self, hidden: torch.Tensor, side: torch.Tensor, keyword: torch.Tensor) -> torch.Tensor:
+        """(B, L, H) H^(N-1) -> (B, L, H) outputs of the keyword-attentive layer under the mask M."""
+        allowed = keyword_attention_mask(side, keyword)                                 # (B, L, L)
+        additive = torch.zeros(allowed.shape, dtype=hidden.dtype, device=hidden.device)
+        additive = additive.masked_fill(~allowed, torch.finfo(hidden.dtype).min).unsqueeze(1)  # (B, 1, L, L)
+        return self.keyword_layer(hidden, attention_mask=additive)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor,
+                side: torch.Tensor, keyword: torch.Tensor) -> torch.Tensor:
+        out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                        output_hidden_states=True)
+        h_cls = out.pooler_output                                                      # (B, H) main branch
+        states = self.keyword_branch(out.hidden_states[-2], side, keyword)             # (B, L, H)
+        h_a, h_b = side_mean(states, side, SIDE_A), side_mean(states, side, SIDE_B)    # (B, H) each
+        if self.config.fusion == "code":
+            features = torch.cat([h_cls, torch.tanh(self.keyword_fusion(torch.cat([h_a, h_b], -1)))], -1)  # (B, 2H)
+        else:
+            features = torch.cat([h_cls, h_a, h_b, h_a - h_b, h_b - h_a], -1)            # (B, 5H)
+        return self.classifier(self.dropout(features))                                  # (B, 2)

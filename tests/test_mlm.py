@@ -1,0 +1,94 @@
+"""MLM pretraining (`irpipe pretrain-mlm`): the masking rule (rate, 80/10/10, whole words kept whole), a vocabulary
+built from the text, a run interrupted after a saved state and resumed reaching the same weights as one that was
+not, and an output folder that the BERT loader and kwbert take as `bert=`."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from pipeline.errors import ConfigError
+from pipeline.training import pretrain as pretrain_module
+from pipeline.training.mlm import SPECIALS, MLMOptions, build_vocab
+from pipeline.training.pretrain import mask_tokens, pretrain, word_ids
+
+TEXTS = ["信用卡怎么还款", "贷款利率怎么算", "今天足球比赛怎么样", "我想去打篮球", "信用卡如何办理",
+         "银行贷款需要什么材料", "足球比赛几点开始", "篮球和足球哪个好"] * 3
+
+
+def _options(**changes) -> MLMOptions:
+    return MLMOptions(**({"layers": 1, "hidden": 32, "batch_size": 4, "steps": 6, "save_every": 3, "log_every": 1,
+                          "held_out": 0.1, "threads": 1} | changes))
+
+
+def test_masking_rate_and_replacements():
+    generator = torch.Generator().manual_seed(0)
+    ids = list(range(10, 30))  # 20 tokens: 3 chosen at rate 0.15
+    counts = {"mask": 0, "other": 0, "same": 0}
+    for _ in range(300):
+        inputs, labels = mask_tokens(ids, list(range(20)), 0.15, 100, 4, len(SPECIALS), generator)
+        chosen = [i for i, label in enumerate(labels) if label != -100]
+        assert len(chosen) == 3 and all(labels[i] == ids[i] for i in chosen)
+        assert all(inputs[i] == ids[i] for i in range(20) if i not in chosen)
+        for i in chosen:
+            counts["mask" if inputs[i] == 4 else "same" if inputs[i] == ids[i] else "other"] += 1
+    total = sum(counts.values())
+    assert 0.75 < counts["mask"] / total < 0.85 and 0.06 < counts["other"] / total < 0.14
+
+
+def test_whole_words_are_masked_whole():
+    text = "信用卡怎么还款"  # jieba: 信用卡 / 怎么 / 还款
+    words = word_ids(text, [(i, i + 1) for i in range(len(text))], whole_words=True)
+    assert words == [0, 0, 0, 1, 1, 2, 2]
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(50):
+        _, labels = mask_tokens(list(range(10, 17)), words, 0.4, 100, 4, 5, generator)  # 3 of 7 tokens at most
+        chosen = {i for i, label in enumerate(labels) if label != -100}
+        for word in set(words):
+            members = {i for i, w in enumerate(words) if w == word}
+            assert members <= chosen or not members & chosen  # a word is masked whole or not at all
+    assert word_ids(text, [(i, i + 1) for i in range(len(text))], whole_words=False) == list(range(7))
+
+
+def test_vocab_from_the_text():
+    vocab = build_vocab(["信用卡 abc", "信用 ab"], min_count=2)
+    assert vocab[:5] == SPECIALS and {"信", "用", "a", "##b"} <= set(vocab) and "卡" not in vocab and "##c" not in vocab
+
+
+def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, monkeypatch):
+    whole = pretrain(TEXTS, tmp_path / "whole", _options())
+    export = pretrain_module._export
+
+    def killed_after_first_save(*args):
+        monkeypatch.setattr(pretrain_module, "_export", export)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pretrain_module, "_export", killed_after_first_save)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(TEXTS, tmp_path / "resumed", _options())
+    with pytest.raises(ConfigError, match="--resume"):
+        pretrain(TEXTS, tmp_path / "resumed", _options())
+    with pytest.raises(ConfigError, match="changed options"):
+        pretrain(TEXTS, tmp_path / "resumed", _options(lr=0.1), resume=True)
+    resumed = pretrain(TEXTS, tmp_path / "resumed", _options(), resume=True)
+    a, b = load_file(tmp_path / "whole" / "model.safetensors"), load_file(tmp_path / "resumed" / "model.safetensors")
+    assert a.keys() == b.keys() and [k for k in a if not torch.equal(a[k], b[k])] == []
+    speed = "tokens_per_s"
+    assert {**resumed, speed: 0} == {**whole, speed: 0} and whole["step"] == 6 and {"loss", "accuracy", "tokens"} <= set(whole["held_out"])
+    log = [json.loads(line) for line in (tmp_path / "resumed" / "pretrain.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
+
+
+def test_output_is_a_bert_folder_for_kwbert(tmp_path):
+    from pipeline.rerank.bert import load_bert
+    from pipeline.rerank.models.kwbert import KeywordBERT, KeywordBERTConfig
+    from pipeline.rerank.pairs import Pair
+
+    pretrain(TEXTS, tmp_path / "bert", _options(steps=2, save_every=2))
+    bert, tokenizer = load_bert(str(tmp_path / "bert"))
+    assert bert.config.num_hidden_layers == 1 and tokenizer.tokenize("信用卡") == ["信", "用", "卡"]
+    model = KeywordBERT(KeywordBERTConfig(bert=str(tmp_path / "bert"), max_length=32)).eval()
+    batch = model.prepare([Pair("a", "b", "信用卡怎么还款", "贷款利率怎么算")])
+    assert model.score(model(**batch.tensors)).shape == (1,)
