@@ -67,6 +67,16 @@ def bert_from_assets(directory: Path, pooler: bool = False):
         AutoTokenizer.from_pretrained(folder, local_files_only=True)
 
 
+def check_positions(owner: str, config, bert, names: tuple[str, ...] = ("max_length",)) -> None:
+    """ConfigError when a length field of a model's config exceeds the BERT's position embeddings."""
+    from pipeline.errors import ConfigError
+
+    for name in names:
+        if getattr(config, name) > bert.config.max_position_embeddings:
+            raise ConfigError(f"{owner}: {name}={getattr(config, name)} exceeds the "
+                              f"{bert.config.max_position_embeddings} positions of {config.bert}", field=name)
+
+
 def pad_rows(rows: list[list[int]], pad_id: int):
     """(ids, mask) long tensors (B, L) of token-id rows right-padded to the longest."""
     import torch

@@ -36,7 +36,7 @@ from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, pad_rows, save_bert_assets
+from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, check_positions, load_bert, pad_rows, save_bert_assets
 from pipeline.rerank.config import at_least, choice
 from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
 from pipeline.rerank.neural import register_model
@@ -144,10 +144,7 @@ class ADDAX(LateInteraction, RerankModel):
         super().__init__(config)
         if bert is None:
             bert, tokenizer = load_bert(config.bert)
-        for name in ("max_query_length", "max_doc_length"):
-            if getattr(config, name) > bert.config.max_position_embeddings:
-                raise ConfigError(f"addax: {name}={getattr(config, name)} exceeds the "
-                                  f"{bert.config.max_position_embeddings} positions of {config.bert}", field=name)
+        check_positions("addax", config, bert, ("max_query_length", "max_doc_length"))
         self.bert, self.tokenizer = bert, tokenizer
         d, ablation = bert.config.hidden_size, config.ablation
         if ablation != "no_mags":

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, save_bert_assets
+from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, check_positions, load_bert, save_bert_assets
 from pipeline.rerank.config import at_least, choice
 from pipeline.rerank.model import Batch, Pair, RerankModel
 from pipeline.rerank.models.monobert import TwoClassOutput
@@ -122,9 +122,7 @@ class KeywordBERT(TwoClassOutput, RerankModel):
         super().__init__(config)
         if bert is None:  # pretrained weights from the config's BERT folder
             bert, tokenizer = load_bert(config.bert, pooler=True)
-        if config.max_length > bert.config.max_position_embeddings:
-            raise ConfigError(f"kwbert: max_length={config.max_length} exceeds the "
-                              f"{bert.config.max_position_embeddings} positions of {config.bert}", field="max_length")
+        check_positions("kwbert", config, bert)
         if not getattr(tokenizer, "is_fast", False):
             raise ConfigError(f"kwbert: {config.bert} has no fast tokenizer (tokenizer.json): keyword pieces need "
                               "character offsets", field="bert")

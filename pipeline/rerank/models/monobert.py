@@ -19,8 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pipeline.errors import ConfigError
-from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, save_bert_assets
+from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, check_positions, load_bert, save_bert_assets
 from pipeline.rerank.config import at_least, choice
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.neural import register_model
@@ -69,9 +68,7 @@ class MonoBERT(TwoClassOutput, RerankModel):
         super().__init__(config)
         if bert is None:  # pretrained weights from the config's BERT folder
             bert, tokenizer = load_bert(config.bert, pooler=config.pooling == "pooler")
-        if config.max_length > bert.config.max_position_embeddings:
-            raise ConfigError(f"monobert: max_length={config.max_length} exceeds the "
-                              f"{bert.config.max_position_embeddings} positions of {config.bert}", field="max_length")
+        check_positions("monobert", config, bert)
         self.bert, self.tokenizer = bert, tokenizer
         self.dropout = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(bert.config.hidden_size, 2)
