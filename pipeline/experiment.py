@@ -254,8 +254,9 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
         runs = {BASELINE: baseline_run, **runs}
     comparison = compare(runs, qrels, experiment.measures, baseline=BASELINE if experiment.baseline else None,
                          rel_level=rel_level, queries=experiment.queries)
+    first = next(iter(outputs))  # the experiment's run, or its first seed's
     per_run = {name: comparison.scores[name] for name in outputs}
-    scores = {m: statistics.fmean(s[m] for s in per_run.values()) for m in next(iter(per_run.values()))}
+    scores = {m: statistics.fmean(s[m] for s in per_run.values()) for m in per_run[first]}
     checks = {}
     for measure, expected in experiment.expected.items():
         key = str(parse_measure(measure, rel_level))  # "AP" is "AP(rel=2)" on graded qrels
@@ -265,7 +266,7 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
     shown = experiment.pipeline if experiment.seeds else repr(parse(experiment.pipeline))  # {seed} does not parse
     result = {"name": experiment.name, "dataset": dataset.name, "pipeline": shown,
               "spec": experiment.pipeline, "measures": scores, "rel_level": rel_level,
-              "queries": comparison.queries[next(iter(outputs))], "checks": checks,
+              "queries": comparison.queries[first], "checks": checks,
               "tolerance": experiment.tolerance,
               "description": experiment.description, "run": str(outputs[experiment.name]) if not experiment.seeds
               else [str(path) for path in outputs.values()],
@@ -281,7 +282,6 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
                            "%d seeds would leave it by chance", experiment.name, experiment.tolerance, ", ".join(tight),
                            ", ".join(f"{result['spread_tolerance'][m]:.4f}" for m in tight), len(experiment.seeds))
     if experiment.baseline:
-        first = next(iter(outputs))
         plot = plot_differences(comparison, output.with_suffix(".png"))
         pvalues = {m: None if math.isnan(p) else p for m, p in comparison.pvalues[first].items()}
         result["baseline"] = {"spec": experiment.baseline, "measures": comparison.scores[BASELINE],

@@ -38,6 +38,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("empty pipeline spec: give a spec such as \"bm25() % 100\", an experiment .yaml file, "
                           "or nothing at all for the main job")
     dataset = dataset_from_args(args, required=False)
+    seeds = _seeds(args.seeds) if args.seeds else None
     if target and (target.endswith((".yaml", ".yml")) or Path(target).is_file()):
         experiment = Experiment.load(target)
     elif target:
@@ -48,13 +49,13 @@ def main(args: argparse.Namespace) -> int:
         experiment = Experiment.from_dict({"name": name.strip("_") or "run",
                                            "dataset": dataset.name, "pipeline": target,
                                            "measures": args.eval or "RR@10,AP,nDCG@10",
-                                           "seeds": _seeds(args.seeds) if args.seeds else None})
+                                           "seeds": seeds})
     else:
         experiment = Experiment.load(DEFAULT_EXPERIMENT)
     if args.baseline:
         experiment.baseline = args.baseline
-    if args.seeds:
-        experiment.seeds = _seeds(args.seeds)
+    if seeds:
+        experiment.seeds = seeds
     if args.rel_level is not None:
         experiment.rel_level = args.rel_level
     if args.output_format:
