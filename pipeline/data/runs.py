@@ -102,6 +102,15 @@ class Run:
         return Run(ranking, {d: t for d, t in self.texts.items() if d in kept}, self.tag,
                    {d: f for d, f in self.doc_fields.items() if d in kept})
 
+    def excluding(self, topics: Topics) -> "Run":
+        """Each query's hits less the docids its topic lists under `exclude` (Topics.extra), e.g. the query's own
+        copy in a question-retrieval index; queries without the field keep all their hits."""
+        ranking = {}
+        for qid, hits in self.ranking.items():
+            excluded = set(topics.extra.get(qid, {}).get("exclude", ()))
+            ranking[qid] = [hit for hit in hits if hit[0] not in excluded] if excluded else hits
+        return Run(ranking, self.texts, self.tag, self.doc_fields)
+
     def to_dict(self) -> dict[str, dict[str, float]]:
         """qid -> docid -> score, the shape ir-measures accepts."""
         return {qid: dict(hits) for qid, hits in self.ranking.items()}

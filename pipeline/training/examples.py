@@ -101,13 +101,16 @@ def epoch_steps(examples: Examples, sampling: str, options: "TrainOptions") -> i
 # -- from datasets -----------------------------------------------------------------------------------------------
 
 def _candidates(dataset, depth: int) -> "Run":
-    """The dataset's shipped candidates, else BM25's top `depth` on its own index (texts from the index)."""
+    """The dataset's shipped candidates, else BM25's top `depth` on its own index (texts from the index), less the
+    documents a topic excludes (a question-retrieval query's own question: never a negative of itself)."""
     run = dataset.run()
     if run is not None:
         return run
     from pipeline.retrieve.bm25 import BM25
 
-    run = BM25(hits=depth).bind(dataset)(dataset.topics())
+    topics = dataset.topics()
+    excluded = max((len(fields.get("exclude", ())) for fields in topics.extra.values()), default=0)
+    run = BM25(hits=depth + excluded).bind(dataset)(topics).excluding(topics).cut(depth)
     return _with_texts(run, dataset, {d for hits in run.ranking.values() for d, _ in hits})
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pipeline.data.runs import Run, Topics
 from pipeline.data.sets.questions import Exclude
+from pipeline.retrieve.bm25 import BM25
 from pipeline.spec import parse
 from support import needs_shared_data
 
@@ -29,3 +30,23 @@ def test_lcqmc_questions_pair_structure(shared_data):
     for qid in ("dev-0", "test-12499"):
         own, (answer,) = topics.extra[qid]["exclude"], qrels[qid]
         assert own == [docs[topics[qid]]] and answer != own[0]
+
+
+@needs_shared_data
+def test_bm25_training_negatives_never_include_the_query_itself(shared_data):
+    """A question-retrieval query's own question is in the index and is BM25's first hit: as a training negative it
+    would teach that a question is no paraphrase of itself. examples_from drops it as exclude() does."""
+    from pipeline.data.registry import get_dataset
+    from pipeline.training.examples import examples_from
+
+    dataset = get_dataset("lcqmc/questions-dev")
+    topics, qrels = dataset.topics(), dataset.qrels()
+    examples = examples_from(dataset, negatives="bm25", depth=10, max_queries=300)
+    assert len(examples.labels) == 300
+    for qid, labels in examples.labels.items():
+        (own,) = topics.extra[qid]["exclude"]
+        assert own not in labels and examples.queries[qid] == topics[qid]
+        assert [d for d, label in labels.items() if label] == list(qrels[qid])
+        assert 9 <= len(labels) - 1 <= 10  # ten hits after the exclusion, one of them perhaps the positive
+    raw = BM25(hits=1).bind(dataset)(topics.subset(examples.labels))
+    assert sum(raw[qid][0][0] == topics.extra[qid]["exclude"][0] for qid in raw) > 250  # BM25 would rank it first

@@ -69,8 +69,4 @@ class Exclude(Stage):
     needs_run = True
 
     def transform(self, topics: Topics, run: Run | None) -> Run:
-        ranking = {}
-        for qid, hits in run.ranking.items():
-            excluded = set(topics.extra.get(qid, {}).get("exclude", ()))
-            ranking[qid] = [hit for hit in hits if hit[0] not in excluded] if excluded else hits
-        return Run(ranking, run.texts, run.tag, run.doc_fields)
+        return run.excluding(topics)
