@@ -42,6 +42,7 @@ PAPER = {"accuracy, 2 / 4 / 6 / 12 layers (private Q-Q set, Table 4-5)": {"bert"
 
 
 def train_system(name: str, args, seed: int) -> Path:
+    from pipeline.commands.train import key_values
     from pipeline.training.recipes import Recipe
 
     model, extra = SYSTEMS[name]
@@ -50,6 +51,7 @@ def train_system(name: str, args, seed: int) -> Path:
         options |= {"negatives_dict": args.dict, "negatives_per_positive": args.negatives_per_positive}
         options |= {"replace_ratio": args.replace_ratio} if extra["negatives"] == "keyword" else {}
     overrides = {"bert": args.bert, "max_length": args.max_length} | ({"dict": args.dict} if model == "kwbert" else {})
+    overrides |= key_values(args.set, "--set")
     recipe = Recipe(model, f"{args.dataset}/dev", None, options, overrides, device="cpu", threads=args.threads)
     return recipe.ensure_trained()
 
@@ -133,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replace-ratio", type=float, default=0.1)
     parser.add_argument("--depth", type=int, default=20, help="BM25 hits reranked per query")
     parser.add_argument("--ranking-queries", type=int, metavar="N", help="rank only the first N test queries")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a model config field for every system (e.g. pooling=cls); repeatable")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--eval-batch-size", type=int, default=256)
     parser.add_argument("--record", action="store_true")
