@@ -88,3 +88,14 @@ def make_config(config_class: type, values: dict[str, Any], base=None):
 
 def config_to_dict(config) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(config)))  # tuples -> lists, as they come back from JSON
+
+
+def recipe_fields(values) -> dict:
+    """What a config (or TrainOptions) says about the model it trains, for cache keys: every field less those still at
+    their `LEGACY` value (the class's `LEGACY = {field: value}`: the value that does what the class did before the
+    field existed), so that a field added with its LEGACY entry leaves every recipe key, and so every cached model,
+    as it was. Checkpoints saved before the field read it as that value too (checkpoint_config)."""
+    legacy = json.loads(json.dumps(getattr(type(values), "LEGACY", {})))
+    return {name: value for name, value in config_to_dict(values).items()
+            if name not in legacy or value != legacy[name]}
+

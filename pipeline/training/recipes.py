@@ -3,11 +3,12 @@
     monobert(train=wikiqa/train, dev=wikiqa/dev, epochs=2)   ->   <irpipe cache>/models/monobert-<key>
 
 The key is the sha1 of the model name, the resolved training options (less how it runs: device, threads, eval
-batch size), the resolved model config, the data's checksums and the irpipe version.
+batch size), the resolved model config, the data's checksums and the irpipe version. Options and config fields at
+their class's LEGACY value are left out (`recipe_fields`): adding a field does not re-key, and so retrain, every
+cached model.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 from pipeline import __version__
 from pipeline.log import logger
 from pipeline.rerank import models
-from pipeline.rerank.config import config_to_dict, make_config
+from pipeline.rerank.config import make_config, recipe_fields
 from pipeline.training.examples import dataset_fingerprint, get_dataset
 from pipeline.training.loop import train
 from pipeline.training.options import RUNTIME_OPTIONS, resolve_options
@@ -33,12 +34,12 @@ class Recipe:
     def key(self) -> str:
         cls = models.model_class(self.model)
         config = make_config(cls.config_class, self.overrides)
-        options = dataclasses.asdict(resolve_options(cls, config, self.options))
+        options = recipe_fields(resolve_options(cls, config, self.options))
         for name in RUNTIME_OPTIONS:
-            options.pop(name)
+            options.pop(name, None)
         data = {"train": dataset_fingerprint(get_dataset(self.train)),
                 "dev": dataset_fingerprint(get_dataset(self.dev)) if self.dev else None}
-        blob = json.dumps({"model": self.model, "options": options, "config": config_to_dict(config), "data": data,
+        blob = json.dumps({"model": self.model, "options": options, "config": recipe_fields(config), "data": data,
                            "irpipe": __version__}, sort_keys=True)
         return hashlib.sha1(blob.encode()).hexdigest()
 

@@ -1,0 +1,78 @@
+"""Recipe keys (the cache folder of a trained model) stay put when a model or the training loop gains a field: a
+field at its class's LEGACY value is left out of the key, and a new field must come with a LEGACY entry."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+
+from pipeline.rerank import models
+from pipeline.rerank.config import recipe_fields
+from pipeline.rerank.models.monobert import MonoBERTConfig
+from pipeline.training.options import TrainOptions
+from pipeline.training.recipes import Recipe
+
+# Each class's fields when recipe keys became stable (2026-11-23). A field added since must be in the class's
+# LEGACY with the value that does what the class did before it existed (checkpoints saved earlier read it as that).
+KEYED_FIELDS = {
+    "addax": "ablation alpha bert codes delta dropout gamma hash_bits hash_hidden margin max_doc_length "
+             "max_query_length scaled",
+    "biencoder": "bert max_length scale",
+    "hcan": "bert_path char_trigrams dropout embedding_dim embeddings encoder external_features filters "
+            "freeze_embeddings idf_stat kernel levels loss margin max_doc_length max_doc_trigrams max_query_length "
+            "max_query_trigrams max_url_trigrams min_count overlap_mode pretrained_vocab rm_mode rm_only "
+            "rm_similarity rm_softmax seed sm_hidden sm_mode sm_only trigram_dim trigram_kernel with_url",
+    "kwbert": "bert dict dropout fusion language max_length score",
+    "monobert": "bert dropout max_length max_query_length pooling score",
+    "mrnn": "attention_init bert blocks doc_attention embedding_dim embeddings filters freeze_embeddings idf_inputs "
+            "margin max_doc_length max_query_length own_negatives pooling pretrained_vocab seed summary window",
+    "training": "alpha amp beta bucket depth deterministic device epochs eval_batch_size lr max_grad_norm measure "
+                "min_rel momentum negatives negatives_dict negatives_per_positive nesterov optimizer patience "
+                "plateau_factor plateau_patience replace_ratio schedule seed threads train_batch_size train_queries "
+                "warmup weight_decay",
+}
+
+
+def _classes():
+    yield "training", TrainOptions
+    for name in models.model_names():
+        yield name, models.model_class(name).config_class
+
+
+@pytest.mark.parametrize("name, cls", list(_classes()), ids=[name for name, _ in _classes()])
+def test_a_field_added_since_keys_became_stable_has_a_legacy_value(name, cls):
+    known = set(KEYED_FIELDS.get(name, "").split())
+    legacy = getattr(cls, "LEGACY", {})
+    added = [f.name for f in dataclasses.fields(cls) if f.name not in known and f.name not in legacy]
+    assert not added, (f"{cls.__name__} gained {added} without a LEGACY entry: add each to {cls.__name__}.LEGACY with "
+                       "the value that does what the class did before it (or, for a new model, list its fields in "
+                       "KEYED_FIELDS), so that cached models and older checkpoints stay valid")
+    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+    assert set(legacy) <= {f.name for f in dataclasses.fields(cls)}, "LEGACY names a field the class lacks"
+    assert all(name not in defaults or isinstance(value, type(defaults[name])) or value is None
+               for name, value in legacy.items())
+
+
+@dataclass
+class GrownConfig(MonoBERTConfig):
+    """MonoBERTConfig after gaining a field, with its LEGACY value (as a later change would add it)."""
+
+    temperature: float = 1.0
+    LEGACY: ClassVar[dict] = {"temperature": 1.0}
+
+
+def test_a_field_at_its_legacy_value_is_left_out_of_the_key_and_in_it_otherwise():
+    assert recipe_fields(GrownConfig()) == recipe_fields(MonoBERTConfig())
+    assert recipe_fields(GrownConfig(temperature=2.0)) == recipe_fields(MonoBERTConfig()) | {"temperature": 2.0}
+    assert "deterministic" not in recipe_fields(TrainOptions())
+    assert recipe_fields(TrainOptions(deterministic=True))["deterministic"] is True
+
+
+def test_recipe_key_ignores_options_at_their_legacy_value(shared_data):
+    def key(**options):
+        return Recipe("monobert", "wikiqa/train", "wikiqa/dev", {"epochs": 2} | options, {"max_length": 128}).key()
+
+    assert key() == key(deterministic=False, replace_ratio=0.0) != key(deterministic=True)
+    assert key() != key(epochs=3) and key(threads=1) == key()  # how it runs is never in the key
