@@ -99,7 +99,10 @@ def start() -> None:
     if not jnius_config.vm_running:
         os.environ["JAVA_HOME"] = str(java_home())
         jnius_config.add_classpath(str(anserini_jar()))
-        jnius_config.add_options(*jvm_options())
+        # -Xrs: SIGTERM/SIGINT stay Python's. The JVM's own SIGTERM handler calls exit() from another thread, so
+        # irpipe's clean-up never ran and the C++ destructors that exit() runs pulled torch's state from under the
+        # main thread (a SIGSEGV and an hs_err file instead of exit 143: tests/test_cli.py)
+        jnius_config.add_options(*jvm_options(), "-Xrs")
     import jnius  # noqa: F401  (importing jnius starts the JVM)
 
 

@@ -29,8 +29,10 @@ def test_building_the_parser_imports_no_heavy_library():
     assert out.strip() == "[]"
 
 
-def test_sigterm_cleans_up_like_ctrl_c_and_exits_143(tmp_path):
-    """SIGTERM during a command raises like Ctrl-C inside it (so atomic writes and child clean-up run) and exits 143."""
+@pytest.mark.parametrize("jvm", [False, True], ids=["python", "with-the-jvm-in-process"])
+def test_sigterm_cleans_up_like_ctrl_c_and_exits_143(tmp_path, jvm):
+    """SIGTERM during a command raises like Ctrl-C inside it (so atomic writes and child clean-up run) and exits 143,
+    also once the command has started the in-process JVM (Lucene), which would otherwise take SIGTERM for itself."""
     import signal
     import subprocess
     import sys
@@ -40,6 +42,7 @@ def test_sigterm_cleans_up_like_ctrl_c_and_exits_143(tmp_path):
             "from pipeline import cli\n"
             "from pipeline.data.files import atomic_write\n"
             "def slow(args):\n"
+            + ("    from pipeline import java; java.start()\n" if jvm else "") +
             "    with atomic_write(args.out) as out:\n"
             "        out.write('partial'); out.flush(); print('ready', flush=True); time.sleep(30)\n"
             "    return 0\n"
@@ -49,7 +52,7 @@ def test_sigterm_cleans_up_like_ctrl_c_and_exits_143(tmp_path):
             "sys.exit(cli.main(['slow', sys.argv[1]]))\n")
     target = tmp_path / "out.txt"
     child = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+                             text=True, cwd=tmp_path)  # where a JVM crash would leave its hs_err file
     assert child.stdout.readline().strip() == "ready"
     child.send_signal(signal.SIGTERM)
     stdout, stderr = child.communicate(timeout=30)
