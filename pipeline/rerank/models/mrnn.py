@@ -357,8 +357,8 @@ class MRNN(RerankModel):
                                             output.docs.unsqueeze(0), output.doc_mask.unsqueeze(0))
         return distances
 
-    def loss(self, output: MRNNOutput, batch: Batch) -> Loss:
-        """Batch-hard triplet loss: per query, hardest positive against hardest negative (see the docstring)."""
+    def triplet_masks(self, output: MRNNOutput, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(U, B) masks of each distinct query's positives and negatives among the batch's documents."""
         owner = output.query_index.unsqueeze(0) == torch.arange(len(output.queries), device=batch.labels.device)[:, None]
         relevant = (batch.labels > 0).unsqueeze(0)                        # (1, B)
         docids = [p.docid for p in batch.pairs]
@@ -370,5 +370,10 @@ class MRNN(RerankModel):
         negative = ~owner & ~also_own & relevant                           # other questions' positives
         if self.config.own_negatives:
             negative |= owner & ~relevant                                  # the question's own labelled negatives
+        return positive, negative
+
+    def loss(self, output: MRNNOutput, batch: Batch) -> Loss:
+        """Batch-hard triplet loss: per query, hardest positive against hardest negative (see the docstring)."""
+        positive, negative = self.triplet_masks(output, batch)
         triplet = hardest_triplets(self.all_distances(output), positive, negative, self.config.margin)
         return Loss(triplet, {"triplet": triplet})
