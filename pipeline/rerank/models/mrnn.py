@@ -6,7 +6,7 @@ No public code exists; [R] marks our resolutions (MODELS.md §2). Query and docu
     G_n = sc_n · POOL(PReLU(BN(Conv1d(UB_n))))         (L, s)   (1) UB_1 = E (kernel 1); UB_n = [G_1; ..; G_{n-1}]
                                                                     (kernel ws = 3): block n sees a (2n-1)-gram
     G = stack(G_1..G_N)                                (N, L, s)
-    T_i[n] = Σ_j G[n, i, j]                            (L, N)   (2) "transformer": feature sum (mean [R])
+    T_i[n] = mean_j G[n, i, j]                         (L, N)   (2) "transformer": feature mean [R] (paper: sum)
     aw_i = softmax_N(PReLU(W T_i + b))                 (L, N)   (3) "conductor"
     MRA_i = Σ_n aw_i[n] G[n, i, :]                     (L, s)   (4) multi-resolution n-gram attention
     e_i = MRA_d · mra_q,i                              (m,)     (5) document-aware query attention, per query
@@ -66,7 +66,8 @@ class MRNNConfig:
     filters: int = 256              # s (1024 in the paper; 128-256 on a CPU)
     window: int = 3                 # ws: kernel of blocks 2..N (odd: "same" padding)
     pooling: str = "identity"       # POOL after PReLU: identity [R] | max (stride 1, window ws)
-    summary: str = "sum"            # T: sum over features (paper) | mean [R]
+    summary: str = "mean"           # T: mean over features [R] | sum (paper): after BN + PReLU the sum is ~0.3 s,
+                                    # which saturates the softmax of eq. (3) (one-hot aw, no gradient; issue 13)
     doc_attention: str = "fixed"    # fixed: FC over the document axis padded to max_doc_length (paper) [R]
                                     # | length_free: a per-position scalar affine map [R]
     attention_init: str = "identity"  # the FC of eq. (6) starts as the identity (dot-product attention) [R] | random
