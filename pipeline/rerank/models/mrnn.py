@@ -19,9 +19,12 @@ No public code exists; [R] marks our resolutions (MODELS.md §2). Query and docu
 Training: triplet margin loss with batch-hard mining [dist(Q, D+) − dist(Q, D−) + m]₊: for each question of the
 batch its hardest positive (largest distance) against its hardest negative (smallest), where the negatives are the
 other questions' positives in the batch and, with `own_negatives=True` [R], the question's own labelled negatives.
-Adam lr 1e-2 [R] (paper 1e-4; see training_defaults), weight decay 1e-3 (as L2). Resolutions beyond MODELS.md: queries and documents of a batch pass the
-feature maps together (one set of BatchNorm statistics, as at evaluation); inputs optionally IDF-scaled
-(idf_inputs); frozen BERT token features are computed once per distinct text.
+Adam lr 1e-2 [R] (paper 1e-4; see training_defaults), weight decay 1e-3 (as L2). Resolutions beyond MODELS.md:
+queries and documents of a batch pass the feature maps together (one set of BatchNorm statistics, as at evaluation);
+inputs optionally IDF-scaled (idf_inputs); frozen BERT token features are computed once per distinct text.
+Two defaults depart from the paper because they stopped training (issue 13, pipeline/benchmarks/mrnn_dynamics.py):
+the feature sum T of eq. (2) is ~0.3 s after BN + PReLU, so eq. (3) is one-hot from the start and its FC gets no
+gradient (summary=mean keeps it soft); and Adam at lr 1e-4 moves no parameter by more than 1e-4 a step.
 
 Shapes: B pairs, U distinct queries of the batch, n query / m document positions, w input width, s filters,
 N blocks. Padding is zero and masked everywhere (BatchNorm statistics over real positions only, -inf in softmax and
