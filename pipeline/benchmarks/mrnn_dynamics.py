@@ -1,16 +1,16 @@
 """Diagnostic: how MRNN's training moves the model, step by step (issue 13: "training barely moves the model").
 
-    python -m pipeline.benchmarks.mrnn_dynamics [--queries 300] [--steps 40] [--set filters=128 lr=1e-4 ...]
+    python -m pipeline.benchmarks.mrnn_dynamics [--queries 300] [--steps 40] [--set filters=128 lr=0.0001 ...]
 
 Trains MRNN with the training loop's own batches, loss and optimizer step (as pipeline.benchmarks.rerank_speed does)
-on the first `--queries` questions of `--train`, and logs per step (JSON lines, then a summary):
+on the first `--queries` questions of `--train`, and logs per step (JSON lines, then a summary line):
 - the batch-hard loss; the share of anchors whose hardest triplet is active (d+ - d- + margin > 0);
 - the hardest positive / negative distances, their gap, and the distance per real query position, against the margin;
-- the gradient norm and the update (|delta| / |theta|) of each parameter group (conv, BN, PReLU, sc_n, conductor FC,
-  query-attention FC; embeddings when trainable), and the drift from the initialisation;
+- the gradient norm and the update (|delta| / |theta| over the group) of each parameter group (conv, BN, PReLU,
+  sc_n, conductor FC, query-attention FC; embeddings when trainable), and the drift from the initialisation;
 - optionally (--bn-check) the Spearman correlation of the batch's distances in train mode (batch statistics)
   against eval mode (running statistics).
-`--set k=v` changes a model config field or a training option (e.g. margin=, lr=, own_negatives=, distance=).
+`--set k=v` changes a model config field or a training option (e.g. margin=, lr=, own_negatives=, summary=).
 """
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def _triplet_stats(model, groups, margin: float) -> dict:
         length = output.query_mask.sum(1)[rows].float()
         gap = hp - hn
         x, mask = model.embed(batch.tensors["query_ids"])
-        t_and_aw = model.resolution_attention(model.feature_maps(x, mask))[1][mask]          # (R, N) aw, eq. (3)
+        resolution_aw = model.resolution_attention(model.feature_maps(x, mask))[1][mask]   # (R, N) aw, eq. (3)
         _, doc_aw = model.query_attention(output.queries[output.query_index], output.query_mask[output.query_index],
                                           output.docs, output.doc_mask)                     # (B, n, m) aw', eq. (6)
         doc_aw = doc_aw.amax(-1)[output.query_mask[output.query_index]]
@@ -126,8 +126,17 @@ def _triplet_stats(model, groups, margin: float) -> dict:
             "d_pos": round(hp.mean().item(), 3), "d_neg": round(hn.mean().item(), 3),
             "gap_mean": round(gap.mean().item(), 3), "gap_abs": round(gap.abs().mean().item(), 3),
             "d_per_position": round((hp / length).mean().item(), 3), "query_positions": round(length.mean().item(), 1),
-            "conductor_max_weight": round(t_and_aw.amax(-1).mean().item(), 3),
+            "conductor_max_weight": round(resolution_aw.amax(-1).mean().item(), 3),
             "doc_attention_max_weight": round(doc_aw.mean().item(), 3)}
+
+
+def summary(records: list[dict]) -> dict:
+    """Mean loss of the first and last 10 steps, mean share of active anchors, the last step's scales and drift."""
+    mean = lambda rows, key: round(sum(r[key] for r in rows) / max(1, len(rows)), 4)  # noqa: E731
+    return {"summary": True, "steps": len(records), "loss_first_10": mean(records[:10], "loss"),
+            "loss_last_10": mean(records[-10:], "loss"), "active": mean(records, "active"),
+            "conductor_max_weight": mean(records, "conductor_max_weight"),
+            "scales": records[-1]["scales"], "drift_rel": records[-1]["drift_rel"]}
 
 
 def _bn_check(model, groups) -> float:
@@ -156,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", nargs="*", default=[], metavar="K=V", help="config fields / training options")
     args = parser.parse_args(argv)
     settings = {k: _value(v) for k, v in (item.split("=", 1) for item in args.set)}
-    run(args.train, args.queries, args.steps, settings, args.bn_check, args.seed)
+    records = run(args.train, args.queries, args.steps, settings, args.bn_check, args.seed)
+    print(json.dumps(summary(records)))
     return 0
 
 
