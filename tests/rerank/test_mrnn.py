@@ -148,6 +148,22 @@ def test_block_n_sees_a_2n_minus_1_gram(blocks):
         assert moved == list(range(10 - (n - 1), 10 + n)), f"block {n}"   # positions 10 +- (n-1): 2n-1 tokens
 
 
+
+@pytest.mark.parametrize("filters", [128, 1024])
+def test_the_resolution_softmax_is_not_saturated_at_the_papers_widths(filters):
+    """Eq. (3) at initialisation over BatchNorm-ed maps: the default summary must leave the softmax over the N
+    resolutions soft, so the conductor FC gets a gradient. The paper's feature sum grows with s (T ~ 0.3 s per
+    position after BN + PReLU) and made aw one-hot with a ~1e-6 gradient at s = 128 (issue 13)."""
+    torch.manual_seed(0)
+    model = build(embedding_dim=50, filters=filters).train()
+    x, mask = torch.randn(8, 20, 50), torch.ones(8, 20, dtype=torch.bool)
+    mra, aw = model.resolution_attention(model.feature_maps(x, mask))          # (8, 20, s), (8, 20, N)
+    mra.pow(2).sum().backward()
+    assert aw.amax(-1).mean() < 0.6                                            # uniform: 0.25; saturated: 1.0
+    fc = model.resolution_attention.conductor[0].weight.grad.norm()
+    conv = model.feature_maps.blocks[0].conv.weight.grad.norm()
+    assert fc > 1e-3 * conv, f"conductor FC gradient {fc:.2e} vs block 1 conv {conv:.2e}"
+
 def test_idf_inputs_silence_the_commonest_word_and_keep_unseen_words():
     model = build(idf_inputs=True)
     ids = torch.tensor([model.vocab.encode(["the", "iron", "zebra"])])    # "the" is in 4 of the 7 texts

@@ -6,7 +6,7 @@ No public code exists; [R] marks our resolutions (MODELS.md §2). Query and docu
     G_n = sc_n · POOL(PReLU(BN(Conv1d(UB_n))))         (L, s)   (1) UB_1 = E (kernel 1); UB_n = [G_1; ..; G_{n-1}]
                                                                     (kernel ws = 3): block n sees a (2n-1)-gram
     G = stack(G_1..G_N)                                (N, L, s)
-    T_i[n] = Σ_j G[n, i, j]                            (L, N)   (2) "transformer": feature sum (mean [R])
+    T_i[n] = mean_j G[n, i, j]                         (L, N)   (2) "transformer": feature mean [R] (paper: sum)
     aw_i = softmax_N(PReLU(W T_i + b))                 (L, N)   (3) "conductor"
     MRA_i = Σ_n aw_i[n] G[n, i, :]                     (L, s)   (4) multi-resolution n-gram attention
     e_i = MRA_d · mra_q,i                              (m,)     (5) document-aware query attention, per query
@@ -19,9 +19,12 @@ No public code exists; [R] marks our resolutions (MODELS.md §2). Query and docu
 Training: triplet margin loss with batch-hard mining [dist(Q, D+) − dist(Q, D−) + m]₊: for each question of the
 batch its hardest positive (largest distance) against its hardest negative (smallest), where the negatives are the
 other questions' positives in the batch and, with `own_negatives=True` [R], the question's own labelled negatives.
-Adam lr 1e-4, weight decay 1e-3 (as L2). Resolutions beyond MODELS.md: queries and documents of a batch pass the
-feature maps together (one set of BatchNorm statistics, as at evaluation); inputs optionally IDF-scaled
-(idf_inputs); frozen BERT token features are computed once per distinct text.
+Adam lr 1e-2 [R] (paper 1e-4; see training_defaults), weight decay 1e-3 (as L2). Resolutions beyond MODELS.md:
+queries and documents of a batch pass the feature maps together (one set of BatchNorm statistics, as at evaluation);
+inputs optionally IDF-scaled (idf_inputs); frozen BERT token features are computed once per distinct text.
+Two defaults depart from the paper because they stopped training (issue 13, pipeline/benchmarks/mrnn_dynamics.py):
+the feature sum T of eq. (2) is ~0.3 s after BN + PReLU, so eq. (3) is one-hot from the start and its FC gets no
+gradient (summary=mean keeps it soft); and Adam at lr 1e-4 moves no parameter by more than 1e-4 a step.
 
 Shapes: B pairs, U distinct queries of the batch, n query / m document positions, w input width, s filters,
 N blocks. Padding is zero and masked everywhere (BatchNorm statistics over real positions only, -inf in softmax and
@@ -66,7 +69,8 @@ class MRNNConfig:
     filters: int = 256              # s (1024 in the paper; 128-256 on a CPU)
     window: int = 3                 # ws: kernel of blocks 2..N (odd: "same" padding)
     pooling: str = "identity"       # POOL after PReLU: identity [R] | max (stride 1, window ws)
-    summary: str = "sum"            # T: sum over features (paper) | mean [R]
+    summary: str = "mean"           # T: mean over features [R] | sum (paper): after BN + PReLU the sum is ~0.3 s,
+                                    # which saturates the softmax of eq. (3) (one-hot aw, no gradient; issue 13)
     doc_attention: str = "fixed"    # fixed: FC over the document axis padded to max_doc_length (paper) [R]
                                     # | length_free: a per-position scalar affine map [R]
     attention_init: str = "identity"  # the FC of eq. (6) starts as the identity (dot-product attention) [R] | random
@@ -197,7 +201,10 @@ class DocumentAwareQueryAttention(nn.Module):
 class MRNN(RerankModel):
     name = "mrnn"
     config_class = MRNNConfig
-    training_defaults = {"optimizer": "adam", "lr": 1e-4, "weight_decay": 1e-3, "schedule": "constant",
+    # lr 1e-2 [R] (paper 1e-4): Adam moves a parameter by ~lr a step, and at 27-33 steps an epoch (WikiQA) 1e-4 held
+    # sc_n, BN, PReLU and the attention FC within +-0.003 an epoch. Best WikiQA dev AP (summary=mean, own negatives,
+    # s = 128, seed 0): lr 1e-4 0.571 (epoch 1 of 3), 1e-3 0.624 (3 of 8), 3e-3 0.662 (5 of 8), 1e-2 0.666 (6 of 6)
+    training_defaults = {"optimizer": "adam", "lr": 1e-2, "weight_decay": 1e-3, "schedule": "constant",
                          "train_batch_size": 32, "negatives_per_positive": 8, "epochs": 10, "max_grad_norm": None,
                          "measure": "AP"}
 
@@ -357,8 +364,8 @@ class MRNN(RerankModel):
                                             output.docs.unsqueeze(0), output.doc_mask.unsqueeze(0))
         return distances
 
-    def loss(self, output: MRNNOutput, batch: Batch) -> Loss:
-        """Batch-hard triplet loss: per query, hardest positive against hardest negative (see the docstring)."""
+    def triplet_masks(self, output: MRNNOutput, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(U, B) masks of each distinct query's positives and negatives among the batch's documents."""
         owner = output.query_index.unsqueeze(0) == torch.arange(len(output.queries), device=batch.labels.device)[:, None]
         relevant = (batch.labels > 0).unsqueeze(0)                        # (1, B)
         docids = [p.docid for p in batch.pairs]
@@ -370,5 +377,10 @@ class MRNN(RerankModel):
         negative = ~owner & ~also_own & relevant                           # other questions' positives
         if self.config.own_negatives:
             negative |= owner & ~relevant                                  # the question's own labelled negatives
+        return positive, negative
+
+    def loss(self, output: MRNNOutput, batch: Batch) -> Loss:
+        """Batch-hard triplet loss: per query, hardest positive against hardest negative (see the docstring)."""
+        positive, negative = self.triplet_masks(output, batch)
         triplet = hardest_triplets(self.all_distances(output), positive, negative, self.config.margin)
         return Loss(triplet, {"triplet": triplet})
