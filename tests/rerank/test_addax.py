@@ -1,7 +1,8 @@
 """addax: the score bounded by the query length, padding that never wins a max, shapes under W1's fixed-length
 padding, the sign loss vanishing as alpha grows, stored-encoding scores equal to on-the-fly ones (fp32 1e-5, fp16
 1e-3 and the same ranking), each ablation switch removing exactly its part, the loss as its formula, training, and
-init=identity (MAGS the identity, the denoiser a sign projection shared with the query side)."""
+init=identity (MAGS the identity, the denoiser a sign projection shared with the query side), and a detached L2 target
+that keeps the reconstruction's gradient out of the encoder."""
 from __future__ import annotations
 
 import json
@@ -232,12 +233,26 @@ def test_identity_init_codes_are_signs_of_the_query_projection(tiny_bert):
     assert torch.corrcoef(torch.stack([random_head, plain]))[0, 1] < 0.5  # -0.12: a random head forgets it
 
 
+@pytest.mark.parametrize("reconstruction", ["live", "detached"])
+def test_reconstruction_target_reaches_the_encoder_only_when_live(tiny_bert, reconstruction):
+    model = _model(tiny_bert, ablation="no_mags", reconstruction=reconstruction)   # H_D = V_D
+    with torch.no_grad():
+        model.denoiser.encoder[0].weight.zero_()   # the codes no longer depend on V_D: only the target path is left
+    u, v = torch.randn(2, 4, 32), torch.randn(2, 6, 32, requires_grad=True)
+    mask_u, mask_v = torch.ones(2, 4, dtype=torch.bool), torch.ones(2, 6, dtype=torch.bool)
+    model.interact(u, mask_u, v, mask_v, losses=True)["reconstruction_loss"].sum().backward()
+    assert (v.grad.abs().sum() > 0) == (reconstruction == "live")
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.denoiser.decoder.parameters())
+
+
 def test_config_errors():
     with pytest.raises(ConfigError, match="ablation='no_hashing'; choose one of none, no_mags") as caught:
         make_config(ADDAXConfig, {"ablation": "no_hashing"})
     assert caught.value.field == "ablation"
     with pytest.raises(ConfigError, match="init='zeros'; choose one of random, identity"):
         make_config(ADDAXConfig, {"init": "zeros"})
+    with pytest.raises(ConfigError, match="reconstruction='off'; choose one of live, detached"):
+        make_config(ADDAXConfig, {"reconstruction": "off"})
     with pytest.raises(ConfigError, match="codes='binary'"):
         make_config(ADDAXConfig, {"codes": "binary"})
     with pytest.raises(ConfigError, match="max_doc_length=2; expected a number >= 3"):

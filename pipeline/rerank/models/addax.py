@@ -24,6 +24,13 @@ Loss, per triplet (Q, D+, D-): [1 - f(Q, D+) + f(Q, D-)]_+ + delta (L1(D+) + L1(
 Ablations (`ablation`): no_mags (h = U_Q, V_D), no_highway (h = W5 F + b5), no_denoiser (no codes, no query
 projection, MaxSim on the MAGS outputs), attention_only_mags (the gates (3)-(5) removed: F_i = [R_Q,i ; D_Q,i] [R]).
 Default BERT: all-MiniLM-L6-v2 (a siamese sentence encoder: the right start); any local BERT folder by path.
+
+The start and the pull of L2 [R] (the paper says neither). `init=identity` starts MAGS as the identity (h = U_Q,
+V_D) and the denoiser as a sign projection shared with the query side (codes ~ sgn(G V_D), query tanh(G U_Q)), so
+the untrained head ranks as MaxSim over the encoder's own token vectors (DL19: nDCG@10 0.65 against 0.17 for a
+random head; pipeline/benchmarks/addax_start.py). `reconstruction=detached` stops L2's gradient at its target H_D:
+otherwise the summed ||H_D^r - H_D||^2 over the real BERT vectors that identity passes through outweighs the hinge
+about 25 to 1 in the encoder's gradient and training spends itself on making H_D easy to rebuild.
 """
 from __future__ import annotations
 
@@ -60,11 +67,13 @@ class ADDAXConfig:
     dropout: float = 0.1            # on the MAGS outputs h
     codes: str = "tanh"             # scoring codes: "tanh" (tanh(alpha B)) or "sign" (sgn(B))
     ablation: str = "none"          # none | no_mags | no_highway | no_denoiser | attention_only_mags
+    reconstruction: str = "live"    # L2's target H_D: "live" (gradients reach MAGS and BERT) | "detached" [R]
     init: str = "random"            # new layers: "random" (PyTorch default) | "identity" [R]: start_as_identity, _sign_projection
 
     def check(self) -> None:
         choice("addax", "codes", self.codes, ("tanh", "sign"))
         choice("addax", "init", self.init, ("random", "identity"))
+        choice("addax", "reconstruction", self.reconstruction, ("live", "detached"))
         choice("addax", "ablation", self.ablation, ABLATIONS)
         for name in ("max_query_length", "max_doc_length"):
             at_least("addax", name, getattr(self, name), 3)  # [CLS], one piece, [SEP]
@@ -263,7 +272,8 @@ class ADDAX(LateInteraction, RerankModel):
                 rows = v_mask.unsqueeze(-1)
                 out["sign_loss"] = ((codes - torch.sign(b)) ** 2 * rows).sum((1, 2))      # (9) L1 (n,)
                 rebuilt = on_rows(self.denoiser.decoder, codes, v_mask)                   # H_D^r (n, t, d)
-                out["reconstruction_loss"] = ((rebuilt - h_d) ** 2 * rows).sum((1, 2))   # (9) L2 (n,)
+                target = h_d.detach() if self.config.reconstruction == "detached" else h_d
+                out["reconstruction_loss"] = ((rebuilt - target) ** 2 * rows).sum((1, 2))  # (9) L2 (n,)
         out["score"] = maxsim(query, u_mask, doc, v_mask)                                 # (11)
         return out
 
