@@ -1,6 +1,8 @@
 """addax: the score bounded by the query length, padding that never wins a max, shapes under W1's fixed-length
 padding, the sign loss vanishing as alpha grows, stored-encoding scores equal to on-the-fly ones (fp32 1e-5, fp16
-1e-3 and the same ranking), each ablation switch removing exactly its part, the loss as its formula, training."""
+1e-3 and the same ranking), each ablation switch removing exactly its part, the loss as its formula, training, and
+init=identity (MAGS the identity, the denoiser a sign projection shared with the query side), and a detached L2 target
+that keeps the reconstruction's gradient out of the encoder."""
 from __future__ import annotations
 
 import json
@@ -12,7 +14,7 @@ import torch.nn.functional as F
 from pipeline.errors import ConfigError
 from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.rerank.config import make_config
-from pipeline.rerank.models.addax import ABLATIONS, ADDAX, ADDAXConfig, maxsim
+from pipeline.rerank.models.addax import ABLATIONS, ADDAX, ADDAXConfig, MAGS, maxsim
 from pipeline.rerank.scoring import labelled, predict
 from pipeline.rerank.store import EncodingStore, score_late_interaction, write_store
 from pipeline.training.loop import train
@@ -194,10 +196,63 @@ def test_trains_logs_its_loss_parts_and_reloads(tiny_bert, tiny_qa, tmp_path):
     assert torch.equal(_scores(model, pairs), _scores(load_checkpoint(tmp_path / "again"), pairs))
 
 
+@pytest.mark.parametrize("gates", [True, False])
+def test_identity_init_starts_mags_as_the_identity(gates):
+    torch.manual_seed(0)
+    x, y = torch.randn(3, 5, 8), torch.randn(3, 7, 8)
+    x_mask, y_mask = torch.arange(5) < torch.tensor([[5], [2], [4]]), torch.arange(7) < torch.tensor([[7], [3], [1]])
+    s = x @ y.transpose(1, 2)
+    plain, highway = MAGS(8, 9, gates, highway=False), MAGS(8, 9, gates, highway=True)
+    for mags in (plain, highway):
+        mags.start_as_identity()
+    with torch.no_grad():
+        assert torch.allclose(plain(x, x_mask, y, y_mask, s), x * x_mask.unsqueeze(-1), atol=1e-5)
+        carried = highway(x, x_mask, y, y_mask, s)[x_mask]      # (1 - sigma(-4)) F + sigma(-4) ReLU(W3 F + b3)
+        assert (carried - x[x_mask]).norm() < 0.1 * x[x_mask].norm()
+
+
+def test_identity_init_codes_are_signs_of_the_query_projection(tiny_bert):
+    model = _model(tiny_bert, init="identity")
+    denoiser, project = model.denoiser, model.query_projection
+    hidden, dims = denoiser.encoder[0].weight.shape
+    k = min(hidden // 2, dims)
+    a, p = denoiser.encoder[0].weight[:k], denoiser.encoder[4].weight[:, :k]
+    assert torch.allclose(a @ a.T, torch.eye(k), atol=1e-5)
+    assert torch.allclose(project.weight, p @ a)
+    x = torch.randn(50, dims) * 0.3
+    with torch.no_grad():
+        assert torch.allclose(denoiser.encoder(x), torch.tanh(torch.tanh(x @ a.T) @ p.T), atol=1e-5)
+    # the whole head then orders pairs as MaxSim over the encoder's own token vectors does
+    u, v = torch.randn(64, 6, dims) * 0.3, torch.randn(64, 9, dims) * 0.3
+    u_mask, v_mask = torch.ones(64, 6, dtype=torch.bool), torch.ones(64, 9, dtype=torch.bool)
+    with torch.inference_mode():
+        head = model.interact(u, u_mask, v, v_mask)["score"]
+        random_head = _model(tiny_bert).interact(u, u_mask, v, v_mask)["score"]
+    plain = maxsim(u, u_mask, v, v_mask)
+    assert torch.corrcoef(torch.stack([head, plain]))[0, 1] > 0.8        # 0.91 here
+    assert torch.corrcoef(torch.stack([random_head, plain]))[0, 1] < 0.5  # -0.12: a random head forgets it
+
+
+@pytest.mark.parametrize("reconstruction", ["live", "detached"])
+def test_reconstruction_target_reaches_the_encoder_only_when_live(tiny_bert, reconstruction):
+    model = _model(tiny_bert, ablation="no_mags", reconstruction=reconstruction)   # H_D = V_D
+    with torch.no_grad():
+        model.denoiser.encoder[0].weight.zero_()   # the codes no longer depend on V_D: only the target path is left
+    u, v = torch.randn(2, 4, 32), torch.randn(2, 6, 32, requires_grad=True)
+    mask_u, mask_v = torch.ones(2, 4, dtype=torch.bool), torch.ones(2, 6, dtype=torch.bool)
+    model.interact(u, mask_u, v, mask_v, losses=True)["reconstruction_loss"].sum().backward()
+    assert (v.grad.abs().sum() > 0) == (reconstruction == "live")
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.denoiser.decoder.parameters())
+
+
 def test_config_errors():
     with pytest.raises(ConfigError, match="ablation='no_hashing'; choose one of none, no_mags") as caught:
         make_config(ADDAXConfig, {"ablation": "no_hashing"})
     assert caught.value.field == "ablation"
+    with pytest.raises(ConfigError, match="init='zeros'; choose one of random, identity"):
+        make_config(ADDAXConfig, {"init": "zeros"})
+    with pytest.raises(ConfigError, match="reconstruction='off'; choose one of live, detached"):
+        make_config(ADDAXConfig, {"reconstruction": "off"})
     with pytest.raises(ConfigError, match="codes='binary'"):
         make_config(ADDAXConfig, {"codes": "binary"})
     with pytest.raises(ConfigError, match="max_doc_length=2; expected a number >= 3"):

@@ -24,6 +24,13 @@ Loss, per triplet (Q, D+, D-): [1 - f(Q, D+) + f(Q, D-)]_+ + delta (L1(D+) + L1(
 Ablations (`ablation`): no_mags (h = U_Q, V_D), no_highway (h = W5 F + b5), no_denoiser (no codes, no query
 projection, MaxSim on the MAGS outputs), attention_only_mags (the gates (3)-(5) removed: F_i = [R_Q,i ; D_Q,i] [R]).
 Default BERT: all-MiniLM-L6-v2 (a siamese sentence encoder: the right start); any local BERT folder by path.
+
+The start and the pull of L2 [R] (the paper says neither). `init=identity` starts MAGS as the identity (h = U_Q,
+V_D) and the denoiser as a sign projection shared with the query side (codes ~ sgn(G V_D), query tanh(G U_Q)), so
+the untrained head ranks as MaxSim over the encoder's own token vectors (DL19: nDCG@10 0.65 against 0.17 for a
+random head; pipeline/benchmarks/addax_start.py). `reconstruction=detached` stops L2's gradient at its target H_D:
+otherwise the summed ||H_D^r - H_D||^2 over the real BERT vectors that identity passes through outweighs the hinge
+about 25 to 1 in the encoder's gradient and training spends itself on making H_D easy to rebuild.
 """
 from __future__ import annotations
 
@@ -60,9 +67,13 @@ class ADDAXConfig:
     dropout: float = 0.1            # on the MAGS outputs h
     codes: str = "tanh"             # scoring codes: "tanh" (tanh(alpha B)) or "sign" (sgn(B))
     ablation: str = "none"          # none | no_mags | no_highway | no_denoiser | attention_only_mags
+    reconstruction: str = "live"    # L2's target H_D: "live" (gradients reach MAGS and BERT) | "detached" [R]
+    init: str = "random"            # new layers: "random" (PyTorch default) | "identity" [R]: start_as_identity, _sign_projection
 
     def check(self) -> None:
         choice("addax", "codes", self.codes, ("tanh", "sign"))
+        choice("addax", "init", self.init, ("random", "identity"))
+        choice("addax", "reconstruction", self.reconstruction, ("live", "detached"))
         choice("addax", "ablation", self.ablation, ABLATIONS)
         for name in ("max_query_length", "max_doc_length"):
             at_least("addax", name, getattr(self, name), 3)  # [CLS], one piece, [SEP]
@@ -110,6 +121,23 @@ class MAGS(nn.Module):
             f = (1 - g) * f + g * torch.relu(self.transform(f))
         return self.out(f)
 
+    @torch.no_grad()
+    def start_as_identity(self, carry_bias: float = -4.0) -> None:
+        """h = X at the start [R]: W1, w1 and their biases 0, so E = p = 1/2 and F = [R/4 ; D/4] ([R ; D] without
+        gates); the highway carries F (W4 = 0, b4 = -4: g = sigma(-4) = 0.018); W5 = c [I I], b5 = 0 sums the halves:
+        R + D = X. Every gate still gets a gradient (sigma'(0) = 1/4), so training moves away from the identity."""
+        dims = self.out.out_features
+        if self.gates:
+            for layer in (self.element_gate, self.row_gate):
+                layer.weight.zero_()
+                layer.bias.zero_()
+        if self.highway:
+            self.carry.weight.zero_()
+            self.carry.bias.fill_(carry_bias)
+        eye = torch.eye(dims)
+        self.out.weight.copy_((4.0 if self.gates else 1.0) * torch.cat([eye, eye], 1))
+        self.out.bias.zero_()
+
 
 class HashingDenoiser(nn.Module):
     """The locality-constrained hashing denoiser, equations (8)-(9): codes of the document's token vectors."""
@@ -120,6 +148,29 @@ class HashingDenoiser(nn.Module):
                                      nn.Linear(hidden, bits), nn.Tanh())              # (8) B (r, h)
         self.decoder = nn.Sequential(nn.Linear(bits, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.ReLU(),
                                      nn.Linear(hidden, dims))                         # (9) mirror, last layer linear
+
+    @torch.no_grad()
+    def start_as_sign_projection(self, query_projection: nn.Linear) -> None:
+        """Codes that are signs of random projections (SimHash) at the start [R], the query side the same projection:
+        with A (k, d) orthonormal rows, k = min(hidden/2, d), and P (h, k) Gaussian / sqrt(k),
+            W_a = [A ; -A] (hidden, d)  -> tanh -> [t ; -t],  t = tanh(A x)
+            W_b = I (hidden, hidden)    -> ReLU -> [relu(t) ; relu(-t)]
+            W_c = [P, -P] (h, hidden)   -> tanh -> B = tanh(P t),  codes tanh(alpha B) ~ sgn(P A x)
+            query side W_q = P A (h, d)        -> tanh(P A u)
+        (biases 0; t ~ A x where the entries of A x are small, ~0.3 for MiniLM). E[(g.u) sgn(g.v)] grows with
+        cos(u, v) for Gaussian g, so cos(query, code) keeps the order of the backbone's token similarities."""
+        first, second, third = self.encoder[0], self.encoder[2], self.encoder[4]
+        hidden, dims = first.weight.shape
+        k = min(hidden // 2, dims)
+        a = torch.linalg.qr(torch.randn(dims, k))[0].T                                  # (k, d) orthonormal rows
+        p = torch.randn(third.weight.shape[0], k) / k ** 0.5                            # (h, k)
+        for layer in (first, second, third, query_projection):
+            layer.weight.zero_()
+            layer.bias.zero_()
+        first.weight[:k], first.weight[k:2 * k] = a, -a
+        second.weight.copy_(torch.eye(hidden))
+        third.weight[:, :k], third.weight[:, k:2 * k] = p, -p
+        query_projection.weight.copy_(p @ a)
 
 
 def scatter_rows(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -155,6 +206,12 @@ class ADDAX(LateInteraction, RerankModel):
             self.denoiser = HashingDenoiser(d, config.hash_hidden, config.hash_bits)
             self.query_projection = nn.Linear(d, config.hash_bits)            # (10)
         self.dropout = nn.Dropout(config.dropout)
+        if config.init == "identity":   # the new layers start as the backbone's own token matching [R]
+            for mags in (getattr(self, "query_mags", None), getattr(self, "doc_mags", None)):
+                if mags is not None:
+                    mags.start_as_identity()
+            if hasattr(self, "denoiser"):
+                self.denoiser.start_as_sign_projection(self.query_projection)
 
     def save_assets(self, directory: Path) -> None:
         save_bert_assets(self.bert, self.tokenizer, directory)
@@ -215,7 +272,8 @@ class ADDAX(LateInteraction, RerankModel):
                 rows = v_mask.unsqueeze(-1)
                 out["sign_loss"] = ((codes - torch.sign(b)) ** 2 * rows).sum((1, 2))      # (9) L1 (n,)
                 rebuilt = on_rows(self.denoiser.decoder, codes, v_mask)                   # H_D^r (n, t, d)
-                out["reconstruction_loss"] = ((rebuilt - h_d) ** 2 * rows).sum((1, 2))   # (9) L2 (n,)
+                target = h_d.detach() if self.config.reconstruction == "detached" else h_d
+                out["reconstruction_loss"] = ((rebuilt - target) ** 2 * rows).sum((1, 2))  # (9) L2 (n,)
         out["score"] = maxsim(query, u_mask, doc, v_mask)                                 # (11)
         return out
 
