@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -69,6 +70,9 @@ class ADDAXConfig:
     ablation: str = "none"          # none | no_mags | no_highway | no_denoiser | attention_only_mags
     reconstruction: str = "live"    # L2's target H_D: "live" (gradients reach MAGS and BERT) | "detached" [R]
     init: str = "random"            # new layers: "random" (PyTorch default) | "identity" [R]: start_as_identity, _sign_projection
+
+    # fields added after the first ADDAX recipes and checkpoints, with the value they were trained with
+    LEGACY: ClassVar[dict] = {"reconstruction": "live", "init": "random"}
 
     def check(self) -> None:
         choice("addax", "codes", self.codes, ("tanh", "sign"))
