@@ -37,14 +37,14 @@ def bench(dataset: str, threads: int | None, batch_size: int, max_doc_length: in
     from pipeline.data.registry import get_dataset
     from pipeline.evaluate import evaluate
     from pipeline.rerank.models.addax import ADDAX, ADDAXConfig
-    from pipeline.rerank.pairs import pairs_of
+    from pipeline.rerank.pairs import pairs_of, scores_by_query
     from pipeline.rerank.store import EncodingStore, score_late_interaction, write_store
 
     if threads:
         torch.set_num_threads(threads)
     data = get_dataset(dataset)
     run = data.run()
-    pairs = pairs_of(data.topics(), run, run.texts)
+    pairs, qrels = pairs_of(data.topics(), run, run.texts), data.qrels()
     cpu = torch.device("cpu")
     encoder = ADDAX(ADDAXConfig(max_doc_length=max_doc_length))
     results = {}
@@ -57,10 +57,7 @@ def bench(dataset: str, threads: int | None, batch_size: int, max_doc_length: in
             torch.manual_seed(options.pop("seed", 0))
             model = ADDAX(ADDAXConfig(max_doc_length=max_doc_length, **options), encoder.bert, encoder.tokenizer)
             scores = score_late_interaction(model, pairs, store, batch_size, cpu, desc=name)
-            ranked: dict[str, dict[str, float]] = {}
-            for pair, score in zip(pairs, scores):
-                ranked.setdefault(pair.qid, {})[pair.docid] = score
-            measured = evaluate(ranked, data.qrels(), MEASURES, data.rel_level)
+            measured = evaluate(scores_by_query(pairs, scores), qrels, MEASURES, data.rel_level)
             results[name] = {measure: round(value, 4) for measure, value in measured.items()}
     return {"dataset": dataset, "queries": len(run.ranking), "max_doc_length": max_doc_length,
             "threads": torch.get_num_threads(), "untrained_heads": results}

@@ -67,13 +67,12 @@ def measure(checkpoint: Path, test_pairs, ranking_pairs, qrels, batch_size: int)
     from pipeline.data.runs import Run
     from pipeline.evaluate import per_query
     from pipeline.rerank.checkpoint import load_checkpoint
+    from pipeline.rerank.pairs import scores_by_query
 
     model = load_checkpoint(checkpoint)
     correct = {f"{p.qid}/{p.docid}": float((s > 0) == (p.label > 0))
                for p, s in zip(test_pairs, scores_of(model, test_pairs, batch_size))}
-    scores: dict[str, dict[str, float]] = {}
-    for pair, score in zip(ranking_pairs, scores_of(model, ranking_pairs, batch_size)):
-        scores.setdefault(pair.qid, {})[pair.docid] = score
+    scores = scores_by_query(ranking_pairs, scores_of(model, ranking_pairs, batch_size))
     table = per_query(Run.from_scores(scores), qrels, list(MEASURES))
     return {"accuracy": statistics.fmean(correct.values()), "correct": correct,
             **{m: statistics.fmean(table[m].values()) for m in MEASURES}, "per_query": table}

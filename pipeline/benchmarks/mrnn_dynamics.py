@@ -29,15 +29,6 @@ def group_of(name: str) -> str:
     return "other"
 
 
-def _value(text: str):
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(text.lower(), text)
-
-
 def run(train: str, queries: int, steps: int, settings: dict, bn_check: bool, seed: int = 0) -> list[dict]:
     import dataclasses
 
@@ -164,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bn-check", action="store_true", help="train- vs eval-mode distance ranks per step")
     parser.add_argument("--set", nargs="*", default=[], metavar="K=V", help="config fields / training options")
     args = parser.parse_args(argv)
-    settings = {k: _value(v) for k, v in (item.split("=", 1) for item in args.set)}
+    from pipeline.commands.train import key_values
+
+    settings = key_values(args.set, "--set")
     records = run(args.train, args.queries, args.steps, settings, args.bn_check, args.seed)
     print(json.dumps(summary(records)))
     return 0

@@ -16,7 +16,7 @@ from typing import Callable
 
 from pipeline.data.runs import Run, Topics
 from pipeline.errors import ConfigError
-from pipeline.rerank.pairs import Pair, pairs_of
+from pipeline.rerank.pairs import Pair, pairs_of, scores_by_query
 from pipeline.stage import Stage
 
 
@@ -54,9 +54,7 @@ class Reranker(Stage):
 
     def transform(self, topics: Topics, run: Run | None) -> Run:
         pairs = pairs_of(topics, run, self.candidate_texts(run))
-        reranked: dict[str, dict[str, float]] = {qid: {} for qid in run.ranking}
-        for pair, score in zip(pairs, self.score(pairs)):
-            reranked[pair.qid][pair.docid] = float(score)
+        reranked = scores_by_query(pairs, self.score(pairs), run.ranking)
         return Run.from_scores(reranked, run.texts, tag=self.name, doc_fields=run.doc_fields)
 
     def fingerprint(self) -> str:

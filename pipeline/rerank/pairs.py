@@ -28,3 +28,12 @@ def pairs_of(topics, run, texts: Mapping[str, str]) -> list[Pair]:
     candidate's own (`run.doc_fields`)."""
     return [Pair(qid, docid, topics[qid], texts[docid], topics.extra.get(qid, _NOTHING),
                  run.doc_fields.get(docid, _NOTHING)) for qid, hits in run.ranking.items() for docid, _ in hits]
+
+
+def scores_by_query(pairs: list[Pair], scores, queries=()) -> dict[str, dict[str, float]]:
+    """qid -> docid -> score of scored `pairs` (what Run.from_scores takes); each of `queries` is there even when
+    it has no pair."""
+    by_query: dict[str, dict[str, float]] = {qid: {} for qid in queries}
+    for pair, score in zip(pairs, scores):
+        by_query.setdefault(pair.qid, {})[pair.docid] = float(score)
+    return by_query

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Mapping
 import torch
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.pairs import Pair, pairs_of
+from pipeline.rerank.pairs import Pair, pairs_of, scores_by_query
 
 if TYPE_CHECKING:
     from pipeline.data.runs import Run
@@ -200,9 +200,7 @@ class DevSet:
                  for p in pairs_of(self.topics, self.run, self.run.texts)]
         scored = predict(model, pairs, options.eval_batch_size, device, options.amp, with_loss=True,
                          desc=f"dev {self.name}")
-        scores: dict[str, dict[str, float]] = {}
-        for pair, score in zip(pairs, scored.scores):
-            scores.setdefault(pair.qid, {})[pair.docid] = score
+        scores = scores_by_query(pairs, scored.scores)
         measures = ["AP", "RR@10", "nDCG@10"] + ([options.measure] if options.measure != "loss" else [])
         result = evaluate(Run.from_scores(scores), self.qrels, list(dict.fromkeys(measures)), rel_level=self.rel_level)
         result["loss"] = scored.loss
