@@ -7,6 +7,7 @@ import os
 import platform
 import sys
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -14,6 +15,19 @@ REPO = Path(__file__).resolve().parents[2]
 def machine() -> str:
     return (f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
             f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+def run_main(main: Callable[[], int]) -> int:
+    """A benchmark's `main()` as `irpipe` runs a command: bad input (an `IrpipeError`: a dataset name, a `--set`
+    value) is a one-line message on stderr and exit status 2, not a traceback."""
+    from pipeline.errors import IrpipeError
+
+    try:
+        return main()
+    except IrpipeError as error:
+        spec = main.__globals__.get("__spec__")  # under `python -m`, __module__ is "__main__"; the spec has the name
+        print(f"python -m {spec.name if spec else main.__module__}: error: {error}", file=sys.stderr)
+        return 2
 
 
 def record(name: str, module: str, argv: list[str] | None, payload: dict) -> None:

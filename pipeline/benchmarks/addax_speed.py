@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from pipeline.benchmarks import machine, record
+from pipeline.benchmarks import machine, record, run_main
 
 MSMARCO_PASSAGES = 8_841_823
 
@@ -125,4 +125,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -20,7 +20,7 @@ import json
 import sys
 import tempfile
 
-from pipeline.benchmarks import machine, record
+from pipeline.benchmarks import machine, record, run_main
 
 VARIANTS = {"random, seed 0": {}, "random, seed 1": {"seed": 1},
             "identity": {"init": "identity"}, "identity, sign codes": {"init": "identity", "codes": "sign"},
@@ -84,4 +84,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from pipeline.benchmarks import run_main
 from pipeline.data.files import atomic_write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,4 +119,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -21,6 +21,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from pipeline.benchmarks import run_main
 from pipeline.data.files import atomic_write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -168,4 +169,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

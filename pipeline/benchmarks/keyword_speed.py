@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from pipeline.benchmarks import run_main
 from pipeline.data.files import atomic_write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,4 +118,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -18,6 +18,8 @@ import argparse
 import json
 import sys
 
+from pipeline.benchmarks import run_main
+
 
 def group_of(name: str) -> str:
     """The parameter group of a parameter name of MRNN."""
@@ -164,4 +166,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.benchmarks import machine, record
+from pipeline.benchmarks import machine, record, run_main
 from pipeline.benchmarks.msmarco_scale import run_irpipe, write_synthetic_collection
 
 DEV_SMALL_QUERIES, TOP_K_FULL, MSMARCO_PASSAGES = 6980, 1000, 8_841_823
@@ -167,4 +167,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

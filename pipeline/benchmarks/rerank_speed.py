@@ -17,7 +17,7 @@ import argparse
 import sys
 import time
 
-from pipeline.benchmarks import machine, record
+from pipeline.benchmarks import machine, record, run_main
 
 def bench_model(name: str, train: str, test: str, steps: int, warmup: int, pairs: int, batch_size: int,
                 threads: int | None, device: str = "auto") -> dict:
@@ -106,4 +106,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.benchmarks import machine, record
+from pipeline.benchmarks import machine, record, run_main
 
 def _timed(stage, topics, run) -> tuple[float, object]:
     start = time.perf_counter()
@@ -107,4 +107,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))
