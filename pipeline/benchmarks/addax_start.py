@@ -22,7 +22,7 @@ import tempfile
 
 from pipeline.benchmarks import machine, record, run_main
 
-VARIANTS = {"random, seed 0": {}, "random, seed 1": {"seed": 1},
+VARIANTS = {"random, seed 0": {"init": "random"}, "random, seed 1": {"init": "random", "seed": 1},
             "identity": {"init": "identity"}, "identity, sign codes": {"init": "identity", "codes": "sign"},
             "identity, no_mags": {"init": "identity", "ablation": "no_mags"},
             "identity, no_denoiser": {"init": "identity", "ablation": "no_denoiser"},

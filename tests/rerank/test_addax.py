@@ -1,8 +1,9 @@
 """addax: the score bounded by the query length, padding that never wins a max, shapes under W1's fixed-length
 padding, the sign loss vanishing as alpha grows, stored-encoding scores equal to on-the-fly ones (fp32 1e-5, fp16
 1e-3 and the same ranking), each ablation switch removing exactly its part, the loss as its formula, training, and
-init=identity (MAGS the identity, the denoiser a sign projection shared with the query side), and a detached L2 target
-that keeps the reconstruction's gradient out of the encoder."""
+init=identity (MAGS the identity, the denoiser a sign projection shared with the query side), a detached L2 target
+that keeps the reconstruction's gradient out of the encoder, and those two as defaults that leave older recipes and
+checkpoints (the paper's random start and live target) as they were."""
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
-from pipeline.rerank.config import make_config
+from pipeline.rerank.checkpoint import checkpoint_config, load_checkpoint, save_checkpoint
+from pipeline.rerank.config import config_to_dict, make_config, recipe_fields
 from pipeline.rerank.models.addax import ABLATIONS, ADDAX, ADDAXConfig, MAGS, maxsim
 from pipeline.rerank.scoring import labelled, predict
 from pipeline.rerank.store import EncodingStore, score_late_interaction, write_store
@@ -227,7 +228,7 @@ def test_identity_init_codes_are_signs_of_the_query_projection(tiny_bert):
     u_mask, v_mask = torch.ones(64, 6, dtype=torch.bool), torch.ones(64, 9, dtype=torch.bool)
     with torch.inference_mode():
         head = model.interact(u, u_mask, v, v_mask)["score"]
-        random_head = _model(tiny_bert).interact(u, u_mask, v, v_mask)["score"]
+        random_head = _model(tiny_bert, init="random").interact(u, u_mask, v, v_mask)["score"]
     plain = maxsim(u, u_mask, v, v_mask)
     assert torch.corrcoef(torch.stack([head, plain]))[0, 1] > 0.8        # 0.91 here
     assert torch.corrcoef(torch.stack([random_head, plain]))[0, 1] < 0.5  # -0.12: a random head forgets it
@@ -243,6 +244,19 @@ def test_reconstruction_target_reaches_the_encoder_only_when_live(tiny_bert, rec
     model.interact(u, mask_u, v, mask_v, losses=True)["reconstruction_loss"].sum().backward()
     assert (v.grad.abs().sum() > 0) == (reconstruction == "live")
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.denoiser.decoder.parameters())
+
+
+def test_defaults_start_as_the_identity_with_a_detached_target_and_older_recipes_and_checkpoints_keep_theirs():
+    default, papers = ADDAXConfig(), make_config(ADDAXConfig, {"init": "random", "reconstruction": "live"})
+    assert (default.init, default.reconstruction) == ("identity", "detached")
+    # a recipe that pins the paper's reading keys as before the two fields existed (its cached model stays valid) ...
+    new_fields = ("init", "reconstruction")
+    assert recipe_fields(papers) == {k: v for k, v in recipe_fields(default).items() if k not in new_fields}
+    # ... and one that leaves them out now trains the new defaults, under a key of its own
+    assert recipe_fields(default) == recipe_fields(papers) | {"init": "identity", "reconstruction": "detached"}
+    saved_before = {k: v for k, v in config_to_dict(default).items() if k not in new_fields}
+    older = checkpoint_config(ADDAXConfig, saved_before, "config.json")
+    assert (older.init, older.reconstruction) == ("random", "live")
 
 
 def test_config_errors():
