@@ -21,7 +21,9 @@ batch its hardest positive (largest distance) against its hardest negative (smal
 other questions' positives in the batch and, with `own_negatives=True` [R], the question's own labelled negatives.
 Adam lr 1e-2 [R] (paper 1e-4; see training_defaults), weight decay 1e-3 (as L2). Resolutions beyond MODELS.md:
 queries and documents of a batch pass the feature maps together (one set of BatchNorm statistics, as at evaluation);
-inputs optionally IDF-scaled (idf_inputs); frozen BERT token features are computed once per distinct text.
+inputs optionally IDF-scaled (idf_inputs); frozen BERT token features are computed once per distinct text; in
+evaluation each distinct text's MRA is computed once (`remembered`: it depends on that text alone), so reranking
+a query's top 100 costs the pair attention of eqs. (5)-(8), not 100 passes of the feature maps.
 Two defaults depart from the paper because they stopped training (issue 13, pipeline/benchmarks/mrnn_dynamics.py):
 the feature sum T of eq. (2) is ~0.3 s after BN + PReLU, so eq. (3) is one-hot from the start and its FC gets no
 gradient (summary=mean keeps it soft); and Adam at lr 1e-4 moves no parameter by more than 1e-4 a step.
@@ -230,12 +232,14 @@ class MRNN(RerankModel):
             self.embedding.weight.requires_grad_(not c.freeze_embeddings)
         if c.idf_inputs:                                                   # weights of the input ids (state_dict)
             self.register_buffer("input_idf", torch.ones(len(self.tokenizer) if self.bert is not None else len(vocab)))
+        self._mra: dict[tuple[int, ...], torch.Tensor] = {}               # id row -> MRA (L, s), evaluation only
         self.feature_maps = DenselyConnectedBlocks(width, c)
         self.resolution_attention = MultiResolutionAttention(c)
         self.query_attention = DocumentAwareQueryAttention(c)
 
     def train(self, mode: bool = True) -> "MRNN":
         super().train(mode)
+        self._mra.clear()                                                  # eval() too: predict() starts afresh
         if self.bert is not None:
             self.bert.eval()                                               # frozen: no dropout either
         return self
@@ -310,13 +314,19 @@ class MRNN(RerankModel):
     # -- the network ----------------------------------------------------------------------------------------------
     def embed(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, L) ids -> E (B, L, w) and the mask of real positions (B, L) (contextual: [CLS]/[SEP] masked out)."""
-        if self.bert is None:
-            x, mask = self.embedding(ids), ids != 0
-        else:
-            tok = self.tokenizer
-            mask = (ids != tok.pad_token_id) & (ids != tok.cls_token_id) & (ids != tok.sep_token_id)
-            x = self.token_features(ids) * mask[..., None]
+        mask = self.real_positions(ids)
+        x = self.embedding(ids) if self.bert is None else self.token_features(ids) * mask[..., None]
         return (x * self.input_idf[ids][..., None] if self.config.idf_inputs else x), mask
+
+    def pad_id(self) -> int:
+        return self.tokenizer.pad_token_id if self.bert is not None else 0
+
+    def real_positions(self, ids: torch.Tensor) -> torch.Tensor:
+        """(B, L) mask of the words (contextual: word pieces; [CLS], [SEP] and padding are not real)."""
+        if self.bert is None:
+            return ids != 0
+        tok = self.tokenizer
+        return (ids != tok.pad_token_id) & (ids != tok.cls_token_id) & (ids != tok.sep_token_id)
 
     def token_features(self, ids: torch.Tensor) -> torch.Tensor:
         """(B, L) word-piece rows -> (B, L, H) frozen BERT last-layer features, computed once per distinct text:
@@ -341,13 +351,35 @@ class MRNN(RerankModel):
         One pass over queries and documents together: BatchNorm's batch statistics (training) are those of both
         texts, as its running statistics (evaluation) are."""
         (n, m), width = (query_ids.size(1), doc_ids.size(1)), max(query_ids.size(1), doc_ids.size(1))
-        pad = self.tokenizer.pad_token_id if self.bert is not None else 0
+        pad = self.pad_id()
         ids = torch.cat([F.pad(query_ids, (0, width - n), value=pad), F.pad(doc_ids, (0, width - m), value=pad)])
-        x, mask = self.embed(ids)
-        mra, _ = self.resolution_attention(self.feature_maps(x, mask))                        # (U + B, L, s)
+        evaluating = not self.training and not torch.is_grad_enabled()
+        mra, mask = (self.remembered if evaluating else self.multi_resolution)(ids)            # (U + B, L, s)
         queries, docs = mra.split([len(query_ids), len(doc_ids)])
         query_mask, doc_mask = mask.split([len(query_ids), len(doc_ids)])
         return queries[:, :n], query_mask[:, :n], docs[:, :m], doc_mask[:, :m]
+
+    def multi_resolution(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(K, L) ids -> MRA (K, L, s) and the mask of real positions (K, L): eqs. (1)-(4)."""
+        x, mask = self.embed(ids)
+        mra, _ = self.resolution_attention(self.feature_maps(x, mask))
+        return mra, mask
+
+    def remembered(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`multi_resolution` in evaluation, once per distinct text: with BatchNorm's running statistics and the
+        padding masked, a text's MRA depends on that text alone. Kept until the next train()/eval() call (the
+        weights change only in between; `predict` calls eval() first)."""
+        pad = self.pad_id()
+        rows = [tuple(row[row != pad].tolist()) for row in ids.cpu()]
+        missing = [row for row in dict.fromkeys(rows) if row not in self._mra]
+        if missing:
+            fresh, _ = self.multi_resolution(pad_rows([list(row) for row in missing], pad)[0].to(ids.device))
+            for k, row in enumerate(missing):
+                self._mra[row] = fresh[k, :len(row)]                                           # (L_k, s)
+        mra = torch.zeros(*ids.shape, self.config.filters, device=ids.device)
+        for b, row in enumerate(rows):
+            mra[b, :len(row)] = self._mra[row]
+        return mra, self.real_positions(ids)
 
     def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_index: torch.Tensor) -> MRNNOutput:
         """(U, n) distinct queries, (B, m) documents, (B,) query row of each pair -> distances and representations."""
