@@ -390,10 +390,13 @@ class MRNN(RerankModel):
     def score(self, output: MRNNOutput) -> torch.Tensor:
         return -output.distance
 
-    def all_distances(self, output: MRNNOutput) -> torch.Tensor:
-        """(U, B): every distinct query of the batch against every document of the batch."""
+    def all_distances(self, output: MRNNOutput, columns: torch.Tensor | None = None) -> torch.Tensor:
+        """(U, B): every distinct query of the batch against every document of the batch (or (U, C): against the
+        documents `columns` (C,) only)."""
+        docs, doc_mask = (output.docs, output.doc_mask) if columns is None else \
+            (output.docs[columns], output.doc_mask[columns])
         distances, _ = self.query_attention(output.queries.unsqueeze(1), output.query_mask.unsqueeze(1),
-                                            output.docs.unsqueeze(0), output.doc_mask.unsqueeze(0))
+                                            docs.unsqueeze(0), doc_mask.unsqueeze(0))
         return distances
 
     def triplet_masks(self, output: MRNNOutput, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -413,6 +416,9 @@ class MRNN(RerankModel):
 
     def loss(self, output: MRNNOutput, batch: Batch) -> Loss:
         """Batch-hard triplet loss: per query, hardest positive against hardest negative (see the docstring)."""
-        positive, negative = self.triplet_masks(output, batch)
-        triplet = hardest_triplets(self.all_distances(output), positive, negative, self.config.margin)
+        positive, negative = self.triplet_masks(output, batch)                # (U, B)
+        mined = (positive | negative).any(0).nonzero().flatten()           # (C,) documents some query mines: the
+        # rest (a dev query's unlabelled candidates) would cost U x B attentions for nothing
+        triplet = hardest_triplets(self.all_distances(output, mined), positive[:, mined], negative[:, mined],
+                                   self.config.margin)
         return Loss(triplet, {"triplet": triplet})
