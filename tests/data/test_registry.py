@@ -70,6 +70,29 @@ EXPECTED = {
         "docs": (2067, ("Super_Bowl_50-0", "Super Bowl 50 was an American football game"),
                  ("Force-43", "The pound-force has a metric counterpart")),
     },
+    "squad-v1.1/dev-articles-a-train": {
+        "topics": (4913, ("56be4db0acb8001400a502ec", "Which NFL team represented the AFC at Super Bowl 50?"),
+                   ("572648d1708984140094c161", "What did the network install in 1999")),
+        "qrels": (4913, ("56be4db0acb8001400a502ec", "Super_Bowl_50-0", 1),
+                  ("572648d1708984140094c161", "Packet_switching-22", 1)),
+        "docs": (888, ("Super_Bowl_50-0", "Super Bowl 50 was an American football game"),
+                 ("Packet_switching-22", "The Very high-speed Backbone Network Service")),
+    },
+    "squad-v1.1/dev-articles-a-dev": {
+        "topics": (783, ("57264684708984140094c123", "Where did the black death originate?"),
+                   ("57270ab9708984140094d8fb", "What type of conservation include providing advice on the handling of items?")),
+        "qrels": (783, ("57264684708984140094c123", "Black_Death-0", 1),
+                  ("57270ab9708984140094d8fb", "Victoria_and_Albert_Museum-58", 1)),
+        "docs": (1048, ("Super_Bowl_50-0", "Super Bowl 50 was an American football game"),
+                 ("Victoria_and_Albert_Museum-58", "Conservation is responsible for the long-term")),
+    },
+    "squad-v1.1/dev-articles-b": {
+        "topics": (4874, ("57267b755951b619008f7433", "What company owns the American Broadcasting Company?"),
+                   ("5737aafd1c456719005744ff", "What is the seldom used force unit equal to one thousand newtons?")),
+        "qrels": (4874, ("57267b755951b619008f7433", "American_Broadcasting_Company-0", 1), ("5737aafd1c456719005744ff", "Force-43", 1)),
+        "docs": (2067, ("Super_Bowl_50-0", "Super Bowl 50 was an American football game"),
+                 ("Force-43", "The pound-force has a metric counterpart")),
+    },
     "wikiqa/train": {"topics": (873, ("1", "how are glacier caves formed ?"), ("2116", "what is section eight housing")),
                      "run": (8672, ("1", "1-0", -1.0), ("2116", "2116-9", -10.0))},
     "wikiqa/dev": {"topics": (126, ("2", "how big is bmc software in houston , tx"), ("293", "what is the name of chris cornell 's band ?")),
@@ -197,6 +220,19 @@ def test_recorded_counts_match(mirror, name):
         else:
             counts[part] = len(_items(dataset, part))
     assert counts == dataset.info()["counts"]
+
+
+def test_squad_article_split_partitions_the_questions(mirror):
+    """The three article-split parts hold every dev question once, each with its relevant paragraph among the
+    part's documents; the training part's documents are its own articles' paragraphs only."""
+    parts = {name: get_dataset(f"squad-v1.1/dev-articles-{name}") for name in ("a-train", "a-dev", "b")}
+    questions = {name: set(part.topics()) for name, part in parts.items()}
+    assert sum(map(len, questions.values())) == len(set().union(*questions.values())) == 10570
+    titles = {name: {doc["title"] for doc in part.docs()} for name, part in parts.items()}
+    assert len(titles["a-train"]) == 20 and len(titles["a-dev"]) == 24 and len(titles["b"]) == 48
+    for name, part in parts.items():
+        docids = {doc["id"] for doc in part.docs()}
+        assert all(set(judged) <= docids for judged in part.qrels().values()), name
 
 
 def test_candidate_runs_carry_texts_and_shipped_order(mirror):

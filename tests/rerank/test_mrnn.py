@@ -66,16 +66,39 @@ def test_distances_are_non_negative_and_scores_their_negation(options, tiny_bert
 def test_appending_padding_does_not_change_a_distance(options, tiny_bert):
     model = build(tiny_bert, **options)
     batch = model.prepare(qa_pairs())
+    fresh = lambda tensors: model.score(model.eval()(**tensors))  # noqa: E731 (eval(): nothing remembered)
     with torch.inference_mode():
-        scores = model.score(model(**batch.tensors))
-        more_padding = model.score(model(**padded(batch.tensors, 3, 7)))
-        alone = torch.cat([model.score(model(**model.prepare([p]).tensors)) for p in qa_pairs()])
+        scores = fresh(batch.tensors)
+        more_padding = fresh(padded(batch.tensors, 3, 7))
+        alone = torch.cat([fresh(model.prepare([p]).tensors) for p in qa_pairs()])
         model.train()                                          # BatchNorm on batch statistics: over real positions
         training = model(**batch.tensors).distance, model(**padded(batch.tensors, 3, 7)).distance
     torch.testing.assert_close(more_padding, scores, rtol=0, atol=1e-5)
     torch.testing.assert_close(alone, scores, rtol=0, atol=1e-5)  # each pair alone: no padding at all
     torch.testing.assert_close(training[1], training[0], rtol=0, atol=1e-5)
     assert len(set(scores.tolist())) > 1
+
+
+@pytest.mark.parametrize("options", [{}, dict(embeddings="contextual")], ids=["static", "contextual"])
+def test_evaluation_computes_each_texts_maps_once_with_the_same_distances(options, tiny_bert):
+    model = build(tiny_bert, **options)
+    batch = model.prepare(qa_pairs())
+    with torch.enable_grad():                                            # eval mode, gradients on: nothing kept
+        direct = model(**batch.tensors).distance.detach()
+    assert not model._mra
+    with torch.inference_mode():
+        first = model(**batch.tensors).distance
+        assert len(model._mra) == len(set(QUERIES)) + len(DOCS)          # 3 distinct queries + 5 documents
+        kept = {row: mra.clone() for row, mra in model._mra.items()}
+        again = model(**padded(model.prepare(qa_pairs()[::-1]).tensors, 2, 3)).distance.flip(0)  # from memory
+    assert all(torch.equal(kept[row], mra) for row, mra in model._mra.items()) and len(model._mra) == 8
+    torch.testing.assert_close(first, direct, rtol=0, atol=1e-5)
+    torch.testing.assert_close(again, first, rtol=0, atol=1e-5)
+    model.train()
+    assert not model._mra                                                # new weights may follow: forgotten
+    with torch.no_grad():
+        model.train()(**batch.tensors)                                   # training mode: never remembered
+    assert not model._mra
 
 
 @pytest.mark.parametrize("doc_attention", ["fixed", "length_free"])

@@ -1,6 +1,7 @@
 """MRNN: Multi-Resolution Neural Network with duplex attention (Cakaloglu & Xu), as read in MODELS.md §2.
 
-No public code exists; [R] marks our resolutions (MODELS.md §2). Query and document share every layer:
+No public code exists; [R] marks our resolutions (MODELS.md §2). Query and document share every layer (the layers:
+pipeline/rerank/mrnn_layers.py):
 
     E = embed(text)                                    (L, w)   static word table, or frozen BERT token features
     G_n = sc_n · POOL(PReLU(BN(Conv1d(UB_n))))         (L, s)   (1) UB_1 = E (kernel 1); UB_n = [G_1; ..; G_{n-1}]
@@ -21,7 +22,9 @@ batch its hardest positive (largest distance) against its hardest negative (smal
 other questions' positives in the batch and, with `own_negatives=True` [R], the question's own labelled negatives.
 Adam lr 1e-2 [R] (paper 1e-4; see training_defaults), weight decay 1e-3 (as L2). Resolutions beyond MODELS.md:
 queries and documents of a batch pass the feature maps together (one set of BatchNorm statistics, as at evaluation);
-inputs optionally IDF-scaled (idf_inputs); frozen BERT token features are computed once per distinct text.
+inputs optionally IDF-scaled (idf_inputs); frozen BERT token features are computed once per distinct text; in
+evaluation each distinct text's MRA is computed once (`remembered`: it depends on that text alone), so reranking
+a query's top 100 costs the pair attention of eqs. (5)-(8), not 100 passes of the feature maps.
 Two defaults depart from the paper because they stopped training (issue 13, pipeline/benchmarks/mrnn_dynamics.py):
 the feature sum T of eq. (2) is ~0.3 s after BN + PReLU, so eq. (3) is one-hot from the start and its FC gets no
 gradient (summary=mean keeps it soft); and Adam at lr 1e-4 moves no parameter by more than 1e-4 a step.
@@ -46,6 +49,7 @@ from pipeline.log import logger
 from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, pad_rows, save_bert_assets
 from pipeline.rerank.config import at_least, choice
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
+from pipeline.rerank.mrnn_layers import DenselyConnectedBlocks, DocumentAwareQueryAttention, MultiResolutionAttention
 from pipeline.rerank.neural import register_model
 from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
 from pipeline.training.losses import hardest_triplets
@@ -102,11 +106,6 @@ class MRNNOutput:
     query_index: torch.Tensor  # (B,) row of `queries` of each pair
 
 
-def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
-    """Softmax over `dim` where `mask` (broadcastable, True = real) is False gets -inf, i.e. weight 0."""
-    return torch.softmax(x.masked_fill(~mask, float("-inf")), dim=dim)
-
-
 def input_idf(token_lists: list[list[str]], ids: dict[str, int], size: int) -> torch.Tensor:
     """(size,) normalised IDF of each input id over the training texts (pipeline/rerank/text.py IdfTable); 1 else."""
     weights = torch.ones(size)
@@ -114,86 +113,6 @@ def input_idf(token_lists: list[list[str]], ids: dict[str, int], size: int) -> t
         if word in ids:
             weights[ids[word]] = weight
     return weights
-
-
-# -- multi-resolution feature maps: (B, L, w) + (B, L) mask -> G (B, N, L, s) -----------------------------------
-class NgramBlock(nn.Module):
-    """G_n = sc_n · POOL(PReLU(BN(Conv1d(UB_n)))), eq. (1); BN and PReLU see the real positions only."""
-
-    def __init__(self, channels: int, filters: int, kernel: int, pooling: str):
-        super().__init__()
-        self.conv = nn.Conv1d(channels, filters, kernel, padding=kernel // 2)
-        self.norm = nn.BatchNorm1d(filters)  # over the (R, s) rows of real positions: a masked BatchNorm
-        self.act = nn.PReLU(filters)
-        self.scale = nn.Parameter(torch.ones(()))  # sc_n, init 1
-        self.pool = kernel if pooling == "max" else 0
-
-    def forward(self, ub: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        h = self.conv(ub.transpose(1, 2)).transpose(1, 2)                 # (B, L, s); padding of ub is zero
-        g = torch.zeros_like(h)
-        g[mask] = self.act(self.norm(h[mask]))                             # (R, s) real positions only
-        if self.pool:                                                      # stride-1 max over ws positions
-            g = F.max_pool1d(g.masked_fill(~mask[..., None], float("-inf")).transpose(1, 2), self.pool, 1,
-                             self.pool // 2).transpose(1, 2)
-        return self.scale * g.masked_fill(~mask[..., None], 0.0)           # (B, L, s), padding zero
-
-
-class DenselyConnectedBlocks(nn.Module):
-    """Block 1: kernel 1 on the embeddings (w -> s); block n: kernel ws on [G_1; ..; G_{n-1}] ((n-1)s -> s)."""
-
-    def __init__(self, width: int, c: MRNNConfig):
-        super().__init__()
-        self.blocks = nn.ModuleList(NgramBlock(width if n == 1 else (n - 1) * c.filters, c.filters,
-                                               1 if n == 1 else c.window, c.pooling) for n in range(1, c.blocks + 1))
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        maps = [self.blocks[0](x * mask[..., None], mask)]                # G_1 (B, L, s)
-        for block in self.blocks[1:]:
-            maps.append(block(torch.cat(maps, -1), mask))                  # G_n from UB_n (B, L, (n-1)s)
-        return torch.stack(maps, 1)                                        # G (B, N, L, s)
-
-
-# -- the duplex attention ----------------------------------------------------------------------------------------
-class MultiResolutionAttention(nn.Module):
-    """Eqs. (2)-(4): per position, a softmax over the N resolutions of their feature sums; shared by Q and D."""
-
-    def __init__(self, c: MRNNConfig):
-        super().__init__()
-        self.mean = c.summary == "mean"
-        self.conductor = nn.Sequential(nn.Linear(c.blocks, c.blocks), nn.PReLU())
-
-    def forward(self, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """G (B, N, L, s) -> MRA (B, L, s) and the weights aw (B, L, N)."""
-        t = (g.mean(-1) if self.mean else g.sum(-1)).transpose(1, 2)      # (B, L, N)  T, eq. (2)
-        aw = torch.softmax(self.conductor(t), -1)                          # (B, L, N)  eq. (3)
-        return torch.einsum("bln,bnls->bls", aw, g), aw                    # (B, L, s)  eq. (4)
-
-
-class DocumentAwareQueryAttention(nn.Module):
-    """Eqs. (5)-(8) on query and document MRA with broadcastable leading dims (...): each pair, or (U, 1) queries
-    against (1, B) documents for in-batch mining."""
-
-    def __init__(self, c: MRNNConfig):
-        super().__init__()
-        self.length = c.max_doc_length if c.doc_attention == "fixed" else 0
-        self.fc = nn.Linear(self.length, self.length) if self.length else nn.Linear(1, 1)
-        if c.attention_init == "identity":                                 # start as plain dot-product attention
-            nn.init.eye_(self.fc.weight)
-            nn.init.zeros_(self.fc.bias)
-        self.act = nn.PReLU()
-
-    def forward(self, q, q_mask, d, d_mask) -> tuple[torch.Tensor, torch.Tensor]:
-        """q (..., n, s), q_mask (..., n), d (..., m, s), d_mask (..., m) -> dist (...) and aw' (..., n, m)."""
-        m = d.size(-2)
-        e = q @ d.transpose(-1, -2)                                        # (..., n, m)  e_i = MRA_d mra_q,i, (5)
-        if self.length:                                                    # FC over the padded document axis
-            logits = self.fc(F.pad(e, (0, self.length - m)))[..., :m]      # (..., n, m)
-        else:                                                              # a e_ij + b, per position
-            logits = self.fc(e.unsqueeze(-1)).squeeze(-1)                  # (..., n, m)
-        aw = masked_softmax(self.act(logits), d_mask.unsqueeze(-2), -1)   # (..., n, m)  real j only, (6)
-        sae = aw @ d                                                       # (..., n, s)  (7)
-        qe = ((sae - q) ** 2).sum(-1).add(1e-12).sqrt()                    # (..., n)     ‖sae_i - mra_q,i‖ (8)
-        return (qe * q_mask).sum(-1), aw                                   # (...)        Σ over real i
 
 
 # -- the model ---------------------------------------------------------------------------------------------------
@@ -230,12 +149,14 @@ class MRNN(RerankModel):
             self.embedding.weight.requires_grad_(not c.freeze_embeddings)
         if c.idf_inputs:                                                   # weights of the input ids (state_dict)
             self.register_buffer("input_idf", torch.ones(len(self.tokenizer) if self.bert is not None else len(vocab)))
+        self._mra: dict[tuple[int, ...], torch.Tensor] = {}               # id row -> MRA (L, s), evaluation only
         self.feature_maps = DenselyConnectedBlocks(width, c)
         self.resolution_attention = MultiResolutionAttention(c)
         self.query_attention = DocumentAwareQueryAttention(c)
 
     def train(self, mode: bool = True) -> "MRNN":
         super().train(mode)
+        self._mra.clear()                                                  # eval() too: predict() starts afresh
         if self.bert is not None:
             self.bert.eval()                                               # frozen: no dropout either
         return self
@@ -310,13 +231,19 @@ class MRNN(RerankModel):
     # -- the network ----------------------------------------------------------------------------------------------
     def embed(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, L) ids -> E (B, L, w) and the mask of real positions (B, L) (contextual: [CLS]/[SEP] masked out)."""
-        if self.bert is None:
-            x, mask = self.embedding(ids), ids != 0
-        else:
-            tok = self.tokenizer
-            mask = (ids != tok.pad_token_id) & (ids != tok.cls_token_id) & (ids != tok.sep_token_id)
-            x = self.token_features(ids) * mask[..., None]
+        mask = self.real_positions(ids)
+        x = self.embedding(ids) if self.bert is None else self.token_features(ids) * mask[..., None]
         return (x * self.input_idf[ids][..., None] if self.config.idf_inputs else x), mask
+
+    def pad_id(self) -> int:
+        return self.tokenizer.pad_token_id if self.bert is not None else 0
+
+    def real_positions(self, ids: torch.Tensor) -> torch.Tensor:
+        """(B, L) mask of the words (contextual: word pieces; [CLS], [SEP] and padding are not real)."""
+        if self.bert is None:
+            return ids != 0
+        tok = self.tokenizer
+        return (ids != tok.pad_token_id) & (ids != tok.cls_token_id) & (ids != tok.sep_token_id)
 
     def token_features(self, ids: torch.Tensor) -> torch.Tensor:
         """(B, L) word-piece rows -> (B, L, H) frozen BERT last-layer features, computed once per distinct text:
@@ -341,13 +268,35 @@ class MRNN(RerankModel):
         One pass over queries and documents together: BatchNorm's batch statistics (training) are those of both
         texts, as its running statistics (evaluation) are."""
         (n, m), width = (query_ids.size(1), doc_ids.size(1)), max(query_ids.size(1), doc_ids.size(1))
-        pad = self.tokenizer.pad_token_id if self.bert is not None else 0
+        pad = self.pad_id()
         ids = torch.cat([F.pad(query_ids, (0, width - n), value=pad), F.pad(doc_ids, (0, width - m), value=pad)])
-        x, mask = self.embed(ids)
-        mra, _ = self.resolution_attention(self.feature_maps(x, mask))                        # (U + B, L, s)
+        evaluating = not self.training and not torch.is_grad_enabled()
+        mra, mask = (self.remembered if evaluating else self.multi_resolution)(ids)            # (U + B, L, s)
         queries, docs = mra.split([len(query_ids), len(doc_ids)])
         query_mask, doc_mask = mask.split([len(query_ids), len(doc_ids)])
         return queries[:, :n], query_mask[:, :n], docs[:, :m], doc_mask[:, :m]
+
+    def multi_resolution(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(K, L) ids -> MRA (K, L, s) and the mask of real positions (K, L): eqs. (1)-(4)."""
+        x, mask = self.embed(ids)
+        mra, _ = self.resolution_attention(self.feature_maps(x, mask))
+        return mra, mask
+
+    def remembered(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`multi_resolution` in evaluation, once per distinct text: with BatchNorm's running statistics and the
+        padding masked, a text's MRA depends on that text alone. Kept until the next train()/eval() call (the
+        weights change only in between; `predict` calls eval() first)."""
+        pad = self.pad_id()
+        rows = [tuple(row[row != pad].tolist()) for row in ids.cpu()]
+        missing = [row for row in dict.fromkeys(rows) if row not in self._mra]
+        if missing:
+            fresh, _ = self.multi_resolution(pad_rows([list(row) for row in missing], pad)[0].to(ids.device))
+            for k, row in enumerate(missing):
+                self._mra[row] = fresh[k, :len(row)]                                           # (L_k, s)
+        mra = torch.zeros(*ids.shape, self.config.filters, device=ids.device)
+        for b, row in enumerate(rows):
+            mra[b, :len(row)] = self._mra[row]
+        return mra, self.real_positions(ids)
 
     def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_index: torch.Tensor) -> MRNNOutput:
         """(U, n) distinct queries, (B, m) documents, (B,) query row of each pair -> distances and representations."""
@@ -358,10 +307,13 @@ class MRNN(RerankModel):
     def score(self, output: MRNNOutput) -> torch.Tensor:
         return -output.distance
 
-    def all_distances(self, output: MRNNOutput) -> torch.Tensor:
-        """(U, B): every distinct query of the batch against every document of the batch."""
+    def all_distances(self, output: MRNNOutput, columns: torch.Tensor | None = None) -> torch.Tensor:
+        """(U, B): every distinct query of the batch against every document of the batch (or (U, C): against the
+        documents `columns` (C,) only)."""
+        docs, doc_mask = (output.docs, output.doc_mask) if columns is None else \
+            (output.docs[columns], output.doc_mask[columns])
         distances, _ = self.query_attention(output.queries.unsqueeze(1), output.query_mask.unsqueeze(1),
-                                            output.docs.unsqueeze(0), output.doc_mask.unsqueeze(0))
+                                            docs.unsqueeze(0), doc_mask.unsqueeze(0))
         return distances
 
     def triplet_masks(self, output: MRNNOutput, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -381,6 +333,9 @@ class MRNN(RerankModel):
 
     def loss(self, output: MRNNOutput, batch: Batch) -> Loss:
         """Batch-hard triplet loss: per query, hardest positive against hardest negative (see the docstring)."""
-        positive, negative = self.triplet_masks(output, batch)
-        triplet = hardest_triplets(self.all_distances(output), positive, negative, self.config.margin)
+        positive, negative = self.triplet_masks(output, batch)                # (U, B)
+        mined = (positive | negative).any(0).nonzero().flatten()           # (C,) documents some query mines: the
+        # rest (a dev query's unlabelled candidates) would cost U x B attentions for nothing
+        triplet = hardest_triplets(self.all_distances(output, mined), positive[:, mined], negative[:, mined],
+                                   self.config.margin)
         return Loss(triplet, {"triplet": triplet})
