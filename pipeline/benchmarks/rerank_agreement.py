@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 
 from scipy.stats import spearmanr
 
+from pipeline.benchmarks import run_main
 from pipeline.data.registry import get_dataset
 from pipeline.data.runs import read_run
 
@@ -21,7 +23,7 @@ def rank_of(scores: dict[str, float], docid: str) -> int:
     return 1 + sum(score > scores[docid] for score in scores.values())
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("first")
     parser.add_argument("reranked")
@@ -46,7 +48,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name}: rank of the relevant document median {statistics.median(values)}, mean "
               f"{statistics.mean(values):.1f}; within top 1/5/10/20/50: "
               + " / ".join(f"{sum(r <= k for r in values) / len(values):.3f}" for k in (1, 5, 10, 20, 50)))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))
