@@ -12,9 +12,12 @@ from typing import Callable
 REPO = Path(__file__).resolve().parents[2]
 
 
+def hardware() -> str:
+    return f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}"
+
+
 def machine() -> str:
-    return (f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
-            f"load average {os.getloadavg()[0]:.1f} at the end")
+    return f"{hardware()}, load average {os.getloadavg()[0]:.1f} at the end"
 
 
 def run_main(main: Callable[[], int]) -> int:

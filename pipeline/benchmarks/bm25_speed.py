@@ -13,14 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from pipeline.benchmarks import run_main
+from pipeline.benchmarks import hardware, run_main
 from pipeline.data.files import atomic_write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['ratio']:>6}  {row['identical_runs']}")
     if args.record:
         record = {"command": "python -m pipeline.benchmarks.bm25_speed " + " ".join(argv or sys.argv[1:]),
-                  "dataset": args.dataset, "index": str(index), "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
+                  "dataset": args.dataset, "index": str(index), "machine": hardware(),
                   "load_average_1m_at_end": round(os.getloadavg()[0], 2),
                   "rows": rows}
         with atomic_write(REPO / "eval" / "benchmarks" / "bm25-speed.json") as out:

@@ -18,12 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
-from pipeline.benchmarks import run_main
+from pipeline.benchmarks import hardware, run_main
 from pipeline.data.files import atomic_write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{cpu['bm25kw(w=1)']:>13} {cpu['bm25kw(w=0.5)']:>6}")
     if args.record:
         record = {"command": "python -m pipeline.benchmarks.keyword_speed " + " ".join(argv or sys.argv[1:]),
-                  "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
+                  "machine": hardware(),
                   "load_average_after": [round(x, 1) for x in os.getloadavg()],
                   "rows": rows}
         with atomic_write(REPO / "eval" / "benchmarks" / "keyword-speed.json") as out:

@@ -17,6 +17,7 @@ from scipy.stats import spearmanr
 from pipeline.benchmarks import run_main
 from pipeline.data.registry import get_dataset
 from pipeline.data.runs import read_run
+from pipeline.errors import InputError
 
 
 def rank_of(scores: dict[str, float], docid: str) -> int:
@@ -29,8 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("reranked")
     parser.add_argument("--dataset", required=True)
     args = parser.parse_args(argv)
-    first, reranked = (dict((q, dict(hits)) for q, hits in read_run(path).ranking.items())
-                       for path in (args.first, args.reranked))
+    first, reranked = (read_run(path).to_dict() for path in (args.first, args.reranked))
+    if missing := sorted(set(reranked) - set(first)):
+        raise InputError(args.reranked, f"query {missing[0]} (and {len(missing) - 1} more) is not in {args.first}",
+                         field="qid")
     qrels = get_dataset(args.dataset).qrels()
     rhos, ranks = [], {"first": [], "reranked": []}
     for qid, scores in reranked.items():
