@@ -101,6 +101,22 @@ def test_evaluation_computes_each_texts_maps_once_with_the_same_distances(option
     assert not model._mra
 
 
+@pytest.mark.parametrize("options", [{}, dict(embeddings="contextual")], ids=["static", "contextual"])
+def test_a_memory_bounded_below_one_text_gives_the_same_distances(options, tiny_bert):
+    model = build(tiny_bert, **options)
+    batch = model.prepare(qa_pairs())
+    with torch.inference_mode():
+        remembered = model.eval()(**batch.tensors).distance
+        model.eval()
+        model._mra.max_bytes = 1                                         # every text computed afresh, one kept
+        if model.bert is not None:
+            model._features.clear()
+            model._features.max_bytes = 1
+        bounded = model(**batch.tensors).distance
+    assert len(model._mra) == 1
+    torch.testing.assert_close(bounded, remembered, rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("doc_attention", ["fixed", "length_free"])
 def test_attention_weights_sum_to_one_over_real_positions_only(doc_attention):
     model = build(doc_attention=doc_attention)

@@ -48,6 +48,7 @@ from pipeline.errors import ConfigError
 from pipeline.log import logger
 from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, pad_rows, save_bert_assets
 from pipeline.rerank.config import at_least, choice
+from pipeline.rerank.memo import TextMemo
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.mrnn_layers import DenselyConnectedBlocks, DocumentAwareQueryAttention, MultiResolutionAttention
 from pipeline.rerank.neural import register_model
@@ -137,7 +138,7 @@ class MRNN(RerankModel):
             if bert is None:
                 self.bert, self.tokenizer = load_bert(c.bert)
             self.bert.requires_grad_(False).eval()                         # frozen token features
-            self._features: dict[tuple[int, ...], torch.Tensor] = {}      # word-piece row -> (pieces, H)
+            self._features = TextMemo()                                    # word-piece row -> (pieces, H)
             width = self.bert.config.hidden_size
         else:
             width = embeddings.shape[1] if embeddings is not None else c.embedding_dim
@@ -149,7 +150,7 @@ class MRNN(RerankModel):
             self.embedding.weight.requires_grad_(not c.freeze_embeddings)
         if c.idf_inputs:                                                   # weights of the input ids (state_dict)
             self.register_buffer("input_idf", torch.ones(len(self.tokenizer) if self.bert is not None else len(vocab)))
-        self._mra: dict[tuple[int, ...], torch.Tensor] = {}               # id row -> MRA (L, s), evaluation only
+        self._mra = TextMemo()                                            # id row -> MRA (L, s), evaluation only
         self.feature_maps = DenselyConnectedBlocks(width, c)
         self.resolution_attention = MultiResolutionAttention(c)
         self.query_attention = DocumentAwareQueryAttention(c)
@@ -250,17 +251,18 @@ class MRNN(RerankModel):
         the BERT never changes, so each epoch after the first reads them from memory."""
         pad = self.tokenizer.pad_token_id
         rows = [tuple(row[row != pad].tolist()) for row in ids.cpu()]
-        missing = [row for row in dict.fromkeys(rows) if row not in self._features]
-        for start in range(0, len(missing), 256):
-            chunk = missing[start:start + 256]
-            piece_ids, attention = pad_rows([list(row) for row in chunk], pad)
-            with torch.no_grad():
-                hidden = self.bert(input_ids=piece_ids.to(ids.device), attention_mask=attention.to(ids.device))
-            for k, row in enumerate(chunk):
-                self._features[row] = hidden.last_hidden_state[k, :len(row)].float().cpu()
+
+        def bert_features(missing: list[tuple[int, ...]]):
+            for start in range(0, len(missing), 256):
+                chunk = missing[start:start + 256]
+                piece_ids, attention = pad_rows([list(row) for row in chunk], pad)
+                with torch.no_grad():
+                    hidden = self.bert(input_ids=piece_ids.to(ids.device), attention_mask=attention.to(ids.device))
+                yield from (hidden.last_hidden_state[k, :len(row)].float().cpu() for k, row in enumerate(chunk))
+
         features = torch.zeros(*ids.shape, self.bert.config.hidden_size)
-        for b, row in enumerate(rows):
-            features[b, :len(row)] = self._features[row]
+        for b, (row, value) in enumerate(zip(rows, self._features.lookup(rows, bert_features))):
+            features[b, :len(row)] = value                                                    # (L_b, H)
         return features.to(ids.device)
 
     def represent(self, query_ids: torch.Tensor, doc_ids: torch.Tensor):
@@ -285,17 +287,17 @@ class MRNN(RerankModel):
     def remembered(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """`multi_resolution` in evaluation, once per distinct text: with BatchNorm's running statistics and the
         padding masked, a text's MRA depends on that text alone. Kept until the next train()/eval() call (the
-        weights change only in between; `predict` calls eval() first)."""
+        weights change only in between; `predict` calls eval() first), at most 1 GiB of it (pipeline/rerank/memo.py)."""
         pad = self.pad_id()
         rows = [tuple(row[row != pad].tolist()) for row in ids.cpu()]
-        missing = [row for row in dict.fromkeys(rows) if row not in self._mra]
-        if missing:
+
+        def maps(missing: list[tuple[int, ...]]):
             fresh, _ = self.multi_resolution(pad_rows([list(row) for row in missing], pad)[0].to(ids.device))
-            for k, row in enumerate(missing):
-                self._mra[row] = fresh[k, :len(row)]                                           # (L_k, s)
+            return [fresh[k, :len(row)] for k, row in enumerate(missing)]                    # (L_k, s) each
+
         mra = torch.zeros(*ids.shape, self.config.filters, device=ids.device)
-        for b, row in enumerate(rows):
-            mra[b, :len(row)] = self._mra[row]
+        for b, (row, value) in enumerate(zip(rows, self._mra.lookup(rows, maps))):
+            mra[b, :len(row)] = value
         return mra, self.real_positions(ids)
 
     def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_index: torch.Tensor) -> MRNNOutput:
