@@ -4,11 +4,18 @@ Holm/Bonferroni-corrected), formats for people and programs, and the per-query w
     comparison = compare({"bm25": run_a, "biencoder": run_b}, qrels, ["nDCG@10", "AP"], baseline="bm25")
     print(comparison)                        # the table, p-values beside the compared runs
     plot_differences(comparison, "runs/x.png")
+
+With `seed_mean=True`, the runs of one system trained with several seeds (names that differ only in `.seedN`,
+as `irpipe run` writes them: runs/x.seed0.trec, runs/x.seed1.trec ...) are one row: each query's score is
+averaged over the seeds first, and the t-test pairs those means query by query -- a test of the systems, not of
+one seed's luck.
 """
 from __future__ import annotations
 
 import json
 import math
+import re
+import statistics
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +28,7 @@ from pipeline.evaluate import (QUERY_SETS, EvalError, QrelsLike, RunLike, as_qre
                                parse_measures)
 
 CORRECTIONS = ("holm", "bonferroni")
+SEED = re.compile(r"\.seed(\d+)(?=\.|$)")  # runs/x.seed2.trec: seed 2 of system runs/x.seed{...}.trec
 FORMATS = ("table", "json", "csv", "markdown")
 
 
@@ -70,6 +78,7 @@ class Comparison:
     correction: str | None = None
     pvalues: dict[str, dict[str, float]] = field(default_factory=dict)  # run (not the baseline) -> measure -> p
     query_set: str = "qrels"
+    seed_mean: bool = False  # rows are systems whose per-query scores are means over their seeds' runs
 
     @property
     def runs(self) -> list[str]:
@@ -107,6 +116,8 @@ class Comparison:
         """One line saying which queries were evaluated and how p-values were computed."""
         counts = sorted(set(self.queries.values()))
         text = f"queries: {'/'.join(map(str, counts))} -- {QUERY_SETS[self.query_set]}."
+        if self.seed_mean:
+            text += " A .seed{...} row: each query's score is the mean over those seeds' runs."
         if self.baseline is not None:
             compared = len(self.runs) - 1
             text += f" p-values: two-sided paired t-test vs {self.baseline}"
@@ -185,11 +196,13 @@ def _cell(key: str, value) -> str:
 
 
 def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: str | None = None,
-            correction: str | None = None, rel_level: int = 1, queries: str = "qrels") -> Comparison:
+            correction: str | None = None, rel_level: int = 1, queries: str = "qrels",
+            seed_mean: bool = False) -> Comparison:
     """Evaluate several runs on the same qrels; with a baseline, paired t-tests on per-query scores.
 
     `baseline` names one of `runs` (it becomes the first row). `correction` ('holm' or 'bonferroni') adjusts,
-    per measure, the p-values of the runs compared with the baseline.
+    per measure, the p-values of the runs compared with the baseline. `seed_mean`: the seeds of a system are one
+    row, scored per query by their mean (the module's docstring); `baseline` is then any one of its seeds' runs.
     """
     import ir_measures
 
@@ -222,6 +235,10 @@ def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: s
         result.scores[name] = {str(m): float(aggregate[m]) for m in measures}
         result.per_query[name] = table
         result.queries[name] = len(qids)
+    if seed_mean:
+        result = _seed_means(result)
+        baseline = result.baseline
+        order = ([baseline] if baseline is not None else []) + [name for name in result.runs if name != baseline]
     if baseline is not None:
         base = result.per_query[baseline]
         raw = {name: {m: paired_ttest(result.per_query[name][m], base[m]) for m in names} for name in order[1:]}
@@ -230,6 +247,44 @@ def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: s
             for name in raw:
                 result.pvalues.setdefault(name, {})[m] = adjusted[name]
     return result
+
+
+def seed_groups(names) -> dict[str, list[str]]:
+    """System label -> its runs' names by seed, systems in the order first given: runs/x.seed0.trec and
+    runs/x.seed1.trec are runs/x.seed{0,1}.trec; a name without `.seedN` is a system of its own."""
+    members: dict[str, list[str]] = {}
+    for name in names:
+        members.setdefault(SEED.sub(".seed*", name, count=1), []).append(name)
+    by_seed = {key: sorted(runs, key=lambda run: int(SEED.search(run).group(1)) if len(runs) > 1 else 0)
+               for key, runs in members.items()}
+    return {_seeds_label(key, runs): runs for key, runs in by_seed.items()}
+
+
+def _seeds_label(key: str, runs: list[str]) -> str:
+    if len(runs) == 1:
+        return runs[0]
+    seeds = ",".join(SEED.search(run).group(1) for run in runs)
+    return key.replace(".seed*", f".seed{{{seeds}}}", 1)
+
+
+def _seed_means(result: Comparison) -> Comparison:
+    """`result` with each system's seeds folded into one row: per-query scores averaged over the seeds."""
+    groups = seed_groups(result.runs)
+    folded = Comparison(result.measures, {}, {}, {}, None, result.correction, {}, result.query_set, seed_mean=True)
+    for label, members in groups.items():
+        tables = [result.per_query[run] for run in members]
+        for run, table in zip(members[1:], tables[1:]):
+            if any(table[m].keys() != tables[0][m].keys() for m in result.measures):
+                raise EvalError(f"{run} scores other queries than {members[0]}: the seeds of a system must "
+                                "answer the same queries to be averaged (or evaluate --queries qrels)")
+        folded.per_query[label] = {m: {qid: statistics.fmean(t[m][qid] for t in tables) for qid in tables[0][m]}
+                                   for m in result.measures}
+        folded.scores[label] = {m: statistics.fmean(result.scores[run][m] for run in members)
+                                for m in result.measures}
+        folded.queries[label] = result.queries[members[0]]
+        if result.baseline in members:
+            folded.baseline = label
+    return folded
 
 
 # -- plot -----------------------------------------------------------------------------------------------------

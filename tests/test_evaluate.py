@@ -204,6 +204,31 @@ def test_identical_runs_give_nan_pvalue():
     assert json.loads(result.to_json_lines().splitlines()[1])["p_values"] == {"RR@10": None}
 
 
+def test_seed_mean_pairs_the_seeds_mean_per_query():
+    # System "x" in two seeds ("a", "b" ranks), system "y" in two seeds ("base", "c" ranks), and a single run.
+    runs = {"y.seed0.trec": ranked(RANKS["base"]), "y.seed1.trec": ranked(RANKS["c"]),
+            "x.seed0.trec": ranked(RANKS["a"]), "x.seed1.trec": ranked(RANKS["b"]), "bm25.trec": ranked(RANKS["b"])}
+    result = compare(runs, SIG_QRELS, "RR@10", baseline="y.seed1.trec", seed_mean=True)
+    assert result.runs == ["y.seed{0,1}.trec", "x.seed{0,1}.trec", "bm25.trec"]
+    mean = lambda a, b: [(1 / p + 1 / q) / 2 for p, q in zip(RANKS[a], RANKS[b])]  # noqa: E731
+    x, y = mean("a", "b"), mean("base", "c")
+    assert result.per_query["x.seed{0,1}.trec"]["RR@10"] == pytest.approx(dict(zip(QIDS, x)))
+    assert result.scores["y.seed{0,1}.trec"]["RR@10"] == pytest.approx(sum(y) / 6)
+    assert result.pvalues["x.seed{0,1}.trec"]["RR@10"] == pytest.approx(stats.ttest_rel(x, y).pvalue)
+    assert result.pvalues["bm25.trec"]["RR@10"] == pytest.approx(
+        stats.ttest_rel([1 / r for r in RANKS["b"]], y).pvalue)
+    assert result.baseline == "y.seed{0,1}.trec" and "mean over those seeds" in result.note()
+
+
+def test_seed_mean_needs_the_seeds_to_answer_the_same_queries():
+    partial = ranked(RANKS["b"])
+    del partial["q0"]
+    runs = {"x.seed0.trec": ranked(RANKS["a"]), "x.seed1.trec": partial}
+    with pytest.raises(EvalError, match="x.seed1.trec scores other queries than x.seed0.trec"):
+        compare(runs, SIG_QRELS, "RR@10", queries="run", seed_mean=True)
+    assert compare(runs, SIG_QRELS, "RR@10", seed_mean=True).queries == {"x.seed{0,1}.trec": 6}  # missing: 0
+
+
 def test_compare_errors():
     runs = {"base": ranked(RANKS["base"])}
     with pytest.raises(UnknownNameError, match="baseline"):
@@ -319,6 +344,19 @@ def test_cli_baseline_among_runs_and_per_query_table(irpipe, files):
     assert code == 0
     assert out.count(str(runs["base"])) >= 7  # 6 per-query rows + the aggregate row (+ the note)
     assert "only the judged queries a run has hits for" in out
+
+
+def test_cli_seed_mean(irpipe, files, tmp_path):
+    qrels, runs = files
+    seeds = [Run.from_scores(ranked(RANKS[n])).write(tmp_path / f"sys.seed{s}.trec") for s, n in enumerate("ab")]
+    code, out, err = irpipe("eval", *seeds, "--qrels", qrels, "-m", "RR@10", "--baseline", runs["base"],
+                            "--seed-mean", "--format", "json")
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [line["run"] for line in lines] == [str(runs["base"]), str(tmp_path / "sys.seed{0,1}.trec")]
+    mean = [(1 / p + 1 / q) / 2 for p, q in zip(RANKS["a"], RANKS["b"])]
+    expected = stats.ttest_rel(mean, [1 / r for r in RANKS["base"]]).pvalue
+    assert lines[1]["p_values"]["RR@10"] == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("args, fragment", [

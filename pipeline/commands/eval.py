@@ -21,6 +21,9 @@ def define_args(parser: argparse.ArgumentParser) -> None:
                         help=f"ir-measures measures, after the runs (default: {' '.join(DEFAULT_MEASURES)})")
     parser.add_argument("--baseline", metavar="RUN", help="run to test the others against (paired t-test)")
     parser.add_argument("--correction", choices=CORRECTIONS, help="multiple-comparison correction per measure")
+    parser.add_argument("--seed-mean", action="store_true",
+                        help="runs NAME.seedN.EXT of one system are one row, each query scored by its mean over "
+                             "the seeds (the t-test pairs those means); --baseline: any one of its seeds' runs")
     parser.add_argument("--rel-level", type=int, metavar="N",
                         help="minimum relevance for binary measures (default: the dataset's, else 1; 2 for TREC DL)")
     parser.add_argument("--queries", choices=list(QUERY_SETS), default="qrels",
@@ -73,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
     bar = log.progress(paths, desc="reading runs", unit="run") if len(paths) > 1 else paths
     runs = {path: read_run(path) for path in bar}
     result = compare(runs, qrels, measures, baseline=baseline, correction=args.correction,
-                     rel_level=rel_level, queries=args.queries)
+                     rel_level=rel_level, queries=args.queries, seed_mean=args.seed_mean)
     sys.stdout.write(result.format(args.format, per_query=args.per_query))
     if args.plot:
         written = plot_differences(result, args.plot, plot_measure)
