@@ -238,10 +238,10 @@ def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: s
     if seed_mean:
         result = _seed_means(result)
         baseline = result.baseline
-        order = ([baseline] if baseline is not None else []) + [name for name in result.runs if name != baseline]
     if baseline is not None:
         base = result.per_query[baseline]
-        raw = {name: {m: paired_ttest(result.per_query[name][m], base[m]) for m in names} for name in order[1:]}
+        compared = [name for name in result.runs if name != baseline]
+        raw = {name: {m: paired_ttest(result.per_query[name][m], base[m]) for m in names} for name in compared}
         for m in names:
             adjusted = adjust_pvalues({name: raw[name][m] for name in raw}, correction)
             for name in raw:
@@ -252,19 +252,17 @@ def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: s
 def seed_groups(names) -> dict[str, list[str]]:
     """System label -> its runs' names by seed, systems in the order first given: runs/x.seed0.trec and
     runs/x.seed1.trec are runs/x.seed{0,1}.trec; a name without `.seedN` is a system of its own."""
-    members: dict[str, list[str]] = {}
+    members: dict[str, list[tuple[int, str]]] = {}  # name with .seed* -> (seed, name) of each run
     for name in names:
-        members.setdefault(SEED.sub(".seed*", name, count=1), []).append(name)
-    by_seed = {key: sorted(runs, key=lambda run: int(SEED.search(run).group(1)) if len(runs) > 1 else 0)
-               for key, runs in members.items()}
-    return {_seeds_label(key, runs): runs for key, runs in by_seed.items()}
-
-
-def _seeds_label(key: str, runs: list[str]) -> str:
-    if len(runs) == 1:
-        return runs[0]
-    seeds = ",".join(SEED.search(run).group(1) for run in runs)
-    return key.replace(".seed*", f".seed{{{seeds}}}", 1)
+        match = SEED.search(name)
+        members.setdefault(SEED.sub(".seed*", name, count=1), []).append((int(match[1]) if match else -1, name))
+    groups = {}
+    for key, seeded in members.items():
+        seeded.sort()
+        seeds = ",".join(str(seed) for seed, _ in seeded)
+        label = seeded[0][1] if len(seeded) == 1 else key.replace(".seed*", f".seed{{{seeds}}}", 1)
+        groups[label] = [name for _, name in seeded]
+    return groups
 
 
 def _seed_means(result: Comparison) -> Comparison:
