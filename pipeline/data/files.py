@@ -23,6 +23,8 @@ from pipeline.log import logger
 
 TMP_SUFFIX = ".tmp"  # atomic_write's scratch files: `.<name>.<random>.tmp` beside the target
 STALE_SECONDS = 24 * 3600  # a pid-less scratch file this old belongs to a killed writer
+_UMASK = os.umask(0)  # read once (os.umask can only be read by setting it) and put back at once
+os.umask(_UMASK)
 # errors of the place written to, not of the program: reported with the file and what to do
 _OUTPUT_ERRNOS = {errno.ENOSPC: "free some space or write elsewhere", errno.EDQUOT: "free some space or write elsewhere",
                   errno.EROFS: "the file system is read-only: write elsewhere",
@@ -68,6 +70,7 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     except OSError as error:
         raise output_error(path, error) or error from None
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the mode open() would
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle
             handle.flush()

@@ -86,3 +86,12 @@ def test_failing_run_write_leaves_no_file(tmp_path):
     with pytest.raises(ValueError):
         Run.from_scores({"q": {"d": 1.0}}).write(path, tag="has space")
     assert not path.exists()
+
+
+def test_written_run_gets_the_mode_a_plain_open_gives(tmp_path):
+    """atomic_write's scratch file is mkstemp's 0600; the renamed output must be readable like any new file."""
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x\n")
+    path = tmp_path / "run.trec"
+    Run.from_scores({"q": {"d": 1.0}}).write(path)
+    assert path.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
