@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterator, NamedTuple
 
 from pipeline.cache import cache_root as irpipe_cache_root
-from pipeline.data.files import file_sha256
+from pipeline.data.files import atomic_write, file_sha256
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import Run, Topics
 from pipeline.errors import IrpipeError, MissingResourceError
@@ -158,25 +158,20 @@ def _download(file: DataFile, target: Path) -> Path:
     if offline():
         raise MissingResourceError(_place_message(file, "downloads are off (IRPIPE_OFFLINE)"))
     logger.warning("downloading %s (%s bytes) to %s", file.url, f"{file.size:,}", target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     digest = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(file.url, timeout=CONNECT_TIMEOUT_S) as response:
+    try:  # through atomic_write: a failed or wrong download leaves no file behind
+        with atomic_write(target, "wb") as out, \
+                urllib.request.urlopen(file.url, timeout=CONNECT_TIMEOUT_S) as response:
             with progress(desc=Path(file.rel).name, total=file.size, unit="B") as bar:
                 for chunk in iter(lambda: response.read(1 << 16), b""):
                     digest.update(chunk)
                     out.write(chunk)
                     bar.update(len(chunk))
-        if digest.hexdigest() != file.sha256:
-            reason = f"the download's sha256 {digest.hexdigest()} is not the expected one"
-            raise MissingResourceError(_place_message(file, reason))
-        os.replace(tmp, target)
+            if digest.hexdigest() != file.sha256:
+                reason = f"the download's sha256 {digest.hexdigest()} is not the expected one"
+                raise MissingResourceError(_place_message(file, reason))
     except (urllib.error.URLError, http.client.HTTPException, OSError) as error:  # HTTP errors, timeouts, refusals
         raise MissingResourceError(_place_message(file, f"the download failed ({error})")) from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return target
 
 
