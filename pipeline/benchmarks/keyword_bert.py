@@ -9,7 +9,8 @@ then measured on what it was not trained on:
   reranked by the model; Success@1 and Success@10 (is the paired question first / in the top 10).
 Numbers are mean ± sd over the seeds; each comparison (kwbert vs monobert; kwbert's code fusion vs the paper's;
 keyword vs random negatives) has a two-sided paired t-test over the test pairs (correct or not, averaged over the
-seeds) and over the queries (Success@k averaged over the seeds). `--record` writes eval/benchmarks/keyword-bert-<dataset>.json (or --out).
+seeds) and over the queries (Success@k averaged over the seeds). `--record` writes
+eval/benchmarks/keyword-bert-<dataset>.json (or --out).
 """
 from __future__ import annotations
 
