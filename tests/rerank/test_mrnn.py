@@ -214,8 +214,10 @@ def test_idf_inputs_silence_the_commonest_word_and_keep_unseen_words():
     assert not x[0, 0].any()
 
 
-def test_truncation_is_counted_and_empty_texts_score():
-    model = build(max_query_length=3, max_doc_length=4)
+@pytest.mark.parametrize("options", [{}, dict(embeddings="contextual")], ids=["static", "contextual"])
+def test_truncation_is_counted_and_empty_texts_score(options, tiny_bert):
+    """Rows fit the fixed document attention: contextual rows count [CLS] and [SEP] among max_doc_length."""
+    model = build(tiny_bert, max_query_length=3, max_doc_length=4, **options)
     batch = model.prepare(make_pairs(["who wrote the iron lady", ""], ["the iron lady is a film", ""]))
     assert batch.truncated == 2 and batch.tensors["doc_ids"].shape == (2, 4)
     with torch.inference_mode():

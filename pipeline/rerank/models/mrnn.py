@@ -79,8 +79,8 @@ class MRNNConfig:
     doc_attention: str = "fixed"    # fixed: FC over the document axis padded to max_doc_length (paper) [R]
                                     # | length_free: a per-position scalar affine map [R]
     attention_init: str = "identity"  # the FC of eq. (6) starts as the identity (dot-product attention) [R] | random
-    max_query_length: int = 40      # words (word pieces for contextual) kept
-    max_doc_length: int = 100       # L_d of the fixed-length document attention
+    max_query_length: int = 40      # words kept (contextual: positions, [CLS] and [SEP] included)
+    max_doc_length: int = 100       # L_d of the fixed-length document attention (as max_query_length)
     margin: float = 0.5             # triplet margin: 0.5 WikiQA/TrecQA, 0.8 QUASAR-T, 1 SQuAD
     own_negatives: bool = False     # also mine the question's own labelled negatives [R] (else other questions' only)
     seed: int = 0                   # unknown-word rows and word2vec (`mrnn(seed=N)` also seeds the training run)
@@ -209,13 +209,16 @@ class MRNN(RerankModel):
         return "queries" if self.config.own_negatives else "positives"
 
     def _ids(self, texts: list[str], limit: int) -> tuple[torch.Tensor, int]:
-        """(B, L) ids padded with 0, cut to `limit` words (or "[CLS] pieces [SEP]"); how many texts were cut."""
+        """(B, L) ids padded with 0, cut to `limit` words (or "[CLS] pieces [SEP]", L <= limit: the fixed document
+        attention spans max_doc_length positions); how many texts were cut."""
         if self.bert is not None:
             tok = self.tokenizer
             pieces = tok(texts, add_special_tokens=False)["input_ids"]
-            rows = [[tok.cls_token_id, *p[:limit], tok.sep_token_id] for p in pieces]
+            limit = max(limit - 2, 1)                                      # room for [CLS] and [SEP]
+            rows = [[tok.cls_token_id, *(p[:limit] or [tok.unk_token_id]), tok.sep_token_id] for p in pieces]
             return pad_rows(rows, tok.pad_token_id)[0], sum(len(p) > limit for p in pieces)
         words = [tokenize(t) or [Vocabulary.UNK] for t in texts]          # an empty text reads as one unknown word
+                                                                           # (contextual: one [UNK] piece)
         return pad_rows([self.vocab.encode(w[:limit]) for w in words], 0)[0], sum(len(w) > limit for w in words)
 
     def prepare(self, pairs: list[Pair]) -> Batch:
