@@ -227,6 +227,7 @@ def test_truncation_is_counted_and_empty_texts_score(options, tiny_bert):
 @pytest.mark.parametrize("options, message", [
     (dict(window=4), "odd"), (dict(pooling="avg"), "identity, max"), (dict(doc_attention="free"), "fixed"),
     (dict(filters=0), "filters"), (dict(attention_init="eye"), "identity, random"), (dict(embeddings="elmo"), "contextual"),
+    (dict(embeddings="contextual", max_doc_length=2), "max_doc_length"),
 ])
 def test_bad_configs_fail_at_once(options, message):
     with pytest.raises(ConfigError, match=message):

@@ -88,8 +88,10 @@ class MRNNConfig:
     def check(self) -> None:
         for name, allowed in _CHOICES.items():
             choice("mrnn", name, getattr(self, name), allowed)
-        for name in ("blocks", "filters", "window", "max_query_length", "max_doc_length"):
+        for name in ("blocks", "filters", "window"):
             at_least("mrnn", name, getattr(self, name), 1)
+        for name in ("max_query_length", "max_doc_length"):                # contextual: [CLS] + a piece + [SEP]
+            at_least("mrnn", name, getattr(self, name), 3 if self.embeddings == CONTEXTUAL else 1)
         at_least("mrnn", "margin", self.margin, 0)
         if self.window % 2 == 0:
             raise ConfigError(f"mrnn: window={self.window}; it must be odd (same-length convolution)", field="window")
@@ -214,11 +216,11 @@ class MRNN(RerankModel):
         if self.bert is not None:
             tok = self.tokenizer
             pieces = tok(texts, add_special_tokens=False)["input_ids"]
-            limit = max(limit - 2, 1)                                      # room for [CLS] and [SEP]
-            rows = [[tok.cls_token_id, *(p[:limit] or [tok.unk_token_id]), tok.sep_token_id] for p in pieces]
+            limit -= 2                                                     # room for [CLS] and [SEP]
+            rows = [[tok.cls_token_id, *(p[:limit] or [tok.unk_token_id]), tok.sep_token_id]  # empty: one [UNK]
+                    for p in pieces]
             return pad_rows(rows, tok.pad_token_id)[0], sum(len(p) > limit for p in pieces)
         words = [tokenize(t) or [Vocabulary.UNK] for t in texts]          # an empty text reads as one unknown word
-                                                                           # (contextual: one [UNK] piece)
         return pad_rows([self.vocab.encode(w[:limit]) for w in words], 0)[0], sum(len(w) > limit for w in words)
 
     def prepare(self, pairs: list[Pair]) -> Batch:
