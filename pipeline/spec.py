@@ -177,7 +177,8 @@ class _Parser:
         try:
             return cls(*args, **kwargs)
         except (ValueError, TypeError, ConfigError) as error:
-            self.fail(f"{token.text}: {error}", token)
+            message = str(error)                                           # model configs name themselves already
+            self.fail(message if message.startswith(f"{token.text}: ") else f"{token.text}: {message}", token)
 
 
 _KINDS = {"bool": (bool,), "int": (int,), "float": (int, float)}
