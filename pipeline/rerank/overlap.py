@@ -46,7 +46,8 @@ class Overlap(Reranker):
             total = len(document_words)
             weight = lambda word: math.log(total / df[word]) if df[word] else 0.0  # noqa: E731
         query_words = {query: words(query) for query in set(queries)}
-        return [sum(weight(w) for w in query_words[q] & document_words[t]) for q, t in zip(queries, texts)]
+        # fsum: a set's order follows the per-process string hash, and a plain float sum's last bit with it (ties)
+        return [math.fsum(weight(w) for w in query_words[q] & document_words[t]) for q, t in zip(queries, texts)]
 
 
 # -- the four overlap features of HCAN's `external_features` (the authors' code option --ext) --------------------
@@ -79,8 +80,8 @@ def stopword_overlap_features(query: list[str], doc: list[str], idf, vocab=None)
     found, features = set(doc), []
     for distinct in (set(query), set(query) - STOP_WORDS):
         for weight in ((lambda w: 1.0), (lambda w: idf.weight(w, 1))):
-            total = sum(weight(w) for w in distinct)
-            features.append(sum(weight(w) for w in distinct & found) / total if total > 0 else 0.0)
+            total = math.fsum(weight(w) for w in distinct)                 # fsum: order-free, as above
+            features.append(math.fsum(weight(w) for w in distinct & found) / total if total > 0 else 0.0)
     return features
 
 
