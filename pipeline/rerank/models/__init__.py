@@ -1,6 +1,6 @@
 """The model registry: one file per neural reranker model in this package; the file's name is the model's name.
 
-A model file declares itself once, with `@register_model` (pipeline/rerank/neural.py) on its `RerankModel` subclass (whose `name` must equal
+A model file declares itself once, with `@register_model` on its `RerankModel` subclass (whose `name` must equal
 the file's name). Stage names (`hcan(...)` in a spec), `irpipe train MODEL`, checkpoint loading, `irpipe encode`
 and the benchmarks all find models here; listing them reads only file names (nothing imported, torch included).
 """
@@ -34,9 +34,13 @@ def model_class(name: str) -> type["RerankModel"]:
     return _MODELS[name]
 
 
-def add(cls: type["RerankModel"]) -> None:
-    """Record a model class (called by `pipeline.rerank.neural.register_model`, the decorator model files use)."""
+def register_model(cls: type["RerankModel"]) -> type["RerankModel"]:
+    """Class decorator of a model file: the model becomes a spec stage (`<name>(...)`, made by
+    pipeline/stages/neural.py), a training target (`irpipe train <name>`) and a checkpoint kind."""
+    if not cls.name:
+        raise TypeError(f"{cls.__name__} needs a `name` to be registered")
     module = cls.__module__.rpartition(".")[2]
     if cls.name != module:
         raise TypeError(f"{cls.__name__}.name is {cls.name!r}; it must be the model file's name {module!r}")
     _MODELS[cls.name] = cls
+    return cls

@@ -50,7 +50,7 @@ from pipeline.errors import ConfigError
 from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, check_positions, load_bert, pad_rows, save_bert_assets
 from pipeline.rerank.config import at_least, choice
 from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
-from pipeline.rerank.neural import register_model
+from pipeline.rerank.models import register_model
 from pipeline.training.losses import pairwise_hinge
 
 ABLATIONS = ("none", "no_mags", "no_highway", "no_denoiser", "attention_only_mags")

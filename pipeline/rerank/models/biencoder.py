@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, pad_rows, save_bert_assets
 from pipeline.rerank.config import at_least
 from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
-from pipeline.rerank.neural import register_model
+from pipeline.rerank.models import register_model
 from pipeline.training.losses import in_batch_softmax
 
 

@@ -43,7 +43,7 @@ from pipeline.rerank.hcan_config import HCANConfig
 from pipeline.rerank.hcan_layers import ENCODERS, SemanticMatching, relevance_matching
 from pipeline.rerank.hcan_trigrams import TrigramMatching, trigram_embedding, trigram_tensors, training_trigrams
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
-from pipeline.rerank.neural import register_model
+from pipeline.rerank.models import register_model
 from pipeline.rerank.overlap import OVERLAP_FEATURES
 from pipeline.rerank.text import IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
 from pipeline.training.losses import pairwise_hinge

@@ -36,7 +36,7 @@ from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, check_positions
 from pipeline.rerank.config import at_least, choice
 from pipeline.rerank.model import Batch, Pair, RerankModel
 from pipeline.rerank.models.monobert import TwoClassOutput
-from pipeline.rerank.neural import register_model
+from pipeline.rerank.models import register_model
 
 OTHER, SIDE_A, SIDE_B = 0, 1, 2  # the `side` input: [CLS], [SEP] and padding, sentence A, sentence B
 

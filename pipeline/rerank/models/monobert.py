@@ -22,7 +22,7 @@ from torch import nn
 from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, check_positions, load_bert, save_bert_assets
 from pipeline.rerank.config import at_least, choice
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
-from pipeline.rerank.neural import register_model
+from pipeline.rerank.models import register_model
 
 
 @dataclass

@@ -51,7 +51,7 @@ from pipeline.rerank.config import at_least, choice
 from pipeline.rerank.memo import TextMemo
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.mrnn_layers import DenselyConnectedBlocks, DocumentAwareQueryAttention, MultiResolutionAttention
-from pipeline.rerank.neural import register_model
+from pipeline.rerank.models import register_model
 from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
 from pipeline.training.losses import hardest_triplets
 
