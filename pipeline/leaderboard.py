@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pipeline.data.files import load_yaml
 from pipeline.errors import InputError
 
 
@@ -23,11 +24,9 @@ def load_results(results_dir: Path) -> list[dict]:
 
 
 def load_references(path: Path) -> dict[str, list[dict]]:
-    import yaml
-
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    data = load_yaml(path) or []  # safe, and without aliases (an alias is an InputError naming its line)
     references: dict[str, list[dict]] = {}
     for number, block in enumerate(data, start=1):
         if not isinstance(block, dict) or "dataset" not in block or "entries" not in block:

@@ -73,6 +73,9 @@ CASES = [
     ("no ray workers", {}, ["search", "--topics", "topics.tsv", "--index", "idx", "--output", "o.trec", "--engine",
                             "ray", "--workers", "0"], ["workers must be an integer >= 1, got 0"]),
     ("YAML aliases", {"x.yaml": EXPERIMENT + ALIASES}, ["run", "x.yaml"], ["x.yaml:5", "YAML aliases"]),
+    ("YAML aliases in references", {"refs.yaml": ALIASES}, ["leaderboard", "--references", "refs.yaml",
+                                                             "--results-dir", ".", "--output", "board.md"],
+     ["refs.yaml:2", "YAML aliases"]),
     ("binary experiment file", {"x.yaml": EXPERIMENT.encode() + BINARY}, ["run", "x.yaml"],
      ["x.yaml:5", "not UTF-8 text"]),
     # -- item 3: undecodable inputs -> InputError with the file and line ---------------------------------------
