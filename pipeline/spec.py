@@ -5,11 +5,12 @@
     cutoff   := atom ('%' INT)*                a % 100       (highest precedence, as in Python)
     atom     := NAME [ '(' [arg (',' arg)*] ')' ] | '(' pipeline ')'
     arg      := NAME '=' value | value
-    value    := number | 'quoted string' | true | false | none | bare-word (paths, dataset names: trecqa/train)
+    value    := number | 'quoted string' | true | false | none | null | bare-word (paths, dataset names: trecqa/train)
                 | '[' [value (',' value)*] ']' | pipeline (a stage as an argument, e.g. of fusion(...))
 
 `parse("bm25(k1=0.9,b=0.4) % 100 >> hcan(ckpt=models/hcan)")` returns the same Stage objects that
 `BM25(k1=0.9, b=0.4) % 100 >> HCAN(ckpt="models/hcan")` builds in Python. Errors point at the bad token.
+A bare value means what it means in a `--set KEY=VALUE` flag (`parse_scalar`): `none` and `null` are both None.
 """
 from __future__ import annotations
 
@@ -148,17 +149,7 @@ class _Parser:
         if token.kind != "word":
             self.fail(f"expected a value, found {token.text!r}" if token.kind != "end" else "expected a value at the end")
         self.index += 1
-        lowered = token.text.lower()
-        if lowered in ("true", "false"):
-            return lowered == "true"
-        if lowered == "none":
-            return None
-        for kind in (int, float):
-            try:
-                return kind(token.text)
-            except ValueError:
-                pass
-        return token.text
+        return parse_scalar(token.text)
 
     def _build(self, token: _Token, args: list, kwargs: dict) -> Stage:
         try:
@@ -179,6 +170,22 @@ class _Parser:
         except (ValueError, TypeError, ConfigError) as error:
             message = str(error)                                           # model configs name themselves already
             self.fail(message if message.startswith(f"{token.text}: ") else f"{token.text}: {message}", token)
+
+
+def parse_scalar(text: str):
+    """A bare value, in a spec (`bm25(index=null)`) and in a KEY=VALUE flag (`--set bert=null`) alike: true / false,
+    none / null (None; any case), an int, a float, else the text itself (a quoted 'null' in a spec stays text)."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 _KINDS = {"bool": (bool,), "int": (int,), "float": (int, float)}

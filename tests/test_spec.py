@@ -77,3 +77,16 @@ def test_option_values_are_checked_by_kind(spec, message):
     with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse(spec)
     assert repr(parse("overlap(idf=false)")) == "overlap(idf=False)"
+
+
+@pytest.mark.parametrize("text", ["null", "none", "NULL", "None"])
+def test_null_and_none_are_none_in_a_spec_and_in_a_set_flag(text):
+    """One meaning for a bare null / none: None, in the spec grammar and in `--set KEY=VALUE` alike."""
+    from pipeline.commands.train import key_values
+
+    assert parse(f"bm25(index={text})") == BM25(index=None)
+    assert key_values([f"bert={text}"], "--set") == {"bert": None}
+
+
+def test_a_quoted_null_in_a_spec_stays_text():
+    assert parse("bm25(index='null')") == BM25(index="null")

@@ -15,28 +15,17 @@ TRAINING_FLAGS = ("epochs", "lr", "train_batch_size", "seed", "negatives", "dept
                   "train_queries", "device", "amp", "threads")
 
 
-def parse_value(text: str):
-    """A KEY=VALUE value: true/false, none/null, an int, a float, else the text itself."""
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("none", "null"):
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def key_values(items: list[str], flag: str) -> dict:
+    """KEY=VALUE items as a dict, each value read as the spec grammar reads a bare value (pipeline.spec.parse_scalar:
+    true/false, none/null, numbers, else text)."""
+    from pipeline.spec import parse_scalar  # here, not at the top: building the parser stays light
+
     values = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"{flag} {item!r}: expected KEY=VALUE")
-        values[key.strip().replace("-", "_")] = parse_value(value.strip())
+        values[key.strip().replace("-", "_")] = parse_scalar(value.strip())
     return values
 
 
