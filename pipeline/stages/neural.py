@@ -1,7 +1,5 @@
-"""The reranker stage of every neural model, and `register_model`, the decorator that makes a model file one.
-
-    @register_model                                                # in pipeline/rerank/models/monobert.py
-    class MonoBERT(RerankModel): name = "monobert"; ...
+"""The reranker stage of every neural model: each model file of pipeline/rerank/models/ (a `RerankModel` with
+`@register_model`) is a stage of that name, made here on first use (`reranker_class(name)`).
 
     bm25() % 100 >> monobert(ckpt=models/monobert-wikiqa)         # a checkpoint folder (pipeline/rerank/checkpoint.py)
     monobert(train=dl19-passage, epochs=2, seed=1)                # a training recipe (pipeline/training/recipes.py)
@@ -16,37 +14,46 @@ checksums); later runs load it from there. Other keyword arguments set fields of
 `amp` ("bf16" | "fp16" autocast) is part of a recipe's key: training in half precision computes another model.
 
 A late-interaction model (`LateInteraction`) scores through its stored-encoding path: documents are encoded alone
-(read from `store=DIR` when given, the missing ones encoded on the fly and counted in the log), each query once.
-A store made by another model is refused. The store's digest joins the stage's cache fingerprint.
+(read from `store=DIR` when given, the missing ones encoded on the fly and counted in the log), each query once;
+a stored candidate needs no text. A store made by another model is refused. The store's digest joins the stage's
+cache fingerprint.
+
+Bind loads the model (training a recipe first, through the recipe cache), opens and checks the store, resolves
+the device, and, on the ray engine, hands scoring to the cluster's workers, which load the same checkpoint.
+`transform` (pipeline/stages/rerank.py) then only scores.
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
-import json
+import functools
 from pathlib import Path
 from typing import ClassVar
 
+from pipeline.binding import Binding
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 from pipeline.rerank import models
-from pipeline.rerank.base import Reranker
-from pipeline.rerank.checkpoint import checkpoint_digest, file_digest, load_checkpoint, read_checkpoint_config
-from pipeline.rerank.config import at_least, config_to_dict, make_config
+from pipeline.rerank.checkpoint import ModelSource, checkpoint_digest, pretrained_digest, read_checkpoint_config
+from pipeline.rerank.config import make_config
 from pipeline.rerank.model import LateInteraction, RerankModel
 from pipeline.rerank.pairs import Pair
-from pipeline.rerank.scoring import DEVICES, check_amp, predict, resolve_device
-from pipeline.stage import register
+from pipeline.rerank.scoring import DEVICES, Runtime, check_amp, predict
+from pipeline.stages import register
+from pipeline.stages.rerank import Reranker
 from pipeline.training.options import RUNTIME_OPTIONS, TrainOptions, check_options
 from pipeline.training.recipes import Recipe
+from pipeline.validate import at_least
 
 
 class NeuralReranker(Reranker):
     """Rerank with a neural model: a checkpoint (`ckpt=DIR`), a training recipe (`train=DATASET`), or, for a
     pretrained model, as it comes (neither)."""
 
-    model_class: ClassVar[type[RerankModel]]  # set by register_model
+    model_class: ClassVar[type[RerankModel]]  # set by reranker_class
+    model: RerankModel | None = None  # resolved by bind: loaded (a recipe trained first)
+    _store = None                     # resolved by bind: the opened EncodingStore
+    _cluster = None                   # resolved by bind: the EngineOptions of a cluster to score on (ray engine)
 
     def __init__(self, ckpt: str | None = None, train: str | None = None, dev: str | None = None,
                  batch_size: int = 64, device: str = "auto", amp: str | None = None, threads: int | None = None,
@@ -85,7 +92,6 @@ class NeuralReranker(Reranker):
         make_config(self.model_class.config_class, self.overrides)  # checked now, not after minutes of work
         check_options(self.train_options)
         self.truncated = 0  # pairs truncated by the last transform
-        self._model: RerankModel | None = None
 
     def config(self) -> dict:
         config = {"ckpt": self.ckpt} if self.ckpt is not None else {"train": self.train, "dev": self.dev}
@@ -104,61 +110,64 @@ class NeuralReranker(Reranker):
             return self.recipe().key()
         return pretrained_digest(self.model_class, make_config(self.model_class.config_class, self.overrides))
 
-    def arguments(self) -> dict:
-        """The keyword arguments that make this stage again (elsewhere: a cluster's worker), less the dataset."""
-        arguments = {"ckpt": self.ckpt, "train": self.train, "dev": self.dev, "batch_size": self.batch_size,
-                     "device": self.device, "amp": self.amp, "threads": self.threads, "index": self.index,
-                     "store": self.store}
-        return {k: v for k, v in arguments.items() if v is not None} | self.train_options | self.overrides
+    def runtime(self) -> Runtime:
+        return Runtime(self.batch_size, self.device, self.amp, self.threads)
 
     def fingerprint(self) -> str:
-        store = self.encoding_store().digest() if self.store else ""
+        store = self._store.digest() if self._store is not None else ""
         return f"{self.model_digest()}\x1f{store}\x1f{super().fingerprint()}"
 
     def recipe(self) -> Recipe:
         return Recipe(self.name, self.train, self.dev, self.train_options, self.overrides, device=self.device,
                       amp=self.amp, threads=self.threads)
 
-    def load(self) -> RerankModel:
-        """The model, loaded once per stage."""
-        if self._model is None:
-            if self.ckpt:
-                self._model = load_checkpoint(self.ckpt, self.overrides)
-            elif self.train:
-                self._model = load_checkpoint(self.recipe().ensure_trained())
-            else:
-                self._model = self.model_class(make_config(self.model_class.config_class, self.overrides))
-        return self._model
+    # -- bind ----------------------------------------------------------------------------------------------------
+    def resolve(self, binding: Binding) -> None:
+        """The model (a recipe trained first, once, through the recipe cache), the store, the engine, then the
+        candidates' texts (a stored candidate needs none)."""
+        self._cluster = binding.on_cluster
+        if self._cluster is not None and issubclass(self.model_class, LateInteraction):
+            raise ConfigError(f"{self.name} is a late-interaction model: on the ray engine, encode its documents "
+                              f"(`irpipe encode --engine ray ... --output STORE`), then rerank from the store "
+                              f"(store=STORE) with the local engine", field="engine")
+        self.resolve_model(load=self._cluster is None)
+        if self.store is not None:
+            from pipeline.rerank.store import EncodingStore
 
-    def encoding_store(self):
-        from pipeline.rerank.store import EncodingStore
+            self._store = EncodingStore.open(self.store, self.name, self.model_digest())
+        super().resolve(binding)
 
-        return EncodingStore.open(self.store, self.name, self.model_digest())
+    def resolve_model(self, load: bool = True) -> None:
+        """Where the model comes from (`source`: a checkpoint, a recipe's, trained now if it is not in the recipe
+        cache, or a pretrained model), and, with `load`, the model itself on its device (`irpipe encode` binds
+        the model alone, through here)."""
+        checkpoint = self.ckpt or (str(self.recipe().ensure_trained()) if self.train else None)
+        overrides = tuple(sorted(self.overrides.items())) if self.ckpt or not self.train else ()  # a recipe's: in it
+        self.source = ModelSource(self.name, checkpoint, overrides)
+        if load:
+            self.model = self.source.load().to(self.runtime().start())
 
-    # -- scoring -----------------------------------------------------------------------------------------------
+    def stored(self, docid: str) -> bool:
+        return self._store is not None and docid in self._store
+
+    # -- compute -------------------------------------------------------------------------------------------------
     def score(self, pairs: list[Pair]) -> list[float]:
-        from pipeline import engine
-
-        if engine.current() is not None:  # the ray engine: shards of the pairs on a cluster's workers
+        if self._cluster is not None:  # the ray engine: shards of the pairs on a cluster's workers
             from pipeline.engine.tasks import score_on_cluster
 
-            scores, self.truncated, _ = score_on_cluster(self, pairs, engine.current())
+            scores, self.truncated, _ = score_on_cluster(self.source, self.runtime(), self.model_digest(), pairs,
+                                                         self._cluster)
             self._warn_truncated(self.truncated, len(pairs))
             return scores
-        model = self.load()
-        if self.threads:
-            import torch
-
-            torch.set_num_threads(self.threads)
-        device = resolve_device(self.device)
-        if isinstance(model, LateInteraction):
+        device = self.runtime().start()
+        if isinstance(self.model, LateInteraction):
             from pipeline.rerank.store import score_late_interaction
 
-            store = self.encoding_store() if self.store else None
-            return score_late_interaction(model, pairs, store, self.batch_size, device, self.amp, desc=self.name)
-        scored = predict(model, pairs, self.batch_size, device, self.amp, desc=self.name)
+            return score_late_interaction(self.model, pairs, self._store, self.batch_size, device, self.amp,
+                                          desc=self.name)
+        scored = predict(self.model, pairs, self.batch_size, device, self.amp, desc=self.name)
         self.truncated = scored.truncated
-        self._warn_truncated(scored.truncated, len(pairs), model.config)
+        self._warn_truncated(scored.truncated, len(pairs), self.model.config)
         return scored.scores
 
     def _warn_truncated(self, truncated: int, total: int, config=None) -> None:
@@ -168,28 +177,14 @@ class NeuralReranker(Reranker):
                            ", ".join(f"{k}={v}" for k, v in limits.items()) or "its length limits")
 
 
-def pretrained_digest(model_class: type[RerankModel], config) -> str:
-    """sha1 of a pretrained model's name, config and the weights file of its `bert` folder (when it has one)."""
-    digest = hashlib.sha1(json.dumps([model_class.name, config_to_dict(config)], sort_keys=True).encode())
-    bert = getattr(config, "bert", None)
-    if bert is not None:
-        from pipeline.rerank.bert import bert_folder
-
-        digest.update(file_digest(bert_folder(bert) / "model.safetensors").encode())
-    return digest.hexdigest()
-
-
-def register_model(model_class: type[RerankModel]) -> type[RerankModel]:
-    """Class decorator of a model file: the model becomes a spec stage (`<name>(...)`), a training target
-    (`irpipe train <name>`) and a checkpoint kind. The stage class is `model_class.stage`."""
-    if not model_class.name:
-        raise TypeError(f"{model_class.__name__} needs a `name` to be registered")
-    models.add(model_class)
+@functools.cache
+def reranker_class(name: str) -> type[NeuralReranker]:
+    """The stage class of the model file `name` (pipeline/rerank/models/<name>.py), made once."""
+    model_class = models.model_class(name)
     stage = type(f"{model_class.__name__}Reranker", (NeuralReranker,),
-                 {"name": model_class.name, "model_class": model_class, "__module__": model_class.__module__,
-                  "__doc__": f"Rerank with {model_class.__name__} ({model_class.name}): see NeuralReranker."})
-    model_class.stage = register(stage)
-    return model_class
+                 {"name": name, "model_class": model_class, "__module__": __name__,
+                  "__doc__": f"Rerank with {model_class.__name__} ({name}): see NeuralReranker."})
+    return register(stage)
 
 
 def reranker_for_model(model: str, **kwargs) -> NeuralReranker:
@@ -200,4 +195,4 @@ def reranker_for_model(model: str, **kwargs) -> NeuralReranker:
         kwargs["ckpt"] = str(model)
     else:
         name = model
-    return models.model_class(name).stage(**kwargs)
+    return reranker_class(name)(**kwargs)
