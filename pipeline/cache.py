@@ -13,17 +13,12 @@ import contextvars
 import gzip
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Iterator
 
-from pipeline.data.files import atomic_write
+from pipeline.data.files import atomic_write, cache_root
 from pipeline.data.runs import Run, Topics
 from pipeline.log import logger
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("IRPIPE_CACHE") or Path.home() / ".cache" / "irpipe").expanduser()
 
 
 class StageCache:

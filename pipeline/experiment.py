@@ -40,12 +40,14 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pipeline import __version__, cache, engine
+from pipeline import __version__, cache
+from pipeline.binding import Binding
 from pipeline.data.files import atomic_write, load_yaml
 from pipeline.data.runs import RUN_FORMATS, Run
 from pipeline.engine import ENGINES, EngineOptions
 from pipeline.errors import ConfigError, InputError, IrpipeError
 from pipeline.log import logger
+from pipeline.stage import Stage
 
 DEFAULT_EXPERIMENT = Path(__file__).resolve().parent.parent / "eval" / "main-job.yaml"  # `irpipe run` alone
 OKISH_FACTOR = 10
@@ -201,19 +203,27 @@ def spread_tolerance(sd: float, seeds: int) -> float:
     return math.ceil(2 * sd * math.sqrt(2 / seeds) * 1e4) / 1e4
 
 
-def run_pipeline(spec: str, dataset, use_cache: bool = True) -> tuple[Run, object, object]:
-    """Parse `spec`, bind it to the dataset (a `Dataset`, or a name or folder for `get_dataset`), and run it on the
-    dataset's topics (and candidates, for a reranker first). Returns (run, stage, dataset)."""
+def run_pipeline(spec: str | Stage, dataset, use_cache: bool = True,
+                 engine: EngineOptions | None = None) -> tuple[Run, object, object]:
+    """Parse `spec` (or take the stage), bind it to the dataset (a `Dataset`, or a name or folder for
+    `get_dataset`) and the engine, and run it on the dataset's topics (and candidates, for a reranker first).
+    Returns (run, bound stage, dataset). Every entry point runs a pipeline through here."""
     from pipeline.data.registry import get_dataset
     from pipeline.spec import parse
 
     dataset = get_dataset(dataset) if isinstance(dataset, str) else dataset
-    stage = parse(spec).bind(dataset)
+    stage = parse(spec) if isinstance(spec, str) else spec
     topics = dataset.topics()
     candidates = dataset.run() if stage.needs_run else None
     if stage.needs_run and candidates is None:
         raise ConfigError(f"{stage!r} starts with a reranker, but {dataset.name} ships no candidate run: "
                           "start the pipeline with a retriever, e.g. bm25() % 100 >> ...")
+    if candidates is not None:
+        missing = [qid for qid in candidates.ranking if qid not in topics.queries]
+        if missing:
+            raise ConfigError(f"{len(missing)} queries of the candidate run are not in the topics (e.g. "
+                              f"{missing[0]!r})")
+    stage = stage.bind(Binding(dataset, engine, candidates))
     with cache.using(cache.StageCache() if use_cache else None) as stage_cache:
         run = stage(topics, candidates)
     if stage_cache:
@@ -226,11 +236,11 @@ def run_experiment(experiment: Experiment, output: str | Path | None = None, res
     """Run the experiment (on `dataset` when given, else on the one it names) on its engine (`engine_options` with
     the experiment's kind), write its run file(s) and, for an experiment file, its result JSON; returns the result."""
     options = replace(engine_options or EngineOptions(), kind=experiment.engine)
-    with engine.using(options):
-        return _run_experiment(experiment, output, results_dir, use_cache, dataset)
+    return _run_experiment(experiment, output, results_dir, use_cache, dataset, options)
 
 
-def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool, dataset) -> dict:
+def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool, dataset,
+                    options: EngineOptions) -> dict:
     from pipeline.compare import compare, plot_differences
     from pipeline.evaluate import parse_measure
     from pipeline.spec import parse
@@ -240,14 +250,14 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
     output = Path(output or Path("runs") / f"{experiment.name}.{experiment.output_format}")
     runs, outputs = {}, {}
     for run_name, spec in experiment.pipelines().items():  # one run, or one per seed
-        run, _, dataset = run_pipeline(spec, dataset or experiment.dataset, use_cache)
+        run, _, dataset = run_pipeline(spec, dataset or experiment.dataset, use_cache, options)
         outputs[run_name] = output.with_suffix(run_name[len(experiment.name):] + output.suffix)  # x.seed0.trec
         run.write(outputs[run_name], format=experiment.output_format, tag=run_name.replace(" ", "_"))
         runs[run_name] = run
     rel_level = experiment.rel_level if experiment.rel_level is not None else dataset.rel_level
     qrels = dataset.qrels()
     if experiment.baseline:
-        baseline_run = run_pipeline(experiment.baseline, dataset, use_cache)[0]
+        baseline_run = run_pipeline(experiment.baseline, dataset, use_cache, options)[0]
         baseline_output = output.with_suffix(f".baseline{output.suffix}")
         baseline_run.write(baseline_output, format=experiment.output_format,
                            tag=f"{experiment.name.replace(' ', '_')}.baseline")

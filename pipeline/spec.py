@@ -19,7 +19,8 @@ import re
 from dataclasses import dataclass
 
 from pipeline.errors import ConfigError
-from pipeline.stage import Stage, get_stage_class
+from pipeline.stage import Stage
+from pipeline.stages import get_stage_class
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)

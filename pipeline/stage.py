@@ -8,78 +8,37 @@ Retrievers ignore the input run, rerankers read it. Operators are defined here a
 
 Every stage has a registry `name` and a `config()` dict; `repr` prints it in the spec grammar
 (`bm25(k1=0.9, b=0.4) % 100`), and equality/hash follow it, so pipelines print, compare and key caches.
+
+Two phases. `bind(dataset or Binding)` resolves everything that touches the outside world or costs time (an
+index, a recipe's training, a store, the engine) into a bound copy of the stage (pipeline/binding.py);
+`transform(topics, run)` only computes on what bind resolved. Calling a stage that was never bound binds it
+first to nothing (its own arguments, the local engine).
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 from typing import ClassVar
 
 from pipeline import cache
+from pipeline.binding import Binding
 from pipeline.data.runs import Run, Topics
-from pipeline.errors import ConfigError, IrpipeError, UnknownNameError
+from pipeline.errors import IrpipeError
 from pipeline.log import logger
-from pipeline.rerank import models
+from pipeline.validate import at_least, choice, problem
 
 
 class StageError(IrpipeError):
     """A stage was given, or produced, something it cannot work with."""
 
 
-# -- the stage registry: spec names -> classes ----------------------------------------------------------------
-# Modules that define stages register them on import; the spec parser imports these lazily by name. Neural
-# reranker models are found by file name in pipeline/rerank/models/ (their registry), not listed here.
-_BUILTIN_MODULES = {
-    "bm25": "pipeline.retrieve.bm25",
-    "overlap": "pipeline.rerank.overlap",
-    "keywords": "pipeline.retrieve.keywords",
-    "bm25kw": "pipeline.retrieve.keywords",
-    "exclude": "pipeline.data.sets.questions",
-}
-_REGISTRY: dict[str, type] = {}
-
-
-def register(cls: type) -> type:
-    """Class decorator: make a Stage reachable from the spec grammar by its `name`."""
-    if not cls.name:
-        raise TypeError(f"{cls.__name__} needs a `name` to be registered")
-    if _REGISTRY.get(cls.name, cls) is not cls:
-        raise TypeError(f"stage name {cls.name!r} is taken by {_REGISTRY[cls.name].__name__}")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def get_stage_class(name: str) -> type:
-    if name not in _REGISTRY and name in _BUILTIN_MODULES:
-        import importlib
-
-        importlib.import_module(_BUILTIN_MODULES[name])
-    if name not in _REGISTRY and name in models.model_names():
-        models.model_class(name)  # importing the model file registers its stage
-    if name not in _REGISTRY:
-        raise UnknownNameError("stage", name, stage_names())
-    return _REGISTRY[name]
-
-
-def check_range(name: str, value, low: float | None = None, high: float | None = None, integer: bool = False) -> None:
-    """A ConfigError naming the option unless `value` is a finite number (an integer when `integer`) in [low, high]:
-    checked when a stage is made, before any work (Lucene would throw deep inside a search)."""
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
-        raise ConfigError(f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}", field=name)
-    if (low is not None and value < low) or (high is not None and value > high):
-        bounds = f">= {low}" if high is None else f"between {low} and {high}"
-        raise ConfigError(f"{name} must be {bounds}, got {value!r}", field=name)
-
-
-def stage_names() -> list[str]:
-    return sorted(set(_REGISTRY) | set(_BUILTIN_MODULES) | set(models.model_names()))
-
-
 class Stage:
     name: ClassVar[str] = ""
     needs_run: ClassVar[bool] = False  # rerankers and cutoffs need an input run; retrievers do not
     cacheable: ClassVar[bool] = False  # output depends only on config + fingerprint() + input: cache it
+    keeps_candidates: ClassVar[bool] = False  # its output's candidates are among its input's (a cutoff, a filter)
+    bound: bool = False  # set on the copy that `bind` returns
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -98,13 +57,27 @@ class Stage:
         """What else the output depends on besides config and input (e.g. the index's build stamp)."""
         return ""
 
-    def bind(self, dataset) -> "Stage":
-        """This stage with what it takes from the dataset the pipeline runs on (e.g. its index); default: itself."""
-        return self
+    def bind(self, to=None, engine=None) -> "Stage":
+        """A copy of this stage with everything it needs resolved, once: `to` is a `Binding`, or a dataset (or
+        None) with the `EngineOptions` to run on (None: here). The stage's identity (repr, config) is unchanged."""
+        binding = to if isinstance(to, Binding) else Binding(dataset=to, engine=engine)
+        bound = copy.copy(self)
+        bound.resolve(binding)
+        bound.bound = True
+        return bound
+
+    def resolve(self, binding: Binding) -> None:
+        """Take what this (copied) stage needs from `binding` (an index, a model, a store); default: nothing."""
+
+    def annotate(self, topics: Topics) -> Topics:
+        """The topics that the stages after this one see (default: the same; `keywords()` adds fields)."""
+        return topics
 
     def __call__(self, topics: Topics, run: Run | None = None) -> Run:
         if self.needs_run and run is None:
             raise StageError(f"{self!r} reranks an input run: compose it after a retriever, e.g. `bm25() >> {self!r}`")
+        if not self.bound:
+            return self.bind(Binding(candidates=run))(topics, run)
         start = time.perf_counter()
         stage_cache = cache.current() if self.cacheable else None
         key = stage_cache.key(self, topics, run) if stage_cache else None
@@ -171,10 +144,18 @@ class Compose(Stage):
     def transform(self, topics: Topics, run: Run | None) -> Run:
         for stage in self.stages:
             run = stage(topics, run)
+            topics = stage.annotate(topics)
         return run
 
-    def bind(self, dataset) -> "Compose":
-        return Compose(*(stage.bind(dataset) for stage in self.stages))
+    def resolve(self, binding: Binding) -> None:
+        """Bind each stage in turn; the input's candidates are known to a stage only while every stage before it
+        keeps candidates (`candidates() % 10 >> monobert(...)`), not after a retriever."""
+        stages = []
+        for stage in self.stages:
+            stages.append(stage.bind(binding))
+            if not stage.keeps_candidates:
+                binding = binding.after_retrieval()
+        self.stages = tuple(stages)
 
     def config(self) -> dict:
         return {"stages": [repr(s) for s in self.stages]}
@@ -195,16 +176,15 @@ class Compose(Stage):
         return " >> ".join(parts)
 
 
-@register
 class Cutoff(Stage):
     """Keep the top k hits of every query."""
 
     name = "cutoff"
     needs_run = True
+    keeps_candidates = True
 
     def __init__(self, k: int):
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"cutoff must be a positive integer, got {k!r}")
+        at_least(self.name, "k", k, 1, integer=True)
         self.k = k
 
     def transform(self, topics: Topics, run: Run | None) -> Run:
@@ -214,18 +194,17 @@ class Cutoff(Stage):
         return {"k": self.k}
 
 
-@register
 class Candidates(Stage):
     """The input run as it is: the candidates a dataset ships (DL19/DL20 BM25 top-100, WikiQA, TrecQA)."""
 
     name = "candidates"
     needs_run = True
+    keeps_candidates = True
 
     def transform(self, topics: Topics, run: Run | None) -> Run:
         return run
 
 
-@register
 class Fusion(Stage):
     """Fuse the runs of several stages: reciprocal rank fusion, sum_i 1/(k + rank_i) (Cormack et al. 2009),
     or, with `method="weighted"`, sum_i w_i * norm(score_i) (CombSUM; a document absent from a run adds 0).
@@ -239,23 +218,21 @@ class Fusion(Stage):
     def __init__(self, *stages: Stage, method: str = "rrf", k: int = 60, weights: tuple[float, ...] | None = None,
                  depth: int = 1000, norm: str = "none"):
         self.stages = tuple(s for stage in stages for s in (stage.stages if isinstance(stage, Fusion) and stage._plain() else (stage,)))
-        if method not in ("rrf", "weighted"):
-            raise ValueError(f"fusion method must be 'rrf' or 'weighted', got {method!r}")
-        if norm not in NORMS:
-            raise ValueError(f"fusion norm must be one of {', '.join(NORMS)}, got {norm!r}")
+        choice(self.name, "method", method, ("rrf", "weighted"))
+        choice(self.name, "norm", norm, NORMS)
         if norm != "none" and method != "weighted":
-            raise ValueError("fusion norm applies to method=weighted (reciprocal rank fusion uses ranks, not scores)")
+            raise problem(self.name, "norm", f"norm={norm!r} applies to method=weighted (reciprocal rank fusion uses "
+                                             "ranks, not scores)")
         if weights is not None and len(weights) != len(self.stages):
-            raise ValueError(f"{len(weights)} weights for {len(self.stages)} fused stages")
-        check_range("k", k, low=0)
-        check_range("depth", depth, low=1, integer=True)
+            raise problem(self.name, "weights", f"{len(weights)} weights for {len(self.stages)} fused stages")
+        at_least(self.name, "k", k, 0)
+        at_least(self.name, "depth", depth, 1, integer=True)
         self.method, self.k, self.depth, self.norm = method, k, depth, norm
         self.weights = tuple(weights) if weights is not None else (1.0,) * len(self.stages)
         self.needs_run = any(s.needs_run for s in self.stages)
 
-    def bind(self, dataset) -> "Fusion":
-        return Fusion(*(s.bind(dataset) for s in self.stages), method=self.method, k=self.k, weights=self.weights,
-                      depth=self.depth, norm=self.norm)
+    def resolve(self, binding: Binding) -> None:
+        self.stages = tuple(s.bind(binding) for s in self.stages)
 
     def _plain(self) -> bool:
         return self.method == "rrf" and self.k == 60 and set(self.weights) == {1.0} and self.depth == 1000
@@ -306,5 +283,3 @@ def rrf(*stages: Stage, k: int = 60, depth: int = 1000) -> Fusion:
     """`rrf(a, b, k=60)`: reciprocal rank fusion by name in the spec grammar (the same stage as `a + b`)."""
     return Fusion(*stages, method="rrf", k=k, depth=depth)
 
-
-_REGISTRY["rrf"] = rrf

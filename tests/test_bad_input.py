@@ -31,21 +31,32 @@ SEARCH = ["search", "--index", "{index}", "--topics", "topics.tsv", "--output", 
 
 CASES = [
     # -- item 2: numbers checked per stage, before any work ---------------------------------------------------
-    ("bm25 b above 1", {}, ["run", "bm25(b=5)", *TINY], ["b must be between 0 and 1, got 5", "bm25(b=5)"]),
-    ("bm25 negative k1", {}, ["run", "bm25(k1=-1)", *TINY], ["k1 must be >= 0, got -1"]),
-    ("bm25 hits 0", {}, ["run", "bm25(hits=0)", *TINY], ["hits must be >= 1, got 0"]),
-    ("rm3 fb_terms 0", {}, ["run", "bm25(rm3=true, fb_terms=0)", *TINY], ["fb_terms must be >= 1, got 0"]),
+    ("bm25 b above 1", {}, ["run", "bm25(b=5)", *TINY], ["bm25: b=5; expected a number between 0 and 1", "bm25(b=5)"]),
+    ("bm25 negative k1", {}, ["run", "bm25(k1=-1)", *TINY], ["bm25: k1=-1; expected a number >= 0"]),
+    ("bm25 hits 0", {}, ["run", "bm25(hits=0)", *TINY], ["bm25: hits=0; expected an integer >= 1"]),
+    ("rm3 fb_terms 0", {}, ["run", "bm25(rm3=true, fb_terms=0)", *TINY],
+     ["bm25: fb_terms=0; expected an integer >= 1"]),
     ("rm3 weight above 1", {}, ["run", "bm25(rm3=true, original_query_weight=2)", *TINY],
-     ["original_query_weight must be between 0 and 1"]),
-    ("bm25kw negative weight", {}, ["run", "bm25kw(dict=x, weight=-1)", *TINY], ["weight must be >= 0, got -1"]),
-    ("fusion negative k", {}, ["run", "fusion(bm25(), bm25(k1=1.2), k=-1)", *TINY], ["k must be >= 0, got -1"]),
-    ("fusion depth 0", {}, ["run", "fusion(bm25(), bm25(k1=1.2), depth=0)", *TINY], ["depth must be >= 1, got 0"]),
+     ["bm25: original_query_weight=2; expected a number between 0 and 1"]),
+    ("bm25kw negative weight", {}, ["run", "bm25kw(dict=x, weight=-1)", *TINY],
+     ["bm25kw: weight=-1; expected a number >= 0"]),
+    ("fusion negative k", {}, ["run", "fusion(bm25(), bm25(k1=1.2), k=-1)", *TINY],
+     ["fusion: k=-1; expected a number >= 0"]),
+    ("fusion depth 0", {}, ["run", "fusion(bm25(), bm25(k1=1.2), depth=0)", *TINY],
+     ["fusion: depth=0; expected an integer >= 1"]),
+    ("fusion norm unknown", {}, ["run", "fusion(bm25(), bm25(k1=1.2), method=weighted, norm=max)", *TINY],
+     ["fusion: norm='max'; choose one of none, minmax, zscore"]),
     ("boolean spelled no", {}, ["run", "bm25(rm3=no)", *TINY], ["expected true or false"]),
-    ("search --hits 0", {}, [*SEARCH, "--hits", "0"], ["hits must be >= 1, got 0"]),
-    ("search --threads 0", {}, [*SEARCH, "--threads", "0"], ["threads must be >= 1, got 0"]),
-    ("search --b 1.5", {}, [*SEARCH, "--b", "1.5"], ["b must be between 0 and 1, got 1.5"]),
-    ("search --language xx", {}, [*SEARCH, "--language", "xx"], ["language must be one of", "got 'xx'"]),
-    ("bm25 unknown language", {}, ["run", "bm25(language=klingon)", *TINY], ["language must be one of"]),
+    ("search --hits 0", {}, [*SEARCH, "--hits", "0"], ["bm25: hits=0; expected an integer >= 1"]),
+    ("search --threads 0", {}, [*SEARCH, "--threads", "0"], ["bm25: threads=0; expected an integer >= 1"]),
+    ("search --b 1.5", {}, [*SEARCH, "--b", "1.5"], ["bm25: b=1.5; expected a number between 0 and 1"]),
+    ("search --language xx", {}, [*SEARCH, "--language", "xx"], ["bm25: language='xx'; choose one of"]),
+    ("search --run-tag with a space", {}, [*SEARCH, "--run-tag", "my tag"],
+     ["search: --run-tag='my tag'; expected one word", "last column of a TREC run file"]),
+    ("search --run-tag with a tab", {}, [*SEARCH, "--run-tag", "a\tb"], ["search: --run-tag='a\\tb'; expected one word"]),
+    ("search --run-tag empty", {}, [*SEARCH, "--run-tag", ""], ["search: --run-tag=''; expected one word"]),
+    ("bm25 unknown language", {}, ["run", "bm25(language=klingon)", *TINY],
+     ["bm25: language='klingon'; choose one of"]),
     ("empty spec", {}, ["run", "", *TINY], ["empty pipeline spec"]),
     ("blank spec", {}, ["run", "  ", *TINY], ["empty pipeline spec"]),
     # -- item 2: the whole experiment file, before the pipeline runs ------------------------------------------
@@ -67,11 +78,11 @@ CASES = [
      ["x.yaml [name]", "'../../x'"]),
     ("ci not a boolean", {"x.yaml": EXPERIMENT + "ci: maybe\n"}, ["run", "x.yaml"], ["x.yaml [ci]", "true or false"]),
     ("bad pipeline in a file", {"x.yaml": "dataset: tiny\npipeline: bm25(b=5)\nmeasures: [AP]\n"}, ["run", "x.yaml"],
-     ["x.yaml [pipeline]", "b must be between 0 and 1"]),
+     ["x.yaml [pipeline]", "bm25: b=5; expected a number between 0 and 1"]),
     ("unknown engine", {"x.yaml": EXPERIMENT + "engine: spark\n"}, ["run", "x.yaml"],
      ["x.yaml [engine]", "engine must be one of local, ray, got 'spark'"]),
     ("no ray workers", {}, ["search", "--topics", "topics.tsv", "--index", "idx", "--output", "o.trec", "--engine",
-                            "ray", "--workers", "0"], ["workers must be an integer >= 1, got 0"]),
+                            "ray", "--workers", "0"], ["engine: workers=0; expected an integer >= 1"]),
     ("YAML aliases", {"x.yaml": EXPERIMENT + ALIASES}, ["run", "x.yaml"], ["x.yaml:5", "YAML aliases"]),
     ("YAML aliases in references", {"refs.yaml": ALIASES}, ["leaderboard", "--references", "refs.yaml",
                                                              "--results-dir", ".", "--output", "board.md"],
@@ -86,13 +97,13 @@ CASES = [
     ("binary topics", {"bad.tsv": b"1\tok\n" + BINARY}, [*SEARCH[:3], "--topics", "bad.tsv", "--output", "o.trec"],
      ["bad.tsv:3", "not UTF-8 text"]),
     ("binary corpus", {"bad.jsonl": b'{"id": "a", "contents": "x"}\n' + BINARY},
-     ["index", "--input", "bad.jsonl", "--index", "idx"], ["bad.jsonl:3", "not UTF-8 text"]),
+     ["index", "--input", "bad.jsonl", "--output", "idx"], ["bad.jsonl:3", "not UTF-8 text"]),
     ("damaged gzip", {"bad.trec.gz": b"\x1f\x8b\x08\x00" + BINARY}, ["eval", "bad.trec.gz", "--qrels", "qrels.txt"],
      ["bad.trec.gz", "damaged gzip file"]),
     # -- item 4: repeated document ids ---------------------------------------------------------------------------
     ("repeated doc id", {"dup.jsonl": '{"id": "a", "contents": "x"}\n\n{"id": "b", "contents": "y"}\n'
                                       '{"id": "a", "contents": "z"}\n'},
-     ["index", "--input", "dup.jsonl", "--index", "idx"], ["dup.jsonl:4 [id]", "'a' occurs again", "first on line 1",
+     ["index", "--input", "dup.jsonl", "--output", "idx"], ["dup.jsonl:4 [id]", "'a' occurs again", "first on line 1",
                                                            "--duplicates keep-first"]),
     # -- item 3: outputs that cannot be written, damaged indexes --------------------------------------------------
     ("damaged index record", {"broken/irpipe-index.json": "{not json", "broken/segments_1": ""},
@@ -105,7 +116,7 @@ CASES = [
 def tiny_index(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tiny")
     (folder / "docs.jsonl").write_text(GOOD["docs.jsonl"])
-    assert main(["-q", "index", "--input", str(folder / "docs.jsonl"), "--index", str(folder / "index")]) == 0
+    assert main(["-q", "index", "--input", str(folder / "docs.jsonl"), "--output", str(folder / "index")]) == 0
     return folder / "index"
 
 
@@ -156,7 +167,7 @@ def test_duplicates_keep_first_indexes_the_first(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "dup.jsonl").write_text('{"id": "a", "contents": "first"}\n{"id": "b", "contents": "x"}\n'
                                         '{"id": "a", "contents": "second"}\n')
-    assert main(["-q", "index", "--input", "dup.jsonl", "--index", "idx", "--duplicates", "keep-first"]) == 0
+    assert main(["-q", "index", "--input", "dup.jsonl", "--output", "idx", "--duplicates", "keep-first"]) == 0
     from pipeline.retrieve.lucene import LuceneIndex
 
     index = LuceneIndex(tmp_path / "idx")
@@ -224,7 +235,7 @@ def _index_in_a_child(folder: Path) -> tuple[subprocess.Popen, int]:
         for number in range(50_000):
             out.write(json.dumps({"id": f"d{number}", "contents": f"word{number % 997} text {number}"}) + "\n")
     code = "import sys; from pipeline.cli import main; sys.exit(main(sys.argv[1:]))"
-    child = subprocess.Popen([sys.executable, "-c", code, "-q", "index", "--input", "docs.jsonl", "--index", "idx",
+    child = subprocess.Popen([sys.executable, "-c", code, "-q", "index", "--input", "docs.jsonl", "--output", "idx",
                               "--threads", "1"], cwd=folder, stderr=subprocess.PIPE, text=True)
     java = _wait_for_child(child.pid, "IndexCollection", timeout=60)
     if java is None:
@@ -272,7 +283,7 @@ def test_sigkill_during_indexing_still_ends_java_and_the_next_start_sweeps_scrat
     assert any(p.name.startswith(".irpipe-index.") for p in tmp_path.iterdir())  # scratch left by the killed run
     monkeypatch.chdir(tmp_path)
     (tmp_path / "small.jsonl").write_text('{"id": "a", "contents": "one"}\n')
-    assert main(["-q", "index", "--input", "small.jsonl", "--index", "small-idx"]) == 0
+    assert main(["-q", "index", "--input", "small.jsonl", "--output", "small-idx"]) == 0
     assert not any(p.name.startswith(".irpipe-index.") for p in tmp_path.iterdir())
 
 
@@ -315,3 +326,66 @@ def test_an_oserror_that_names_no_file_is_not_hidden(monkeypatch):
     monkeypatch.setitem(__import__("pipeline.cli").cli.COMMANDS, "broken", ("brokencmd", "a broken command"))
     with pytest.raises(OSError):
         main(["broken"])
+
+
+def _bm25(**options):
+    from pipeline.stages import get_stage_class
+
+    return get_stage_class("bm25")(**options)
+
+
+def _engine(**options):
+    from pipeline.engine import EngineOptions
+
+    return EngineOptions(**options)
+
+
+def _fusion(**options):
+    from pipeline.stage import Fusion
+
+    return Fusion(_bm25(), _bm25(k1=1.2), **options)
+
+
+@pytest.mark.parametrize("make, owner, field", [
+    (lambda: __import__("pipeline.stage").stage.Cutoff(0), "cutoff", "k"),
+    (lambda: __import__("pipeline.stage").stage.Cutoff(True), "cutoff", "k"),
+    (lambda: _fusion(method="max"), "fusion", "method"),
+    (lambda: _fusion(norm="max"), "fusion", "norm"),
+    (lambda: _fusion(norm="minmax"), "fusion", "norm"),  # rrf uses ranks, not scores
+    (lambda: _fusion(weights=(1.0,)), "fusion", "weights"),
+    (lambda: _bm25(b=float("nan")), "bm25", "b"),
+    (lambda: _engine(workers=0), "engine", "workers"),
+    (lambda: _engine(kind="spark"), "engine", "kind"),
+    (lambda: _engine(cpus_per_worker=0), "engine", "cpus_per_worker"),
+])
+def test_a_check_is_a_config_error_naming_its_owner_and_field(make, owner, field):
+    """One convention for every check (pipeline/validate.py): a ConfigError whose message starts with the stage (or
+    config) and names the field -- never a ValueError, whichever object is made."""
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        make()
+    assert caught.value.field == field and str(caught.value).startswith(f"{owner}: "), caught.value
+
+
+def test_one_set_of_validation_helpers():
+    """The checks live in pipeline/validate.py alone; no module keeps a range / choice / field check of its own."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent / "pipeline"
+    pattern = re.compile(r"^def (check_range|at_least|above|between|choice|one_word|field_problem|same_kind)\(", re.M)
+    defined = sorted(f"{path.relative_to(root)}: {name}" for path in root.rglob("*.py")
+                     for name in pattern.findall(path.read_text(encoding="utf-8")))
+    assert all(entry.startswith("validate.py: ") for entry in defined), defined
+
+
+def test_a_run_tag_with_whitespace_is_refused_before_anything_is_written(tmp_path):
+    """Whoever writes a run (a command, an experiment, the Python API): a tag that is not one word is a ConfigError,
+    since a reader splits the TREC line on whitespace."""
+    from pipeline.data.runs import Run
+    from pipeline.errors import ConfigError
+
+    run = Run({"q1": [("d1", 1.0)]})
+    with pytest.raises(ConfigError, match="tag='my tag'; expected one word") as caught:
+        run.write(tmp_path / "x.trec", tag="my tag")
+    assert caught.value.field == "tag" and list(tmp_path.iterdir()) == []

@@ -15,8 +15,8 @@ from pipeline.data.runs import read_run
 from pipeline.errors import InputError
 from pipeline.experiment import Experiment, run_experiment, status
 from pipeline.leaderboard import render
-from pipeline.rerank.overlap import Overlap
-from pipeline.retrieve.bm25 import BM25
+from pipeline.stages.rerank import Overlap
+from pipeline.stages.bm25 import BM25
 from support import REPO, needs_shared_data, write_collection
 
 CONFIGS = sorted(p for p in (REPO / "eval").glob("*.yaml")

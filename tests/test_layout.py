@@ -68,7 +68,7 @@ def test_no_import_cycle_in_the_package():
 
 def test_every_model_file_registers_itself_under_its_own_name():
     from pipeline.rerank import models
-    from pipeline.stage import get_stage_class, stage_names
+    from pipeline.stages import get_stage_class, stage_names
 
     assert {"biencoder", "hcan", "monobert"} <= set(models.model_names())
     for name in models.model_names():

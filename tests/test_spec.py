@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.rerank.overlap import Overlap
-from pipeline.retrieve.bm25 import BM25
+from pipeline.stages.rerank import Overlap
+from pipeline.stages.bm25 import BM25
 from pipeline.spec import SpecError, parse
 from pipeline.stage import Cutoff, Fusion
 
@@ -45,7 +45,7 @@ def test_repr_round_trips(stage):
     ("bm25() bm25()", 7, "unexpected 'bm25'"),
     ("bm25(k1=0.9", 11, "expected ',' or ')' at the end"),
     ("", 0, "empty pipeline"),
-    ("bm25(hits=-5)", 0, "hits must be"),
+    ("bm25(hits=-5)", 0, "bm25: hits=-5; expected an integer >= 1"),
     ("bm25(k1=1, k1=2)", 11, "given twice"),
     ("bm25() ; rm -rf /", 7, "unexpected character"),
 ])

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.data.runs import Run, Topics
-from pipeline.rerank.base import Reranker
+from pipeline.errors import ConfigError
+from pipeline.stages.rerank import Reranker
 from pipeline.stage import Compose, Cutoff, Fusion, Stage, StageError
 
 TOPICS = Topics({"q1": "alpha beta", "q2": "gamma"})
@@ -88,7 +89,7 @@ def test_contract_checked_at_class_creation():
 
 @pytest.mark.parametrize("k", [0, -3, 2.5, True])
 def test_bad_cutoff(k):
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError, match="cutoff: k="):
         Cutoff(k)
 
 
@@ -139,7 +140,7 @@ def test_weighted_fusion_normalises_per_query():
 
 @pytest.mark.parametrize("options", [{"norm": "max"}, {"method": "rrf", "norm": "minmax"}])
 def test_bad_fusion_norm(options):
-    with pytest.raises(ValueError, match="norm"):
+    with pytest.raises(ConfigError, match="fusion: norm="):
         Fusion(A, B, **options)
 
 

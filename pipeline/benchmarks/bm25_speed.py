@@ -41,11 +41,11 @@ def _worker(kind: str, index: str, topics: str, output: str, hits: int, threads:
     else:
         from pipeline import log
         from pipeline.data.topics import read_topics
-        from pipeline.retrieve.bm25 import BM25
+        from pipeline.stages.bm25 import BM25
 
         log.configure(quiet=True)
         start = time.perf_counter()
-        BM25(index, 0.9, 0.4, hits, threads)(read_topics(topics)).write(output, tag="Anserini")
+        BM25(index, 0.9, 0.4, hits, threads).bind()(read_topics(topics)).write(output, tag="Anserini")
     print(json.dumps({"seconds": time.perf_counter() - start}))
 
 

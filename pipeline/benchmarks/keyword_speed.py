@@ -48,8 +48,10 @@ def _clocks(function) -> tuple[float, float]:
 
 def measure(setting: str, hits: int, threads: int, trials: int, block: int) -> dict:
     from pipeline.data.registry import get_dataset
-    from pipeline.retrieve.bm25 import BM25, open_index
-    from pipeline.retrieve.keywords import BM25KW, extractor_for
+    from pipeline.retrieve.index import open_index
+    from pipeline.stages.bm25 import BM25
+    from pipeline.retrieve.keywords import extractor_for
+    from pipeline.stages.keywords import BM25KW
 
     dataset_name, segment, dictionary = SETTINGS[setting]
     dataset = get_dataset(dataset_name)
@@ -60,7 +62,7 @@ def measure(setting: str, hits: int, threads: int, trials: int, block: int) -> d
                                                  segment=segment).bind(dataset)
     sides["bm25"](topics)  # warm-up: JIT, index pages
     first_seconds = _seconds(lambda: sides["bm25kw(w=1)"](topics))  # warm-up: dictionary, jieba with its words
-    memos = [extractor_for(dictionary, None).keywords, open_index(sides["bm25"].index).analyze_cached]
+    memos = [extractor_for(dictionary, None).keywords, open_index(sides["bm25"].index_path).analyze_cached]
     qids = list(topics.queries)
     blocks = [topics.subset(qids[i:i + block]) for i in range(0, len(qids), block)]
     seconds, cpu = dict.fromkeys(sides, 0.0), dict.fromkeys(sides, 0.0)

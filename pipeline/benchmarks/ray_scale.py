@@ -33,11 +33,11 @@ WORKERS_PROJECTED = (1, 2, 8, 32)
 
 def _search(index: Path, topics, threads: int, options) -> tuple[object, dict]:
     from pipeline.engine.tasks import search_on_cluster
-    from pipeline.retrieve.bm25 import BM25
+    from pipeline.stages.bm25 import BM25
 
     stage = BM25(str(index), hits=TOP_K_FULL, threads=threads)
     start = time.perf_counter()
-    run, stats = search_on_cluster(stage, topics, options) if options else (stage.transform(topics, None), None)
+    run, stats = search_on_cluster(stage, topics, options) if options else (stage.bind()(topics), None)
     seconds = time.perf_counter() - start
     return run, {"engine": "ray" if options else "local", "workers": options.workers if options else None,
                  "threads": 1 if options else threads, "queries": len(topics), "seconds": round(seconds, 1),
@@ -54,11 +54,11 @@ def bench(args) -> dict:
     from pipeline.engine import EngineOptions
     from pipeline.engine.cluster import connect
     from pipeline.engine.tasks import encode_on_cluster, score_on_cluster
-    from pipeline.rerank.base import run_texts
     from pipeline.rerank.checkpoint import save_checkpoint
-    from pipeline.rerank.models.biencoder import BiEncoder
     from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
-    from pipeline.rerank.pairs import pairs_of
+    from pipeline.rerank.pairs import CandidateTexts, pairs_of
+    from pipeline.retrieve.index import open_index
+    from pipeline.stages.neural import reranker_class
     from pipeline.data.registry import get_dataset
 
     import torch
@@ -69,7 +69,7 @@ def bench(args) -> dict:
     if not collection.exists():
         write_synthetic_collection(collection, args.size)
     if not (index / "irpipe-index.json").exists():
-        run_irpipe("index", "--input", str(collection), "--index", str(index), "--threads", "2")
+        run_irpipe("index", "--input", str(collection), "--output", str(index), "--threads", "2")
     gpus = 1.0 if args.device.startswith("cuda") else 0.0
     ray_options = {n: EngineOptions("ray", workers=n, gpus_per_worker=gpus, shard_pairs=args.shard_pairs) for n in (1, 2)}
     connect(ray_options[2])  # one local cluster with room for 2 workers, for every job
@@ -88,13 +88,15 @@ def bench(args) -> dict:
 
     candidates = local_run.cut(100)
     candidates.ranking = dict(list(candidates.ranking.items())[:args.rerank_queries])
-    pairs = pairs_of(topics, candidates, run_texts(candidates, lambda: str(index), "ray_scale"))
+    pairs = pairs_of(topics, candidates, CandidateTexts(open_index(str(index)), "ray_scale").of(candidates))
     torch.manual_seed(0)
     checkpoint = save_checkpoint(MonoBERT(MonoBERTConfig()), work / "monobert-minilm")
-    stage = MonoBERT.stage(ckpt=str(checkpoint), batch_size=args.batch_size, device=args.device)
+    stage = reranker_class("monobert")(ckpt=str(checkpoint), batch_size=args.batch_size, device=args.device)
+    stage.resolve_model(load=False)
     scores = {}
     for workers in (1, 2):
-        scores[workers], _, stats = score_on_cluster(stage, pairs, ray_options[workers])
+        scores[workers], _, stats = score_on_cluster(stage.source, stage.runtime(), stage.model_digest(), pairs,
+                                                     ray_options[workers])
         row = _rates("monobert", len(pairs), stats, "pairs") | {"queries": len(candidates),
                                                                  "queries_per_s": round(len(candidates) / stats["seconds"], 2)}
         result["rerank"].append(row)
@@ -106,11 +108,13 @@ def bench(args) -> dict:
         for line, _ in zip(lines, range(args.encode_docs)):
             pid, text = line.rstrip("\n").split("\t", 1)
             documents.append((pid, text))
-    encoder = BiEncoder.stage(batch_size=args.batch_size, device=args.device)
+    encoder = reranker_class("biencoder")(batch_size=args.batch_size, device=args.device)
+    encoder.resolve_model(load=False)
     with tempfile.TemporaryDirectory(dir=work) as stores:
         for workers in (1, 2):
-            manifest, stats = encode_on_cluster(Path(stores) / f"w{workers}", encoder, documents, "fp16",
-                                                args.encode_shard, ray_options[workers])
+            manifest, stats = encode_on_cluster(Path(stores) / f"w{workers}", encoder.source, encoder.runtime(),
+                                                encoder.model_digest(), documents, "fp16", args.encode_shard,
+                                                ray_options[workers])
             result["encode"].append(_rates("biencoder", manifest["count"], stats, "docs"))
             print(json.dumps(result["encode"][-1]), flush=True)
         same = filecmp.dircmp(Path(stores) / "w1", Path(stores) / "w2")

@@ -32,7 +32,9 @@ def bench(dataset_name: str, model: str, monobert_queries: int, batch_size: int)
     import torch
 
     from pipeline.data.registry import get_dataset
+    from pipeline.binding import Binding
     from pipeline.rerank import models
+    from pipeline.stages.neural import reranker_class
     from pipeline.rerank.scoring import resolve_device
     from pipeline.rerank.store import write_store
 
@@ -40,17 +42,16 @@ def bench(dataset_name: str, model: str, monobert_queries: int, batch_size: int)
     topics, run = dataset.topics(), dataset.run()
     topics = topics.subset(run.ranking)
     pairs = run.num_hits()
-    stage_class = models.model_class(model).stage
-    on_the_fly = stage_class(batch_size=batch_size)
+    stage_class = reranker_class(model)
+    on_the_fly = stage_class(batch_size=batch_size).bind(Binding(candidates=run))
     documents = list(dict.fromkeys(d for hits in run.ranking.values() for d, _ in hits))
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
-        manifest = write_store(folder, on_the_fly.load(), on_the_fly.model_digest(),
+        manifest = write_store(folder, on_the_fly.model, on_the_fly.model_digest(),
                                ((d, run.texts[d]) for d in documents), "fp16", 10_000, batch_size, resolve_device("cpu"))
         encode_seconds = time.perf_counter() - start
         store_bytes = sum(p.stat().st_size for p in Path(folder).iterdir() if p.suffix == ".bin")
-        warm_stage = stage_class(batch_size=batch_size, store=folder)
-        warm_stage.load()
+        warm_stage = stage_class(batch_size=batch_size, store=folder).bind(Binding(candidates=run))
         warm_seconds, warm = _timed(warm_stage, topics, run)
     fly_seconds, fly = _timed(on_the_fly, topics, run)
     first = dict(list(run.ranking.items())[:monobert_queries])

@@ -74,13 +74,3 @@ def dataset_from_args(args: argparse.Namespace, prefix: str | None = None, requi
     if not files:
         return dataset
     return WithFiles(dataset, local_dataset_from_files(files, name=f"{dataset.name}+files"))
-
-
-def add_shipped_texts(run, dataset) -> None:
-    """Give `run`'s candidates the texts (and fields) that `dataset` ships with its own candidates (DL19/DL20,
-    WikiQA, TrecQA, the microblog years), so that a run file of your own over such a dataset needs no index."""
-    shipped = dataset.run() if dataset is not None else None
-    if shipped is not None:
-        docids = [d for hits in run.ranking.values() for d, _ in hits]
-        run.texts = {d: shipped.texts[d] for d in docids if d in shipped.texts}
-        run.doc_fields = {d: shipped.doc_fields[d] for d in docids if d in shipped.doc_fields}

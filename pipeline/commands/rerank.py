@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline import engine
-from pipeline.commands.data_args import add_data_args, add_shipped_texts, dataset_from_args
+from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
 from pipeline.errors import ConfigError
 from pipeline.log import logger
@@ -39,28 +38,20 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """The reranker as a one-stage pipeline over the run's candidates, bound and run as `irpipe run` runs one."""
     from pipeline.commands.train import key_values
-    from pipeline.rerank.neural import reranker_for_model
+    from pipeline.experiment import run_pipeline
+    from pipeline.stages.neural import reranker_for_model
 
     options = engine_from_args(args)  # checked before any work
     dataset = dataset_from_args(args)
-    run = dataset.run()
-    if run is None:
+    if "run" not in dataset.provides:
         raise ConfigError("nothing to rerank: give --run FILE (or a dataset that ships candidates)")
-    if args.dataset and args.run:  # candidate texts the named dataset ships (DL19/DL20, WikiQA, TrecQA)
-        from pipeline.data.registry import get_dataset
-
-        add_shipped_texts(run, get_dataset(args.dataset))
     if args.eval and "qrels" not in dataset.provides:
         raise ConfigError("--eval needs qrels: --qrels FILE or a dataset that has them")
-    topics = dataset.topics()
-    missing = [qid for qid in run.ranking if qid not in topics.queries]
-    if missing:
-        raise ConfigError(f"{len(missing)} queries of the run are not in the topics (e.g. {missing[0]!r})")
     reranker = reranker_for_model(args.model, batch_size=args.batch_size, device=args.device, amp=args.amp,
                                   threads=args.threads, store=args.store, **key_values(args.config, "--set"))
-    with engine.using(options):  # texts the run lacks come from the dataset's (or --index) index
-        output = reranker.bind(dataset)(topics, run)
+    output, _, _ = run_pipeline(reranker, dataset, use_cache=False, engine=options)
     output.write(args.output, format=args.output_format, tag=reranker.name)
     logger.info("wrote %s", args.output)
     if args.eval:

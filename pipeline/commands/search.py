@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline import engine
 from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
-from pipeline.data.runs import RUN_FORMATS
+from pipeline.data.runs import RUN_FORMATS, check_run_tag
 from pipeline.log import logger
-from pipeline.retrieve.bm25 import BM25, CHINESE_TERMS, DEFAULT_CHINESE_TERMS, dataset_index_for
+from pipeline.validate import flag_type
+from pipeline.retrieve.index import CHINESE_TERMS, DEFAULT_CHINESE_TERMS
+from pipeline.stages.bm25 import BM25
 
 
 def define_args(parser: argparse.ArgumentParser) -> None:
@@ -28,18 +29,19 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--segment", choices=CHINESE_TERMS, help=f"Chinese --dataset: index jieba words or CJK bigrams "
                                                                  f"(default {DEFAULT_CHINESE_TERMS})")
     parser.add_argument("--output-format", choices=RUN_FORMATS, default="trec", help="trec (default) or msmarco")
-    parser.add_argument("--run-tag", default="bm25", metavar="TAG", help="run tag in the TREC file (default bm25)")
+    parser.add_argument("--run-tag", default="bm25", metavar="TAG", type=flag_type(check_run_tag, "search", "--run-tag"),
+                        help="run tag in the TREC file, one word (default bm25)")
     add_engine_args(parser, shards=("queries",))
 
 
 def main(args: argparse.Namespace) -> int:
+    from pipeline.experiment import run_pipeline
+
     options = engine_from_args(args)  # checked before any work
     dataset = dataset_from_args(args)
-    index = args.index or dataset_index_for(dataset, args.segment)
-    stage = BM25(index, args.k1, args.b, args.hits, args.threads, args.rm3, args.fb_terms, args.fb_docs,
-                 args.original_query_weight, args.language)
-    with engine.using(options):
-        run = stage(dataset.topics())
+    stage = BM25(args.index, args.k1, args.b, args.hits, args.threads, args.rm3, args.fb_terms, args.fb_docs,
+                 args.original_query_weight, args.language, args.segment)
+    run, _, _ = run_pipeline(stage, dataset, use_cache=False, engine=options)
     run.write(args.output, format=args.output_format, tag=args.run_tag)
     logger.info("wrote %s (%d queries, %d hits)", args.output, len(run), run.num_hits())
     return 0

@@ -7,6 +7,7 @@ read-only or full folder is one `OutputError` naming the file.
 from __future__ import annotations
 
 import contextlib
+import json
 import errno
 import glob
 import gzip
@@ -20,6 +21,12 @@ from typing import IO, Iterator
 
 from pipeline.errors import InputError, MissingResourceError, OutputError
 from pipeline.log import logger
+
+def cache_root() -> Path:
+    """The root of everything irpipe derives: `$IRPIPE_CACHE`, default `~/.cache/irpipe` (datasets/, indexes/,
+    stages/, models/, jobs/, keywords/, jieba/)."""
+    return Path(os.environ.get("IRPIPE_CACHE") or Path.home() / ".cache" / "irpipe").expanduser()
+
 
 TMP_SUFFIX = ".tmp"  # atomic_write's scratch files: `.<name>.<random>.tmp` beside the target
 STALE_SECONDS = 24 * 3600  # a pid-less scratch file this old belongs to a killed writer
@@ -229,3 +236,18 @@ def json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
         if not isinstance(record, dict):
             raise InputError(path, "expected one JSON object per line", number)
         yield number, record
+
+
+INDEX_METADATA = "irpipe-index.json"  # a Lucene index folder's build record, written beside its files
+
+
+def read_index_metadata(index_dir: str | Path) -> dict:
+    """The build record of an index folder (source, documents, settings), or {} when it has none."""
+    path = Path(index_dir) / INDEX_METADATA
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as error:
+        raise InputError(path, f"damaged index record ({error.msg}): rebuild the index with `irpipe index ... "
+                               "--overwrite`", error.lineno) from None

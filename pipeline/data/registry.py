@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from pipeline.data.sets.answer_selection import AnswerSelectionDataset
-from pipeline.data.sets.base import DataFile, Dataset, DatasetLacksError, Pair  # noqa: F401 (re-exported)
+from pipeline.data.sets.base import DataFile, Dataset, DatasetLacksError, LabelledPair  # noqa: F401 (re-exported)
 from pipeline.data.sets.chinese import BqDataset, InsuranceQaZhDataset, LcqmcDataset, ThucnewsDataset
 from pipeline.data.sets.cranfield import CranfieldDataset
 from pipeline.data.sets.irds import PREFIX as IRDS_PREFIX, IrdsDataset
@@ -27,7 +27,7 @@ from pipeline.data.sets.msmarco import BM25TopDataset
 from pipeline.data.sets.questions import QuestionRetrievalDataset
 from pipeline.data.sets.squad import SquadDataset
 from pipeline.data.sets.standard import StandardDataset
-from pipeline.cache import cache_root
+from pipeline.data.files import cache_root
 from pipeline.data.files import atomic_write
 from pipeline.errors import ConfigError, UnknownNameError
 

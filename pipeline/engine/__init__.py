@@ -1,9 +1,9 @@
 """Where work runs: here (`local`, the default), or on a Ray cluster (`ray`).
 
-    with engine.using(EngineOptions("ray", workers=2)):     # `--engine ray --workers 2` on the CLI,
-        run = (bm25() % 100 >> monobert(ckpt=DIR))(topics)   # `engine: ray` in an experiment file
+    pipeline = (bm25() % 100 >> monobert(ckpt=DIR)).bind(dataset, EngineOptions("ray", workers=2))
+    run = pipeline(topics)     # `--engine ray --workers 2` on the CLI, `engine: ray` in an experiment file
 
-Inside `using`, the stages that do the heavy work hand it to the cluster: BM25 search shards the topics
+Bound to a cluster engine (pipeline/binding.py), the stages that do the heavy work hand it to the cluster: BM25 search shards the topics
 (`shard_queries` to a shard), a neural cross-encoder shards its pairs (whole batches of the local scoring order,
 about `shard_pairs` pairs to a shard), and `irpipe encode` shards the documents (one store shard each). Each shard's
 result is written atomically under a job folder as it finishes, and the results are merged in the local order,
@@ -16,12 +16,9 @@ under pipeline/engine/, and only when the `ray` engine is used.
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from dataclasses import dataclass
-from typing import Iterator
 
-from pipeline.errors import ConfigError
+from pipeline.validate import above, at_least, choice
 
 ENGINES = ("local", "ray")
 
@@ -38,29 +35,13 @@ class EngineOptions:
     retries: int = 3              # restarts of a dead worker (its shards are retried each time)
 
     def __post_init__(self):
-        if self.kind not in ENGINES:
-            raise ConfigError(f"engine {self.kind!r}; choose one of {', '.join(ENGINES)}", field="engine")
+        self.check()  # on construction (and dataclasses.replace): before any work
+
+    def check(self) -> None:
+        """A ConfigError naming the field at fault, from the helpers every config uses (pipeline/validate.py)."""
+        choice("engine", "kind", self.kind, ENGINES)
         for name in ("workers", "shard_queries", "shard_pairs"):
-            if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}", field=name)
-        if self.cpus_per_worker <= 0 or self.gpus_per_worker < 0 or self.retries < 0:
-            raise ConfigError("cpus per worker must be > 0, gpus per worker and retries >= 0", field="workers")
-
-
-_current: contextvars.ContextVar[EngineOptions | None] = contextvars.ContextVar("irpipe_engine", default=None)
-
-
-def current() -> EngineOptions | None:
-    """The cluster engine in force, or None: work runs here (the local engine)."""
-    return _current.get()
-
-
-@contextlib.contextmanager
-def using(options: EngineOptions | None) -> Iterator[EngineOptions | None]:
-    """Run the stages called inside on `options`' engine (None or kind "local": here)."""
-    active = options if options is not None and options.kind != "local" else None
-    token = _current.set(active)
-    try:
-        yield active
-    finally:
-        _current.reset(token)
+            at_least("engine", name, getattr(self, name), 1, integer=True)
+        above("engine", "cpus_per_worker", self.cpus_per_worker, 0)
+        at_least("engine", "gpus_per_worker", self.gpus_per_worker, 0)
+        at_least("engine", "retries", self.retries, 0, integer=True)

@@ -15,7 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
-from pipeline.cache import cache_root
+from pipeline.data.files import cache_root
 from pipeline.data.files import atomic_write
 
 

@@ -9,14 +9,17 @@ cuts the work into shards in a fixed order and merges their results in the local
                         rounding, included), so the scores are bit-identical, not merely close
     encode_on_cluster   `irpipe encode`'s store shards, one Ray shard each, written into the store as they come
 
-Workers get what they need to rebuild a stage (a model's name and arguments, a BM25 stage's config), never a
-loaded model; texts come with the pairs (resolved on the driver), so a scoring or encoding worker starts no JVM.
+Workers get what they need to load a model again (its `ModelSource`: a checkpoint folder, a trained recipe's
+included, or a pretrained model's name and config) or a retriever stage unbound but for its index, which each
+worker binds (opens) once and then searches shard after shard. Texts come with the pairs (resolved on the
+driver), so a scoring or encoding worker starts no JVM.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
 
@@ -24,54 +27,52 @@ from pipeline.data.runs import Run, Topics
 from pipeline.engine import EngineOptions
 from pipeline.engine.cluster import run_shards
 from pipeline.engine.jobs import JobFolder
-from pipeline.errors import ConfigError
+from pipeline.rerank.checkpoint import ModelSource
 from pipeline.rerank.pairs import Pair
+from pipeline.rerank.scoring import Runtime
 
 
 class _ModelTask:
-    """A neural model rebuilt on the worker from its stage's name and arguments, loaded once."""
+    """A neural model loaded once on the worker from its source, run as `runtime` says."""
 
-    def __init__(self, model: str, arguments: dict):
-        self.model_name, self.arguments = model, arguments
+    def __init__(self, source: ModelSource, runtime: Runtime):
+        self.source, self.runtime = source, runtime
 
     def setup(self, threads: int) -> None:
-        import torch
-
-        from pipeline.rerank import models
-        from pipeline.rerank.scoring import resolve_device
-
-        self.stage = models.model_class(self.model_name).stage(**self.arguments)
-        torch.set_num_threads(self.stage.threads or threads)
-        self.device = resolve_device(self.stage.device)
-        self.model = self.stage.load().eval().to(self.device)
+        self.runtime = replace(self.runtime, threads=self.runtime.threads or threads)
+        self.device = self.runtime.start()
+        self.model = self.source.load().to(self.device)
 
 
 class ScoreTask(_ModelTask):
     def run(self, pairs: list[Pair]) -> tuple[dict, int]:
         from pipeline.rerank.scoring import predict
 
-        scored = predict(self.model, pairs, self.stage.batch_size, self.device, self.stage.amp, desc=self.model_name,
-                         order=list(range(len(pairs))))  # the pairs come in scoring order, batch-aligned
+        scored = predict(self.model, pairs, self.runtime.batch_size, self.device, self.runtime.amp,
+                         desc=self.source.name, order=list(range(len(pairs))))  # in scoring order, batch-aligned
         return {"scores": scored.scores, "truncated": scored.truncated}, len(pairs)
 
 
 class EncodeTask(_ModelTask):
-    def __init__(self, model: str, arguments: dict, dtype: str):
-        super().__init__(model, arguments)
+    def __init__(self, source: ModelSource, runtime: Runtime, dtype: str):
+        super().__init__(source, runtime)
         self.dtype = dtype
 
     def run(self, texts: list[str]):
         from pipeline.rerank.store import encode_shard
 
-        return encode_shard(self.model, texts, self.dtype, self.stage.batch_size, self.device, self.stage.amp), len(texts)
+        rows = encode_shard(self.model, texts, self.dtype, self.runtime.batch_size, self.device, self.runtime.amp)
+        return rows, len(texts)
 
 
 class SearchTask:
+    """A retriever stage, unbound but for its index (`for_worker()`), bound (its index opened) once per worker."""
+
     def __init__(self, stage):
         self.stage = stage
 
     def setup(self, threads: int) -> None:
-        """Nothing yet: the index opens (and the worker's one JVM starts) with the first shard."""
+        self.stage = self.stage.bind()  # the index opens, and the worker's one JVM starts, once
 
     def run(self, topics: Topics) -> tuple[dict, int]:
         run = self.stage.transform(topics, None)
@@ -79,7 +80,8 @@ class SearchTask:
 
 
 def search_on_cluster(stage, topics: Topics, options: EngineOptions) -> tuple[Run, dict]:
-    """`stage.transform(topics, None)` (a retriever) over shards of the topics; the run in topics order."""
+    """`stage.transform(topics, None)` (a retriever, unbound but for its index) over shards of the topics; the run
+    in topics order."""
     qids = list(topics.queries)
     shards = [qids[start:start + options.shard_queries] for start in range(0, len(qids), options.shard_queries)]
     job = JobFolder(stage.name, [repr(stage), stage.fingerprint(), topics.fingerprint(), options.shard_queries])
@@ -94,23 +96,17 @@ def search_on_cluster(stage, topics: Topics, options: EngineOptions) -> tuple[Ru
     return Run(ranking, tag=tag), stats
 
 
-def score_on_cluster(stage, pairs: list[Pair], options: EngineOptions) -> tuple[list[float], int, dict]:
-    """(scores in input order, pairs truncated, stats) of a neural cross-encoder stage over `pairs`."""
-    from pipeline.rerank.model import LateInteraction
+def score_on_cluster(source: ModelSource, runtime: Runtime, model_digest: str, pairs: list[Pair],
+                     options: EngineOptions) -> tuple[list[float], int, dict]:
+    """(scores in input order, pairs truncated, stats) of a cross-encoder (loaded from `source`) over `pairs`."""
     from pipeline.rerank.scoring import length_order
 
-    if issubclass(stage.model_class, LateInteraction):
-        raise ConfigError(f"{stage.name} is a late-interaction model: on the ray engine, encode its documents "
-                          f"(`irpipe encode --engine ray ... --out STORE`), then rerank from the store (store=STORE) "
-                          f"with the local engine", field="engine")
-    if stage.train:
-        stage.recipe().ensure_trained()  # trained once, here; the workers load it from the irpipe cache
     order = length_order(pairs)
-    size = math.ceil(options.shard_pairs / stage.batch_size) * stage.batch_size  # whole batches of `order`
+    size = math.ceil(options.shard_pairs / runtime.batch_size) * runtime.batch_size  # whole batches of `order`
     shards = [order[start:start + size] for start in range(0, len(order), size)]
-    job = JobFolder(stage.name, [stage.model_digest(), stage.arguments(), size, pairs_digest(pairs)])
-    stats = run_shards(options, ScoreTask(stage.name, stage.arguments()), len(shards),
-                       lambda number: [pairs[i] for i in shards[number]], job.done, job.save, stage.name, "pairs")
+    job = JobFolder(source.name, [model_digest, repr(source), repr(runtime), size, pairs_digest(pairs)])
+    stats = run_shards(options, ScoreTask(source, runtime), len(shards),
+                       lambda number: [pairs[i] for i in shards[number]], job.done, job.save, source.name, "pairs")
     scores, truncated = [0.0] * len(pairs), 0
     for number, shard in enumerate(shards):
         result = job.load(number)
@@ -131,14 +127,15 @@ def pairs_digest(pairs: list[Pair]) -> str:
     return digest.hexdigest()
 
 
-def encode_on_cluster(directory: str | Path, stage, documents: Iterable[tuple[str, str]], dtype: str, shard_size: int,
+def encode_on_cluster(directory: str | Path, source: ModelSource, runtime: Runtime, model_digest: str,
+                      documents: Iterable[tuple[str, str]], dtype: str, shard_size: int,
                       options: EngineOptions) -> tuple[dict, dict]:
     """`write_store` on the cluster: the same plan of store shards, each encoded by a worker, written as it comes and
     listed in the manifest once those before it are. Returns (manifest, stats)."""
     from pipeline.rerank.store import DTYPES, list_shard, plan_store, save_shard, saved_shard, shard_name
 
     directory = Path(directory)
-    manifest, chunks = plan_store(directory, stage.name, stage.model_digest(), documents, dtype, shard_size)
+    manifest, chunks = plan_store(directory, source.name, model_digest, documents, dtype, shard_size)
     base = len(manifest["shards"])
     names = [shard_name(base + number) for number in range(len(chunks))]
     written: dict[int, int] = {}  # plan shard -> rows, written and waiting to be listed
@@ -163,8 +160,8 @@ def encode_on_cluster(directory: str | Path, stage, documents: Iterable[tuple[st
         written[number] = int(rows.shape[0])
         list_ready()
 
-    task = EncodeTask(stage.name, stage.arguments(), dtype)
+    task = EncodeTask(source, runtime, dtype)
     stats = run_shards(options, task, len(chunks), lambda number: [text for _, text in chunks[number]], done, save,
-                       f"encode {stage.name}", "docs")
+                       f"encode {source.name}", "docs")
     list_ready()
     return manifest, stats

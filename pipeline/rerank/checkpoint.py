@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -177,3 +178,31 @@ def checkpoint_digest(directory: str | Path) -> str:
     for name in (CONFIG_FILE, WEIGHTS_FILE):
         digest.update(file_digest(Path(directory) / name).encode())
     return digest.hexdigest()
+
+
+def pretrained_digest(model_class: type["RerankModel"], config) -> str:
+    """sha1 of a pretrained model's name, config and the weights file of its `bert` folder (when it has one)."""
+    digest = hashlib.sha1(json.dumps([model_class.name, config_to_dict(config)], sort_keys=True).encode())
+    bert = getattr(config, "bert", None)
+    if bert is not None:
+        from pipeline.rerank.bert import bert_folder
+
+        digest.update(file_digest(bert_folder(bert) / "model.safetensors").encode())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model comes from, in a form another process (a cluster's worker) can load it again from: a
+    checkpoint folder (a trained recipe's too), or a pretrained model's name and config overrides."""
+
+    name: str
+    checkpoint: str | None = None
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    def load(self) -> "RerankModel":
+        """The model, on the CPU, in eval mode."""
+        if self.checkpoint is not None:
+            return load_checkpoint(self.checkpoint, dict(self.overrides))
+        model_class = models.model_class(self.name)
+        return model_class(make_config(model_class.config_class, dict(self.overrides))).eval()

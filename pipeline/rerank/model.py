@@ -14,7 +14,7 @@ never looks inside a model; it only calls what is declared here:
 `sampling` says how training batches are drawn for the model's loss (pipeline/training/examples.py): "pointwise"
 (labelled pairs, shuffled), "pairs" (each positive with `negatives_per_positive` negatives of its query: one group),
 "queries" (whole queries kept together: one group per query, for in-batch mining) or "positives" (one positive
-pair per row, distinct queries: in-batch negatives). Library losses (pipeline/training/losses.py) compare scores
+pair per row, distinct queries: in-batch negatives). Library losses (pipeline/rerank/losses.py) compare scores
 within `batch.groups`.
 
 Late interaction (optional, `LateInteraction`): a model that encodes documents without the query can have their

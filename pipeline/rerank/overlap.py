@@ -3,6 +3,7 @@
 score(q, d) = sum over distinct non-stopword query words w that occur in d of weight(w), where weight = 1
 (`idf=false`, word overlap) or idf(w) = log(N / df(w)) over the N distinct candidate texts of the run being
 reranked (`idf=true`, IDF-weighted overlap). Words: lower-cased \\w+ runs; stop words: Lucene's English set.
+The stage `overlap(idf=...)` is in pipeline/stages/rerank.py.
 """
 from __future__ import annotations
 
@@ -10,10 +11,6 @@ import math
 import re
 from collections import Counter
 
-from pipeline.errors import ConfigError
-from pipeline.rerank.base import Reranker
-from pipeline.rerank.pairs import Pair
-from pipeline.stage import register
 
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET
 STOP_WORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their then "
@@ -25,29 +22,17 @@ def words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS}
 
 
-@register
-class Overlap(Reranker):
-    name = "overlap"
-
-    def __init__(self, idf: bool = True, index: str | None = None):
-        if not isinstance(idf, bool):
-            raise ConfigError(f"overlap: idf={idf!r}; expected true or false", field="idf")
-        self.idf, self.index = idf, index
-
-    def config(self) -> dict:
-        return {"idf": self.idf} | ({"index": self.index} if self.index else {})
-
-    def score(self, pairs: list[Pair]) -> list[float]:
-        queries, texts = [p.query for p in pairs], [p.text for p in pairs]
-        document_words = {text: words(text) for text in texts}
-        weight = lambda word: 1.0  # noqa: E731
-        if self.idf:
-            df = Counter(w for ws in document_words.values() for w in ws)
-            total = len(document_words)
-            weight = lambda word: math.log(total / df[word]) if df[word] else 0.0  # noqa: E731
-        query_words = {query: words(query) for query in set(queries)}
-        # fsum: a set's order follows the per-process string hash, and a plain float sum's last bit with it (ties)
-        return [math.fsum(weight(w) for w in query_words[q] & document_words[t]) for q, t in zip(queries, texts)]
+def overlap_scores(queries: list[str], texts: list[str], idf: bool = True) -> list[float]:
+    """The overlap score of each (query, text): IDF-weighted over the distinct `texts` given (`idf`), else 1 a word."""
+    document_words = {text: words(text) for text in texts}
+    weight = lambda word: 1.0  # noqa: E731
+    if idf:
+        df = Counter(w for ws in document_words.values() for w in ws)
+        total = len(document_words)
+        weight = lambda word: math.log(total / df[word]) if df[word] else 0.0  # noqa: E731
+    query_words = {query: words(query) for query in set(queries)}
+    # fsum: a set's order follows the per-process string hash, and a plain float sum's last bit with it (ties)
+    return [math.fsum(weight(w) for w in query_words[q] & document_words[t]) for q, t in zip(queries, texts)]
 
 
 # -- the four overlap features of HCAN's `external_features` (the authors' code option --ext) --------------------

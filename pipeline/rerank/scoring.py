@@ -21,6 +21,23 @@ AMP_DTYPES = ("bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """How a model runs (not what it computes): pairs a batch, device ("auto": CUDA when present), autocast,
+    torch CPU threads (None: torch's default)."""
+
+    batch_size: int = 64
+    device: str = "auto"
+    amp: str | None = None
+    threads: int | None = None
+
+    def start(self) -> torch.device:
+        """Set the thread count; the device to run on."""
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        return resolve_device(self.device)
+
+
 def resolve_device(device: str = "auto") -> torch.device:
     """"auto": the first CUDA device when there is one, else the CPU."""
     if device == "auto":

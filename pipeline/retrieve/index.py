@@ -13,6 +13,7 @@ scratch folder; a scratch folder whose process was killed outright is swept by t
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import logging
 import os
@@ -32,17 +33,20 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from pipeline import java
-from pipeline.cache import cache_root
-from pipeline.data.files import atomic_write, scratch_prefix, sweep_stale
+from pipeline.data.files import INDEX_METADATA, atomic_write, cache_root, read_index_metadata, scratch_prefix, sweep_stale
 from pipeline.errors import ConfigError, InputError, IrpipeError
 from pipeline.log import logger, progress
-from pipeline.retrieve.lucene import INDEX_METADATA, SEGMENTERS, read_index_metadata
+from pipeline.retrieve.lucene import SEGMENTERS, LuceneIndex
 
 CHUNK_DOCS = 200_000
 _PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h): the signal a process gets when its parent dies
 _PROGRESS = re.compile(r"files completed|documents indexed in")
 SCRATCH = "irpipe-index"  # scratch folders `.irpipe-index.PID.*` beside the index, swept when their process is gone
 DUPLICATES = ("refuse", "keep-first")  # what to do with a repeated document id
+# How a Chinese dataset's own index splits text into terms: jieba words (indexed pre-tokenized, queries cut the
+# same way) or Lucene's CJK bigrams. jieba is the default: better on LCQMC question retrieval (eval/KEYWORDS.md).
+CHINESE_TERMS = ("jieba", "bigram")
+DEFAULT_CHINESE_TERMS = "jieba"
 LANGUAGES = ("en", "zh", "ar", "bn", "de", "es", "fa", "fi", "fr", "hi", "id", "ja", "ko", "ru", "sw", "te", "th")
 
 
@@ -246,15 +250,31 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
 def dataset_index(dataset, threads: int = 2, segmenter: str | None = None) -> Path:
     """The cached index of a dataset's corpus, built on first use (`segmenter`: see build_index); a local dataset
     may name its own prebuilt index (`index_dir`) and keys its cached one by its corpus checksum (`index_key`)."""
-    if getattr(dataset, "index_dir", None) is not None and segmenter is None:
+    if dataset.index_dir is not None and segmenter is None:
         return Path(dataset.index_dir)
-    key = getattr(dataset, "index_key", dataset.name)
+    key = dataset.index_key
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", key) + (f".{segmenter}" if segmenter else "")
     index_dir = cache_root() / "indexes" / safe
     if read_index_metadata(index_dir).get("documents"):
         return index_dir
-    language = getattr(dataset, "language", "en")
+    language = dataset.language
     logger.info("building the index of %s at %s (first use)", dataset.name, index_dir)
     build_index(dataset.docs(), index_dir, source=f"dataset:{dataset.name}", threads=threads, language=language,
                 overwrite=True, segmenter=segmenter)
     return index_dir
+
+
+def dataset_index_for(dataset, segment: str | None = None) -> Path:
+    """The index a dataset is searched with (built on first use); for a Chinese dataset, of jieba words (the
+    default) or CJK bigrams (`segment="bigram"`)."""
+    if segment is not None and dataset.language != "zh":
+        raise ConfigError(f"segment={segment} is for Chinese datasets; {dataset.name} is {dataset.language}",
+                          field="segment")
+    segment = segment or (DEFAULT_CHINESE_TERMS if dataset.language == "zh" else None)
+    return dataset_index(dataset, segmenter="jieba" if segment == "jieba" else None)
+
+
+@functools.lru_cache(maxsize=8)
+def open_index(index_dir: str, language: str | None = None) -> LuceneIndex:
+    """An index opened for search and document lookup; it stays open for the life of the process (one JVM)."""
+    return LuceneIndex(index_dir, language)

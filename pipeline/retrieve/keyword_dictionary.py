@@ -29,7 +29,7 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from pipeline.cache import cache_root
+from pipeline.data.files import cache_root
 from pipeline.data.files import atomic_write, json_lines, numbered_lines
 from pipeline.errors import ConfigError, InputError, UnknownNameError
 from pipeline.log import logger, progress

@@ -31,10 +31,9 @@ from typing import Callable, Mapping, Sequence, TypeVar
 import numpy as np
 
 from pipeline import java
-from pipeline.data.files import read_text
-from pipeline.errors import InputError, IrpipeError, MissingResourceError
+from pipeline.data.files import INDEX_METADATA, read_index_metadata
+from pipeline.errors import IrpipeError, MissingResourceError
 
-INDEX_METADATA = "irpipe-index.json"
 _HIT = re.compile(r"doc=\d+ score=\S+ shardIndex=-?\d+ fields=\[(\S+), \[([0-9a-f ]*)\]\]")
 _QUERY_SYNTAX = re.compile(r'([+\-!(){}\[\]^"~*?:\\/&|])')
 _OPERATOR = re.compile(r"(?<!\S)(AND|OR|NOT)(?!\S)")  # QueryParser's operators; every analyzer lower-cases them
@@ -91,17 +90,6 @@ def adjust_score_ties(scores: np.ndarray) -> np.ndarray:
 _DAMAGED = "it is damaged or incomplete: rebuild it with `irpipe index ... --overwrite`"
 
 
-def read_index_metadata(index_dir: str | Path) -> dict:
-    path = Path(index_dir) / INDEX_METADATA
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(read_text(path))
-    except json.JSONDecodeError as error:
-        raise InputError(path, f"damaged index record ({error.msg}): rebuild the index with `irpipe index ... "
-                               "--overwrite`", error.lineno) from None
-
-
 class LuceneIndex:
     """An opened Lucene index (Anserini layout): analyzer, reader and one IndexSearcher per (k1, b)."""
 
@@ -109,8 +97,8 @@ class LuceneIndex:
         self.path = Path(index_dir)
         if not (self.path.is_dir() and any(self.path.glob("segments_*"))):
             raise MissingResourceError(
-                f"no Lucene index at {self.path}: build one with `irpipe index --input CORPUS --index {self.path}` "
-                "(or `irpipe index --dataset NAME --index DIR`)")
+                f"no Lucene index at {self.path}: build one with `irpipe index --input CORPUS --output {self.path}` "
+                "(or `irpipe index --dataset NAME --output DIR`)")
         self.metadata = read_index_metadata(self.path)
         self.language = language or self.metadata.get("language", "en")
         with java.java_errors(f"cannot open the Lucene index {self.path}", _DAMAGED):
@@ -257,7 +245,7 @@ class LuceneIndex:
                    fb_docs: int = 10, original_query_weight: float = 0.5) -> dict[str, list[tuple[str, float]]]:
         """BM25 + RM3 through Anserini's own feedback cascade (Pyserini's path, one crossing per hit)."""
         if not self._reader.getTermVectors(0):
-            raise MissingResourceError(f"RM3 needs document vectors: rebuild {self.path} with --store-docvectors")
+            raise MissingResourceError(f"RM3 needs document vectors: rebuild {self.path} without --no-docvectors")
         simple = java.autoclass("io.anserini.search.SimpleSearcher")(str(self.path))
         simple.set_analyzer(self._analyzer)
         simple.set_bm25(float(k1), float(b))

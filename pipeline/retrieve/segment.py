@@ -17,7 +17,7 @@ import threading
 import unicodedata
 from typing import Iterable
 
-from pipeline.cache import cache_root
+from pipeline.data.files import cache_root
 
 # Function words, pronouns, question and degree words, particles and measure-like words that carry no topic.
 CHINESE_STOP_WORDS = frozenset("""
@@ -47,7 +47,7 @@ _CHINESE_NUMERAL = re.compile(r"[零〇一二三四五六七八九十百千万�
 _jieba_lock = threading.Lock()
 
 
-def normalise(text: str) -> str:
+def fold_width_and_case(text: str) -> str:
     """NFKC (full-width to half-width) and lower case: the form every segmenter input is cut in."""
     return unicodedata.normalize("NFKC", text).lower()
 
@@ -81,13 +81,13 @@ class Segmenter:
         self._tokenizer.tmp_dir = str(jieba_cache_dir())
         with _jieba_lock:  # jieba's cache file is written once; concurrent first loads would race on it
             self._tokenizer.initialize()
-        self.user_words = tuple(sorted({normalise(w) for w in user_words if w}))
+        self.user_words = tuple(sorted({fold_width_and_case(w) for w in user_words if w}))
         for word in self.user_words:
             self._tokenizer.add_word(word)
 
     def cut(self, text: str) -> list[str]:
         """Every jieba token of the normalised text, whitespace and punctuation included."""
-        return self._tokenizer.lcut(normalise(text), HMM=True)
+        return self._tokenizer.lcut(fold_width_and_case(text), HMM=True)
 
     def words(self, text: str) -> list[str]:
         """The tokens that are words (no whitespace, punctuation or symbols), in text order."""

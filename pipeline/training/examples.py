@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Mapping
 import torch
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.pairs import Pair, pairs_of, scores_by_query
+from pipeline.rerank.pairs import CandidateTexts, Pair, pairs_of, scores_by_query
 
 if TYPE_CHECKING:
     from pipeline.data.runs import Run
@@ -101,34 +101,32 @@ def epoch_steps(examples: Examples, sampling: str, options: "TrainOptions") -> i
 # -- from datasets -----------------------------------------------------------------------------------------------
 
 def _candidates(dataset, depth: int) -> "Run":
-    """The dataset's shipped candidates, else BM25's top `depth` on its own index (texts from the index), less the
-    documents a topic excludes (a question-retrieval query's own question: never a negative of itself)."""
+    """The dataset's shipped candidates, else BM25's top `depth` (k1 0.9, b 0.4: `bm25()`'s defaults) on its own
+    index (texts from the index), less the documents a topic excludes (a question-retrieval query's own question:
+    never a negative of itself)."""
     run = dataset.run()
     if run is not None:
         return run
-    from pipeline.retrieve.bm25 import BM25
+    from pipeline.data.runs import Run
+    from pipeline.retrieve.index import dataset_index_for, open_index
 
     topics = dataset.topics()
     excluded = max((len(fields.get("exclude", ())) for fields in topics.extra.values()), default=0)
-    run = BM25(hits=depth + excluded).bind(dataset)(topics).excluding(topics).cut(depth)
+    index = open_index(str(dataset_index_for(dataset)))
+    run = Run(index.search_many(topics.queries, depth + excluded, 0.9, 0.4, 1), tag="bm25")
+    run = run.excluding(topics).cut(depth)
     return _with_texts(run, dataset, {d for hits in run.ranking.values() for d, _ in hits})
 
 
 def _with_texts(run: "Run", dataset, docids: set[str]) -> "Run":
-    """`run` with the texts of `docids` it lacks, from the dataset's index (as the reranker stage gets them)."""
-    missing = {d for d in docids if d not in run.texts}
-    if not missing:
+    """`run` with the texts of `docids` it lacks, from the dataset's index: as a reranker stage gets them
+    (pipeline/rerank/pairs.py `CandidateTexts`), a document the index does not hold is an error."""
+    if all(d in run.texts for d in docids):
         return run
-    from pipeline.retrieve.bm25 import open_index
-    from pipeline.retrieve.index import dataset_index
+    from pipeline.retrieve.index import dataset_index_for, open_index
 
-    index = open_index(str(dataset_index(dataset)))
-    texts = dict(run.texts)
-    for docid in sorted(missing):
-        text = index.doc_text(docid)
-        if text is not None:
-            texts[docid] = text
-    return type(run)(run.ranking, texts, run.tag, run.doc_fields)
+    texts = CandidateTexts(open_index(str(dataset_index_for(dataset))), f"training data of {dataset.name}")
+    return type(run)(run.ranking, texts.lookup(sorted(docids), run.texts), run.tag, run.doc_fields)
 
 
 def examples_from(dataset, negatives: str = "labelled", depth: int = 100, min_rel: int | None = None,

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from pipeline.data.runs import Run, Topics
-from pipeline.data.sets.questions import Exclude
-from pipeline.retrieve.bm25 import BM25
+from pipeline.stages.exclude import Exclude
+from pipeline.stages.bm25 import BM25
 from pipeline.spec import parse
 from support import needs_shared_data
 

@@ -19,7 +19,7 @@ import pytest
 
 from pipeline import cli
 from pipeline.data import registry
-from pipeline.data.registry import Pair, dataset_names, get_dataset
+from pipeline.data.registry import LabelledPair, dataset_names, get_dataset
 from pipeline.data.sets import base
 from pipeline.data.sets.base import DataFile, DatasetLacksError, resolve
 from pipeline.errors import MissingResourceError, UnknownNameError
@@ -123,11 +123,11 @@ EXPECTED = {
                      "run": (54 * 100, ("23849", "4348282", 10.066300392150879), ("324585", "8381474", 10.380800247192383))},
     "msmarco-passage/dev-small": {"topics": (6980, ("1048585", "what is paula deen's brother"), ("1048565", "who plays sebastian michaelis")),
                                   "qrels": (7437, ("300674", "7067032", 1), ("195199", "8009377", 1))},
-    "lcqmc/dev": {"pairs": (8802, Pair("开初婚未育证明怎么弄？", "初婚未育情况证明怎么开？", 1), Pair("不想学习，没有动力，怎么办", "不想学习怎么办啊，没动力", 1))},
-    "lcqmc/test": {"pairs": (12500, Pair("谁有狂三这张高清的", "这张高清图，谁有", 0), Pair("天兵天将是什么生肖？", "天兵天将是指什么生肖", 1)),
+    "lcqmc/dev": {"pairs": (8802, LabelledPair("开初婚未育证明怎么弄？", "初婚未育情况证明怎么开？", 1), LabelledPair("不想学习，没有动力，怎么办", "不想学习怎么办啊，没动力", 1))},
+    "lcqmc/test": {"pairs": (12500, LabelledPair("谁有狂三这张高清的", "这张高清图，谁有", 0), LabelledPair("天兵天将是什么生肖？", "天兵天将是指什么生肖", 1)),
                    "topics": (12088, ("q1", "谁有狂三这张高清的"), ("q12088", "天猫有假货吗"))},
-    "bq/dev": {"pairs": (10000, Pair("不要借了我是试试看能否操作的", "借款审核期间能否取消借款", 0), Pair("不使用可以关闭吗？", "额度申请成功后会短信通知吗", 0))},
-    "bq/test": {"pairs": (10000, Pair("为什么我无法看到额度", "为什么开通了却没有额度", 0), Pair("还款成功  额度没有恢复是怎么回事啊", "迟还款几天会影响信用", 0))},
+    "bq/dev": {"pairs": (10000, LabelledPair("不要借了我是试试看能否操作的", "借款审核期间能否取消借款", 0), LabelledPair("不使用可以关闭吗？", "额度申请成功后会短信通知吗", 0))},
+    "bq/test": {"pairs": (10000, LabelledPair("为什么我无法看到额度", "为什么开通了却没有额度", 0), LabelledPair("还款成功  额度没有恢复是怎么回事啊", "迟还款几天会影响信用", 0))},
     "thucnews/dev": {"records": (10000, {"id": "0", "text": "体验2D巅峰 倚天屠龙记十大创新概览", "domain": "game"},
                                  {"id": "9999", "text": "西甲-瓦伦西亚3比0胜皇马 巴萨次日如胜即可夺冠", "domain": "sports"})},
     "thucnews/test": {"records": (10000, {"id": "0", "text": "词汇阅读是关键 08年考研暑期英语复习全指南", "domain": "education"},
@@ -257,7 +257,7 @@ def test_relevance_levels_and_languages(mirror):
 
 def test_cacm_prebuilt_index_is_extracted_into_the_cache(mirror):
     index = get_dataset("cacm").path("index")
-    assert index == base.cache_root() / "cacm/CACM/lucene9-index.cacm"
+    assert index == base.datasets_root() / "cacm/CACM/lucene9-index.cacm"
     assert any(p.name.startswith("segments_") for p in index.iterdir())
 
 

@@ -9,8 +9,7 @@ import torch.nn.functional as F
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.model import Batch
-from pipeline.rerank.models.hcan import HCAN, HCANConfig
-from pipeline.rerank.hcan_layers import CoAttention, relevance_matching
+from pipeline.rerank.models.hcan import HCAN, CoAttention, HCANConfig, relevance_matching
 from pipeline.rerank.overlap import code_overlap_features, stopword_overlap_features
 from pipeline.rerank.text import tokenize
 from support import make_pairs
@@ -218,7 +217,7 @@ def test_trains_and_round_trips_through_the_framework(tiny_qa, tmp_path):
     from pipeline.rerank.checkpoint import load_checkpoint
     from pipeline.rerank.scoring import predict
     from pipeline.training.loop import train
-    from pipeline.stage import get_stage_class
+    from pipeline.stages import get_stage_class
 
     overrides = dataclasses.asdict(tiny(dropout=0.1))
     result = train("hcan", tiny_qa, tmp_path / "hcan", dev=tiny_qa, options={"epochs": 2, "train_batch_size": 8,

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.models.hcan import HCAN, HCANConfig
-from pipeline.rerank.hcan_trigrams import char_trigrams, url_text
+from pipeline.rerank.models._hcan_inputs import char_trigrams, url_text
 from pipeline.rerank.pairs import Pair
 
 QUERIES = ["water shortages", "tony mendez", "water shortages", "Kerry"]
@@ -151,7 +151,7 @@ def test_assets_round_trip(tmp_path):
 
 def test_urls_of_a_run_reach_training_and_reranking(tiny_tweets, tmp_path):
     from pipeline.rerank.checkpoint import load_checkpoint
-    from pipeline.stage import get_stage_class
+    from pipeline.stages import get_stage_class
     from pipeline.training.loop import train
 
     overrides = dataclasses.asdict(tiny(with_url=True, rm_only=True, max_query_length=8))

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from pipeline.errors import ConfigError
 from pipeline.rerank.models.mrnn import MRNN, MRNNConfig
 from pipeline.rerank.scoring import labelled
-from pipeline.training.losses import hardest_triplets
+from pipeline.rerank.losses import hardest_triplets
 from support import make_pairs
 
 QUERIES = ["who wrote the iron lady ?", "what is the capital of france ?", "who wrote the iron lady ?",
@@ -192,7 +192,7 @@ def test_block_n_sees_a_2n_minus_1_gram(blocks):
 def test_the_resolution_softmax_is_not_saturated_at_the_papers_widths(filters):
     """Eq. (3) at initialisation over BatchNorm-ed maps: the default summary must leave the softmax over the N
     resolutions soft, so the conductor FC gets a gradient. The paper's feature sum grows with s (T ~ 0.3 s per
-    position after BN + PReLU) and made aw one-hot with a ~1e-6 gradient at s = 128 (issue 13)."""
+    position after BN + PReLU) and made aw one-hot with a ~1e-6 gradient at s = 128."""
     torch.manual_seed(0)
     model = build(embedding_dim=50, filters=filters).train()
     x, mask = torch.randn(8, 20, 50), torch.ones(8, 20, dtype=torch.bool)

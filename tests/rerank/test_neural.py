@@ -16,6 +16,9 @@ from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
 from pipeline.rerank.pairs import Pair, pairs_of
 from pipeline.rerank.scoring import autocast, predict, resolve_device
 from pipeline.spec import SpecError, parse
+from pipeline.stages.neural import reranker_class
+
+MonoBERTReranker = reranker_class("monobert")
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +31,7 @@ def checkpoint(tiny_bert, tmp_path_factory):
 def test_scores_do_not_depend_on_batch_size_or_order(checkpoint, tiny_qa):
     run = tiny_qa.run()
     pairs = pairs_of(tiny_qa.topics(), run, run.texts)
-    reranker = MonoBERT.stage(ckpt=str(checkpoint))
-    model = reranker.load()
+    model = MonoBERTReranker(ckpt=str(checkpoint)).bind().model
     one = predict(model, pairs, batch_size=1).scores
     many = predict(model, pairs, batch_size=64).scores
     backwards = predict(model, pairs[::-1], batch_size=7).scores[::-1]
@@ -37,9 +39,9 @@ def test_scores_do_not_depend_on_batch_size_or_order(checkpoint, tiny_qa):
 
 
 def test_stage_returns_the_run_sorted_by_the_new_score(checkpoint, tiny_qa):
-    reranker = MonoBERT.stage(ckpt=str(checkpoint), batch_size=3)
+    reranker = MonoBERTReranker(ckpt=str(checkpoint), batch_size=3).bind()
     output = reranker(tiny_qa.topics(), tiny_qa.run())
-    model = reranker.load()
+    model = reranker.model
     for qid, hits in output.ranking.items():
         scores = [s for _, s in hits]
         assert scores == sorted(scores, reverse=True) and len(hits) == 5
@@ -52,19 +54,19 @@ def test_stage_returns_the_run_sorted_by_the_new_score(checkpoint, tiny_qa):
 def test_truncation_is_counted_and_reported(checkpoint, caplog):
     topics = Topics({"q": "what colour is the sky"})
     run = Run({"q": [("short", 2.0), ("long", 1.0)]}, {"short": "blue", "long": "the sky is " + "very " * 40 + "blue"})
-    reranker = MonoBERT.stage(ckpt=str(checkpoint))
+    reranker = MonoBERTReranker(ckpt=str(checkpoint)).bind()
     with caplog.at_level(logging.WARNING, logger="irpipe"):
         reranker(topics, run)
     assert reranker.truncated == 1
     assert "monobert: 1 of 2 pairs were truncated to fit the model (max_length=24, max_query_length=64)" in caplog.text
-    longer = MonoBERT.stage(ckpt=str(checkpoint), max_length=128)  # a config override at load time
+    longer = MonoBERTReranker(ckpt=str(checkpoint), max_length=128).bind()  # a config override at load time
     longer(topics, run)
-    assert longer.truncated == 0 and longer.load().config.max_length == 128
+    assert longer.truncated == 0 and longer.model.config.max_length == 128
 
 
 def test_spec_builds_the_stage_and_checks_options(checkpoint):
     stage = parse(f"monobert(ckpt={checkpoint}, max_length=64)")
-    assert stage == MonoBERT.stage(ckpt=str(checkpoint), max_length=64)
+    assert stage == MonoBERTReranker(ckpt=str(checkpoint), max_length=64)
     assert repr(stage) == f"monobert(ckpt={checkpoint}, max_length=64)"
     recipe = parse("monobert(train=wikiqa/train, dev=wikiqa/dev, epochs=2, seed=1)")
     assert recipe.config() == {"train": "wikiqa/train", "dev": "wikiqa/dev", "epochs": 2, "seed": 1}
@@ -93,7 +95,7 @@ def test_devices_and_autocast():
 def test_bf16_autocast_scores_close_to_float32(checkpoint, tiny_qa):
     run = tiny_qa.run()
     pairs = pairs_of(tiny_qa.topics(), run, run.texts)
-    model = MonoBERT.stage(ckpt=str(checkpoint)).load()
+    model = MonoBERTReranker(ckpt=str(checkpoint)).bind().model
     exact = predict(model, pairs).scores
     assert predict(model, pairs, amp="bf16").scores == pytest.approx(exact, abs=0.05)
 
@@ -119,15 +121,15 @@ def test_train_command_writes_a_checkpoint(tiny_bert, tmp_path, capsys, shared_d
     from pipeline.rerank.checkpoint import load_checkpoint
 
     out = tmp_path / "model"
-    assert main(["-q", "train", "monobert", "--train", "wikiqa/dev", "--out", str(out), "--epochs", "1",
+    assert main(["-q", "train", "monobert", "--train", "wikiqa/dev", "--output", str(out), "--epochs", "1",
                  "--train-queries", "3", "--batch-size", "8", "--seed", "2", "--option", "warmup=0",
                  "--set", f"bert={tiny_bert}", "--set", "max_length=32"]) == 0
     assert "best epoch 1 of 1" in capsys.readouterr().out
     model = load_checkpoint(out)
     assert model.config.max_length == 32
-    assert main(["-q", "train", "monobert", "--train", "wikiqa/dev", "--out", str(tmp_path / "x"),
+    assert main(["-q", "train", "monobert", "--train", "wikiqa/dev", "--output", str(tmp_path / "x"),
                  "--set", "max_lenght=3"]) == 2
-    assert main(["-q", "train", "monobert", "--train", "wikiqa/dev", "--out", str(tmp_path / "x"),
+    assert main(["-q", "train", "monobert", "--train", "wikiqa/dev", "--output", str(tmp_path / "x"),
                  "--set", "pooling=mean"]) == 2  # a ConfigError naming the field and the choices, no traceback
 
 
@@ -147,20 +149,22 @@ def test_bm25_then_monobert_takes_texts_from_the_index(checkpoint, cacm_index, c
     output = pipeline(topics)
     assert output.ranking.keys() == first.ranking.keys()
     assert all({d for d, _ in output[q]} == {d for d, _ in first[q][:5]} for q in first.ranking)
-    without_index = MonoBERT.stage(ckpt=str(checkpoint))
-    with pytest.raises(ConfigError, match="no index is given"):
+    without_index = MonoBERTReranker(ckpt=str(checkpoint))
+    with pytest.raises(ConfigError, match="no index to read them from"):
         without_index(topics, first.cut(5))
 
 
 def test_a_bound_stage_keeps_its_identity_when_it_runs(checkpoint, shared_data, tmp_path, monkeypatch):
-    """Running a reranker bound to a dataset builds (or finds) the dataset's index for candidates without a text;
-    its repr, config and fingerprint (its cache key) stay what they were."""
+    """Binding a reranker to a dataset builds (or finds) the dataset's index for candidates without a text;
+    binding keeps its repr and config, and running it keeps its fingerprint (its cache key)."""
     from pipeline.data.registry import get_dataset
 
     monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
     cacm = get_dataset("cacm")
     topics = cacm.topics().subset(["1", "2"])
-    stage = MonoBERT.stage(ckpt=str(checkpoint)).bind(cacm)
+    unbound = MonoBERTReranker(ckpt=str(checkpoint))
+    stage = unbound.bind(cacm)
+    assert (repr(stage), stage.config()) == (repr(unbound), unbound.config())
     before = (repr(stage), stage.config(), stage.fingerprint())
     run = Run({qid: [("CACM-0001", 2.0), ("CACM-0002", 1.0)] for qid in topics})  # no texts: read from the index
     output = stage(topics, run)

@@ -12,7 +12,7 @@ import torch
 from pipeline.data.runs import Run, Topics, read_run
 from pipeline.errors import ConfigError
 from pipeline.rerank.models.biencoder import BiEncoder, BiEncoderConfig
-from pipeline.rerank.neural import pretrained_digest
+from pipeline.rerank.checkpoint import pretrained_digest
 from pipeline.rerank.store import EncodingStore, write_store
 
 DOCS = [(f"d{i}", text) for i, text in enumerate(
@@ -81,7 +81,7 @@ def test_a_store_of_another_model_is_refused(tiny, tmp_path):
 
 
 def test_stage_reads_the_store_and_encodes_the_rest(tiny_bert, tiny, tmp_path, caplog):
-    from pipeline.stage import get_stage_class
+    from pipeline.stages import get_stage_class
 
     model, digest = tiny
     write_store(tmp_path / "s", model, digest, DOCS[:5], dtype="fp32")
@@ -109,7 +109,7 @@ def test_dl20_warm_store_ranks_as_on_the_fly(tmp_path, shared_data, dtype):
     shipped = get_dataset("dl20-passage").run()
     Run(dict(list(shipped.ranking.items())[:8])).write(tmp_path / "cand.trec")
     assert main(["-q", "encode", "--model", "biencoder", "--run", str(tmp_path / "cand.trec"), "--dataset",
-                 "dl20-passage", "--out", str(tmp_path / "store"), "--shard-size", "300", "--dtype", dtype]) == 0
+                 "dl20-passage", "--output", str(tmp_path / "store"), "--shard-size", "300", "--dtype", dtype]) == 0
     manifest = json.loads((tmp_path / "store" / "manifest.json").read_text())
     assert manifest["count"] == 800 and manifest["dtype"] == dtype and len(manifest["shards"]) == 3
     common = ["-q", "rerank", "--model", "biencoder", "--run", str(tmp_path / "cand.trec"), "--dataset",
@@ -127,4 +127,4 @@ def test_dl20_warm_store_ranks_as_on_the_fly(tmp_path, shared_data, dtype):
             order = [fly_scores[d] for d, _ in warm[qid]]
             assert all(later <= earlier + 2e-3 for earlier, later in zip(order, order[1:]))
     assert main(["-q", "encode", "--model", "monobert", "--corpus", str(tmp_path / "cand.trec"),
-                 "--out", str(tmp_path / "x")]) == 2  # a cross-encoder has no document encodings: exit 2
+                 "--output", str(tmp_path / "x")]) == 2  # a cross-encoder has no document encodings: exit 2

@@ -12,9 +12,10 @@ from safetensors.torch import load_file
 from pipeline.errors import ConfigError
 from pipeline.training.examples import epoch_batches, examples_from
 from pipeline.training.loop import train
-from pipeline.training.losses import batch_hard_triplet, in_batch_softmax, pairwise_hinge
+from pipeline.rerank.losses import batch_hard_triplet, in_batch_softmax, pairwise_hinge
 from pipeline.training.negatives import NegativeSampling
 from pipeline.training.options import TrainOptions, check_options
+from pipeline.training.recipes import RecipeIdentity
 
 
 def _options(**changes) -> dict:
@@ -92,6 +93,9 @@ def test_log_checkpoint_and_best_epoch(tiny_bert, tiny_qa, tmp_path):
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     assert config["training"]["finished"] and config["training"]["best_epoch"] == best + 1
     assert config["training"]["recipe"]["options"]["seed"] == 3
+    identity = RecipeIdentity.resolve("monobert", tiny_qa, tiny_qa, _options(),
+                                      {"bert": str(tiny_bert), "max_length": 32})
+    assert config["training"]["recipe"] == identity.record()  # the cache key's identity is the one recorded
 
 
 def test_early_stopping_on_a_flat_dev_score(tiny_bert, tiny_qa, tmp_path):
@@ -112,6 +116,21 @@ def test_sgd_plateau_run(tiny_bert, tiny_qa, tmp_path):
     result = _train(tiny_bert, tiny_qa, tmp_path / "out", options={
         "epochs": 2, "optimizer": "sgd", "nesterov": True, "schedule": "plateau", "plateau_patience": 0, "lr": 0.05})
     assert len(result.history) == 2 and all(r["loss"] >= 0 for r in result.history)
+
+
+def test_warmup_schedules_of_train_and_pretrain():
+    """One schedule, each caller's shape: the reranker's ramp peaks at step `warmup`, pretrain-mlm's a step earlier
+    and holds; both decay linearly to 0 at the last step."""
+    from pipeline.training.optim import LinearWarmupDecay
+
+    reranker = LinearWarmupDecay.reranker(0.2, 10)  # int(0.2 x 10) = 2 warm-up steps
+    assert [reranker(s) for s in range(11)] == [1 / 3, 2 / 3, 1.0] + [(10 - s) / 8 for s in range(3, 11)]
+    mlm = LinearWarmupDecay.mlm(0.2, 10)            # round(0.2 x 10) = 2
+    assert [mlm(s) for s in range(11)] == [1 / 2, 1.0, 1.0] + [(10 - s) / 8 for s in range(3, 11)]
+    assert LinearWarmupDecay.mlm(0.01, 10).warmup == 1 and LinearWarmupDecay.reranker(0.01, 10).warmup == 0
+    assert [LinearWarmupDecay.reranker(0.0, 4)(s) for s in range(5)] == [4 / 4, 3 / 4, 2 / 4, 1 / 4, 0.0]
+    # a warm-up longer than the run: the reranker's lr after its last step is still the ramp's
+    assert LinearWarmupDecay.reranker(2.0, 3)(3) == 4 / 7 and LinearWarmupDecay.mlm(2.0, 3)(3) == 0.0
 
 
 def test_pairwise_hinge_compares_within_groups():
@@ -233,14 +252,14 @@ def test_a_fault_anywhere_in_the_state_save_resumes_bit_identical(tiny_bert, tin
     and best epoch of an uninterrupted run."""
     import os
 
-    from pipeline.training import loop, state
+    from pipeline.training.state import StateStore
 
     whole = two_epochs
-    real_save, real_replace, real_sweep = loop.save_state, os.replace, state.sweep_state
+    real_save, real_replace, real_sweep = StateStore.save, os.replace, StateStore.sweep
 
-    def faulty_save(root, model, trainer):
-        if trainer["epoch"] != 2:
-            return real_save(root, model, trainer)
+    def faulty_save(store, number, write_model, trainer):
+        if number != 2:
+            return real_save(store, number, write_model, trainer)
         calls = []
 
         def replace(src, dst):
@@ -249,22 +268,22 @@ def test_a_fault_anywhere_in_the_state_save_resumes_bit_identical(tiny_bert, tin
                 raise _Fault
             return real_replace(src, dst)
 
-        def sweep(root):
+        def sweep(store):
             raise _Fault
 
         monkeypatch.setattr(os, "replace", replace)
         if fault == "after-commit":
-            monkeypatch.setattr(state, "sweep_state", sweep)
+            monkeypatch.setattr(StateStore, "sweep", sweep)
         try:
-            real_save(root, model, trainer)
+            real_save(store, number, write_model, trainer)
         finally:
             monkeypatch.setattr(os, "replace", real_replace)
-            monkeypatch.setattr(state, "sweep_state", real_sweep)
+            monkeypatch.setattr(StateStore, "sweep", real_sweep)
 
-    monkeypatch.setattr(loop, "save_state", faulty_save)
+    monkeypatch.setattr(StateStore, "save", faulty_save)
     with pytest.raises(_Fault):
         _train(tiny_bert, tiny_qa, tmp_path / "cut", options={"epochs": 2})
-    monkeypatch.setattr(loop, "save_state", real_save)
+    monkeypatch.setattr(StateStore, "save", real_save)
     resumed = _train(tiny_bert, tiny_qa, tmp_path / "cut", options={"epochs": 2}, resume=True)
     assert _same(_weights(whole.out), _weights(resumed.out))
     assert [r["loss"] for r in resumed.history] == [r["loss"] for r in whole.history]
@@ -277,7 +296,7 @@ def test_a_tampered_state_is_refused_and_an_empty_one_said(tiny_bert, tiny_qa, t
     (tmp_path / "out" / "state" / "epoch-0001" / "trainer.json").write_text("{}")
     with pytest.raises(ConfigError, match="inconsistent .*changed after it was saved"):
         _train(tiny_bert, tiny_qa, tmp_path / "out", options={"epochs": 2}, resume=True)
-    (tmp_path / "fresh").mkdir()  # an existing --out folder without state: --resume says it starts afresh
+    (tmp_path / "fresh").mkdir()  # an existing --output folder without state: --resume says it starts afresh
     with caplog.at_level(logging.WARNING, logger="irpipe"):
         _train(tiny_bert, tiny_qa, tmp_path / "fresh", options={"epochs": 1}, resume=True)
     assert "holds no saved training state: training starts afresh" in caplog.text

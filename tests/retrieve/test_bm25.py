@@ -10,7 +10,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.data.runs import Topics, read_run
 from pipeline.errors import MissingResourceError
-from pipeline.retrieve.bm25 import BM25
+from pipeline.stages.bm25 import BM25
 from pipeline.retrieve.lucene import LuceneIndex, adjust_score_ties
 
 PYSERINI_CLI = """

@@ -9,7 +9,7 @@ from pipeline.cli import main
 from pipeline.data.corpus import iter_docs
 from pipeline.data.runs import Topics
 from pipeline.errors import ConfigError, InputError
-from pipeline.retrieve.bm25 import BM25
+from pipeline.stages.bm25 import BM25
 from pipeline.retrieve.index import build_index
 
 DOCS = [("d1", "lucene is a search library"), ("d2", "pyserini wraps anserini for python"),
@@ -25,7 +25,7 @@ def tsv_corpus(tmp_path):
 
 def test_tsv_index_records_metadata_and_finds_planted_doc(tsv_corpus, tmp_path):
     index = tmp_path / "idx"
-    assert main(["-q", "index", "--input", str(tsv_corpus), "--index", str(index), "--threads", "1"]) == 0
+    assert main(["-q", "index", "--input", str(tsv_corpus), "--output", str(index), "--threads", "1"]) == 0
     meta = json.loads((index / "irpipe-index.json").read_text())
     assert meta["documents"] == 3 and meta["store_docvectors"] and meta["source"].endswith("collection.tsv")
     run = BM25(index, hits=3)(Topics({"q": "inverse document frequency"}))

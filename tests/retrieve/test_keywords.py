@@ -10,10 +10,11 @@ import pytest
 from pipeline.cli import main
 from pipeline.data.runs import Topics
 from pipeline.errors import ConfigError, InputError
-from pipeline.retrieve.bm25 import BM25
+from pipeline.stages.bm25 import BM25
 from pipeline.retrieve.index import build_index
 from pipeline.retrieve.keyword_dictionary import Keyword, KeywordDictionary, build_dictionary, diff_idf
-from pipeline.retrieve.keywords import BM25KW, KeywordExtractor, Keywords
+from pipeline.retrieve.keywords import KeywordExtractor
+from pipeline.stages.keywords import BM25KW, Keywords
 from pipeline.retrieve.lucene import LuceneIndex
 from pipeline.spec import parse
 
@@ -204,7 +205,7 @@ def test_spec_grammar_builds_the_same_stages():
     assert repr(stage) == "bm25kw(dict=thucnews, weight=0.5, k1=0.9, b=0.4, hits=100) >> exclude()"
     assert parse(repr(stage)) == stage
     assert parse("keywords(dict=squad-dev)") == Keywords("squad-dev")
-    with pytest.raises(ConfigError, match="weight must be >= 0"):
+    with pytest.raises(ConfigError, match="bm25kw: weight=-1; expected a number >= 0"):
         BM25KW("thucnews", weight=-1)
 
 
@@ -214,7 +215,7 @@ def test_cli_build_and_extract(tmp_path, capsys):
     corpus.write_text("".join(json.dumps({"text": t, "label": d}, ensure_ascii=False) + "\n" for d, t in THREE_DOMAINS))
     out = tmp_path / "dict.tsv"
     assert main(["-q", "keywords", "build", "--corpus", str(corpus), "--domain-field", "label", "--language", "zh",
-                 "--threshold", "0", "--min-df", "1", "--out", str(out)]) == 0
+                 "--threshold", "0", "--min-df", "1", "--output", str(out)]) == 0
     assert KeywordDictionary.load(out).entries["goal"].domain == "sport"
     capsys.readouterr()
     assert main(["-q", "keywords", "extract", "--dict", str(out), "a goal for the stock market"]) == 0
@@ -224,8 +225,8 @@ def test_cli_build_and_extract(tmp_path, capsys):
 def test_cli_errors_name_the_file_line_and_field(tmp_path, capsys):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"text": "a", "domain": "x"}\n{"text": "b"}\n')
-    assert main(["-q", "keywords", "build", "--corpus", str(corpus), "--language", "zh", "--out",
+    assert main(["-q", "keywords", "build", "--corpus", str(corpus), "--language", "zh", "--output",
                  str(tmp_path / "d.tsv")]) == 2
     assert f"{corpus}:2 [domain]" in capsys.readouterr().err and not (tmp_path / "d.tsv").exists()
-    assert main(["-q", "keywords", "build", "--corpus", "thucnew", "--out", str(tmp_path / "d.tsv")]) == 2
+    assert main(["-q", "keywords", "build", "--corpus", "thucnew", "--output", str(tmp_path / "d.tsv")]) == 2
     assert "Did you mean: thucnews" in capsys.readouterr().err

@@ -4,11 +4,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from pipeline.retrieve.segment import Segmenter, is_number, is_word, normalise
+from pipeline.retrieve.segment import Segmenter, fold_width_and_case, is_number, is_word
 
 
 def test_normalisation_folds_width_and_case():
-    assert normalise("ｉＰｈｏｎｅ６ｓ怎么样？") == "iphone6s怎么样?"
+    assert fold_width_and_case("ｉＰｈｏｎｅ６ｓ怎么样？") == "iphone6s怎么样?"
 
 
 def test_words_drop_whitespace_and_punctuation():

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-from pipeline.cache import cache_root as irpipe_cache_root
-from pipeline.data.files import atomic_write, file_sha256
+from pipeline.data.files import atomic_write, cache_root, file_sha256
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import Run, Topics
 from pipeline.errors import IrpipeError, MissingResourceError
@@ -39,7 +38,7 @@ class DatasetLacksError(IrpipeError):
     """A dataset was asked for something it does not provide (e.g. documents of MS MARCO dev-small)."""
 
 
-class Pair(NamedTuple):
+class LabelledPair(NamedTuple):
     """A labelled text pair of a matching dataset (LCQMC, BQ)."""
 
     text_a: str
@@ -50,7 +49,7 @@ class Pair(NamedTuple):
 class PairsAsRanking:
     """A labelled-pairs dataset read as a ranking task: each distinct text_a is a query (`q1, q2, ...` in order of
     first appearance), its rows are its candidates (`<qid>-<row>` ids, file order, row 1-based) with their labels as
-    qrels. Mixed into a `Dataset` whose `pairs()` yields `Pair`s."""
+    qrels. Mixed into a `Dataset` whose `pairs()` yields `LabelledPair`s."""
 
     def _ranking(self) -> tuple[Topics, Qrels, Run]:
         qids: dict[str, str] = {}
@@ -94,9 +93,9 @@ class DataFile:
         return RAW_URL.format(repo=self.repo, commit=self.commit, path=self.path)
 
 
-def cache_root() -> Path:
+def datasets_root() -> Path:
     """Where dataset files are cached: `<irpipe cache>/datasets`."""
-    return irpipe_cache_root() / "datasets"
+    return cache_root() / "datasets"
 
 
 def mirror_root() -> Path | None:
@@ -111,7 +110,7 @@ def offline() -> bool:
 def locate(file: DataFile, member: str | None = None) -> Path | None:
     """Where the file (or an archive member) is now, in the cache or the mirror; never downloads or checks."""
     rel = str(Path(file.rel).parent / member) if member else file.rel
-    for root in (cache_root(), mirror_root()):
+    for root in (datasets_root(), mirror_root()):
         if root is not None and (root / rel).exists():
             return root / rel
     return None
@@ -120,16 +119,16 @@ def locate(file: DataFile, member: str | None = None) -> Path | None:
 def resolve(file: DataFile, member: str | None = None) -> Path:
     """A verified local path of `file`, or of `member` extracted from the archive `file`; fetched if needed."""
     if member is None:
-        for root in (cache_root(), mirror_root()):
+        for root in (datasets_root(), mirror_root()):
             if root is not None and (root / file.rel).is_file():
                 return _verify(root / file.rel, file)
-        return _download(file, cache_root() / file.rel)
+        return _download(file, datasets_root() / file.rel)
     if member not in file.members:
         raise ValueError(f"{member!r} is not among the members {file.members} of {file.rel}")
     found = locate(file, member)
     if found is not None:
         return found
-    destination = cache_root() / Path(file.rel).parent
+    destination = datasets_root() / Path(file.rel).parent
     _extract(resolve(file), file, destination)
     return destination / member
 
@@ -139,7 +138,7 @@ def _place_message(file: DataFile, reason: str) -> str:
     where = (f"neither in the cache nor in the mirror {mirror}" if mirror
              else "not in the cache and IRPIPE_MIRROR is not set")
     return (f"dataset file {file.rel} is {where}, and {reason}. Place the file {file.url} "
-            f"({file.size:,} bytes, sha256 {file.sha256}) at {cache_root() / file.rel}, "
+            f"({file.size:,} bytes, sha256 {file.sha256}) at {datasets_root() / file.rel}, "
             f"or set IRPIPE_MIRROR to a folder holding {file.rel}.")
 
 
@@ -220,6 +219,16 @@ class Dataset:
         """The analyzer language its texts need: "en", or "zh" (CJK bigrams) for the Chinese sets."""
         return self.spec.get("language", "en")
 
+    @property
+    def index_dir(self) -> Path | None:
+        """A prebuilt Lucene index of its documents that it names itself, or None: built on first use."""
+        return None
+
+    @property
+    def index_key(self) -> str:
+        """The name of its built index's folder under `<irpipe cache>/indexes/`."""
+        return self.name
+
     def path(self, key: str) -> Path:
         """The local path of the dataset file `key` (e.g. "topics"), fetched and verified if needed."""
         if key not in self.files:
@@ -246,7 +255,7 @@ class Dataset:
         """Candidate rankings shipped with the dataset (with their texts), or None when it ships none."""
         return None
 
-    def pairs(self) -> Iterator[Pair]:
+    def pairs(self) -> Iterator[LabelledPair]:
         raise self._lacks("pairs")
 
     def records(self) -> Iterator[dict]:

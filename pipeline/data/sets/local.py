@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Iterator
 
 from pipeline.data.corpus import DOC_FORMATS
-from pipeline.data.files import load_yaml, numbered_lines
+from pipeline.data.files import load_yaml, numbered_lines, read_index_metadata
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import RUN_FORMATS, Run, Topics, read_run
 from pipeline.data.sets.answer_selection import AnswerSelectionDataset
-from pipeline.data.sets.base import DataFile, Dataset, Pair, PairsAsRanking, file_sha256
+from pipeline.data.sets.base import DataFile, Dataset, LabelledPair, PairsAsRanking, file_sha256
 from pipeline.data.sets.standard import StandardDataset
 from pipeline.data.topics import TOPIC_FORMATS
 from pipeline.errors import InputError, MissingResourceError
@@ -54,8 +54,6 @@ _SPEC_KEYS = {"name", "description", "kind", "rel_level", "language", "files"}
 def checksum(path: Path) -> str:
     """sha256 of a file, or of an index folder's build record (an index is identified by how it was built)."""
     if path.is_dir():
-        from pipeline.retrieve.index import read_index_metadata
-
         return hashlib.sha256(json.dumps(read_index_metadata(path), sort_keys=True).encode()).hexdigest()
     return file_sha256(path)
 
@@ -200,7 +198,7 @@ class LocalPairs(LocalFiles, PairsAsRanking, Dataset):
     required = ("pairs",)
     provides = ("topics", "qrels", "run", "pairs")
 
-    def pairs(self) -> Iterator[Pair]:
+    def pairs(self) -> Iterator[LabelledPair]:
         path = self.path("pairs")
         for number, line in numbered_lines(path):
             parts = line.split("\t")
@@ -213,7 +211,7 @@ class LocalPairs(LocalFiles, PairsAsRanking, Dataset):
             for text, field in ((text_a, "text_a"), (text_b, "text_b")):
                 if not text:
                     raise InputError(path, f"empty {field}", number, field)
-            yield Pair(text_a, text_b, int(label))
+            yield LabelledPair(text_a, text_b, int(label))
 
 
 
@@ -224,7 +222,7 @@ class WithFiles(Dataset):
     def __init__(self, base: Dataset, local: LocalCollection):
         parts = [key for key in ("topics", "qrels", "corpus", "run", "index") if key in local.files]
         super().__init__(f"{base.name}+{'+'.join(parts)}", {**base.spec, "rel_level": base.rel_level},
-                         {**getattr(base, "files", {}), **{f"local.{key}": local.files[key] for key in parts}})
+                         {**base.files, **{f"local.{key}": local.files[key] for key in parts}})
         self.base, self.local = base, local
         self.rel_level = base.rel_level
         has_docs = "docs" in base.provides or "docs" in local.provides
@@ -244,15 +242,23 @@ class WithFiles(Dataset):
         return self._from("qrels").qrels()
 
     def run(self) -> Run | None:
-        return self._from("run").run()
+        """The run file's candidates, with the texts (and fields) that the base dataset ships for them (DL19/DL20,
+        WikiQA, TrecQA, the microblog years): a run of your own over such a dataset needs no index."""
+        run = self._from("run").run()
+        shipped = self.base.run() if run is not None and "run" in self.local.files else None
+        if shipped is not None:
+            docids = [d for hits in run.ranking.values() for d, _ in hits]
+            run.texts = {d: shipped.texts[d] for d in docids if d in shipped.texts}
+            run.doc_fields = {d: shipped.doc_fields[d] for d in docids if d in shipped.doc_fields}
+        return run
 
     def docs(self) -> Iterator[dict]:
         return self._from("corpus").docs()
 
     @property
     def index_dir(self) -> Path | None:
-        return self.local.index_dir if "index" in self.local.files else getattr(self.base, "index_dir", None)
+        return self.local.index_dir if "index" in self.local.files else self.base.index_dir
 
     @property
     def index_key(self) -> str:
-        return self.local.index_key if "corpus" in self.local.files else getattr(self.base, "index_key", self.base.name)
+        return self.local.index_key if "corpus" in self.local.files else self.base.index_key

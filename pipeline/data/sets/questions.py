@@ -1,10 +1,10 @@
-"""Question retrieval over a question-pair set (the keyword-BERT paper's Table 3 setting), and `exclude()`.
+"""Question retrieval over a question-pair set (the keyword-BERT paper's Table 3 setting).
 
 The documents are the unique questions of all the listed splits (dev + test), numbered `q0, q1, ...` in order of
 first appearance (each pair's first question, then its second). Every positive pair is a query: its first
 question is the query text, its second question the one relevant document, and the query's own question, which
-is in the index too, is listed in `Topics.extra[qid]["exclude"]` for the `exclude()` stage to drop from the
-ranking (`bm25() >> exclude()`). Query ids are `<split>-<pair index>` (0-based position in the split's file);
+is in the index too, is listed in `Topics.extra[qid]["exclude"]` for the `exclude()` stage
+(pipeline/stages/exclude.py) to drop from the ranking (`bm25() >> exclude()`). Query ids are `<split>-<pair index>` (0-based position in the split's file);
 pairs whose two questions are the same text are left out (their answer would be the excluded question itself).
 A spec's `query_splits` keeps the queries of those splits only (`lcqmc/questions-test`: the documents of dev+test,
 the queries of test, for models trained on dev).
@@ -15,10 +15,9 @@ import functools
 from typing import Iterator
 
 from pipeline.data.qrels import Qrels
-from pipeline.data.runs import Run, Topics
-from pipeline.data.sets.base import Dataset, Pair
+from pipeline.data.runs import Topics
+from pipeline.data.sets.base import Dataset, LabelledPair
 from pipeline.data.sets.chinese import BqDataset, LcqmcDataset
-from pipeline.stage import Stage, register
 
 PAIR_FAMILIES: dict[str, type[Dataset]] = {"lcqmc": LcqmcDataset, "bq": BqDataset}
 
@@ -26,7 +25,7 @@ PAIR_FAMILIES: dict[str, type[Dataset]] = {"lcqmc": LcqmcDataset, "bq": BqDatase
 class QuestionRetrievalDataset(Dataset):
     provides = ("docs", "topics", "qrels")
 
-    def _pairs(self) -> Iterator[tuple[str, int, Pair]]:
+    def _pairs(self) -> Iterator[tuple[str, int, LabelledPair]]:
         """(split, index in split, pair) over the splits in the order of the spec's files."""
         family = PAIR_FAMILIES[self.spec["pairs_family"]]
         for split in self.files:
@@ -58,15 +57,3 @@ class QuestionRetrievalDataset(Dataset):
 
     def qrels(self) -> Qrels:
         return {qid: dict(judged) for qid, judged in self._built[3].items()}
-
-
-@register
-class Exclude(Stage):
-    """Drop from each query's hits the docids listed in its `exclude` field (Topics.extra), e.g. the query's own
-    copy in a question-retrieval index. Queries without the field keep all their hits."""
-
-    name = "exclude"
-    needs_run = True
-
-    def transform(self, topics: Topics, run: Run | None) -> Run:
-        return run.excluding(topics)

@@ -38,7 +38,6 @@ The paper's reading (MODELS.md §3) is one option away: `init=random, reconstruc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -47,11 +46,11 @@ from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, check_positions, load_bert, pad_rows, save_bert_assets
-from pipeline.rerank.config import at_least, choice
+from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, last_layer, single_inputs
+from pipeline.validate import at_least, choice
 from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
-from pipeline.training.losses import pairwise_hinge
+from pipeline.rerank.losses import pairwise_hinge
 
 ABLATIONS = ("none", "no_mags", "no_highway", "no_denoiser", "attention_only_mags")
 
@@ -192,20 +191,18 @@ def on_rows(function, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 @register_model
-class ADDAX(LateInteraction, RerankModel):
+class ADDAX(LateInteraction, BertBackbone, RerankModel):
     name = "addax"
     config_class = ADDAXConfig
     sampling = "pairs"   # a positive and a negative of its query: one triplet
     training_defaults = {"optimizer": "adam", "lr": 1e-5, "weight_decay": 0.0, "train_batch_size": 32,
                          "schedule": "linear", "warmup": 0.1, "max_grad_norm": 1.0, "negatives_per_positive": 1}
+    length_fields = ("max_query_length", "max_doc_length")   # word pieces, checked against the BERT's positions
 
     def __init__(self, config: ADDAXConfig, bert: nn.Module | None = None, tokenizer=None):
         super().__init__(config)
-        if bert is None:
-            bert, tokenizer = load_bert(config.bert)
-        check_positions("addax", config, bert, ("max_query_length", "max_doc_length"))
-        self.bert, self.tokenizer = bert, tokenizer
-        d, ablation = bert.config.hidden_size, config.ablation
+        self.attach_bert(bert, tokenizer)  # the config's BERT, pretrained, unless a checkpoint's is given
+        d, ablation = self.bert.config.hidden_size, config.ablation
         if ablation != "no_mags":
             gates, highway = ablation != "attention_only_mags", ablation != "no_highway"
             self.query_mags = MAGS(d, config.max_doc_length, gates, highway)   # W1 in R^{L_D x d}
@@ -221,31 +218,18 @@ class ADDAX(LateInteraction, RerankModel):
             if hasattr(self, "denoiser"):
                 self.denoiser.start_as_sign_projection(self.query_projection)
 
-    def save_assets(self, directory: Path) -> None:
-        save_bert_assets(self.bert, self.tokenizer, directory)
-
-    @classmethod
-    def load_assets(cls, config: ADDAXConfig, directory: Path) -> "ADDAX":
-        return cls(config, *bert_from_assets(directory))
-
     # -- inputs ------------------------------------------------------------------------------------------------
-    def _pieces(self, texts: list[str], length: int) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """(B, L) ids and mask of "[CLS] text [SEP]" cut to `length` pieces; how many texts were cut."""
-        tok, room = self.tokenizer, length - 2
-        pieces = tok(list(texts), add_special_tokens=False)["input_ids"]
-        ids, mask = pad_rows([[tok.cls_token_id, *p[:room], tok.sep_token_id] for p in pieces], tok.pad_token_id)
-        return ids, mask, sum(len(p) > room for p in pieces)
-
     def prepare(self, pairs: list[Pair]) -> Batch:
-        q_ids, q_mask, q_cut = self._pieces([p.query for p in pairs], self.config.max_query_length)
-        d_ids, d_mask, d_cut = self._pieces([p.text for p in pairs], self.config.max_doc_length)
+        """"[CLS] q [SEP]" cut to L_Q and "[CLS] d [SEP]" cut to L_D pieces, apart: (B, L) ids and masks."""
+        q_ids, q_mask, q_cut = single_inputs(self.tokenizer, [p.query for p in pairs], self.config.max_query_length)
+        d_ids, d_mask, d_cut = single_inputs(self.tokenizer, [p.text for p in pairs], self.config.max_doc_length)
         return Batch({"query_ids": q_ids, "query_mask": q_mask, "doc_ids": d_ids, "doc_mask": d_mask},
                      q_cut + d_cut, pairs)
 
     # -- the model -----------------------------------------------------------------------------------------------
     def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, L) -> (B, L, d) BERT's last layer; the siamese encoder of both sides."""
-        return self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+        return last_layer(self.bert, ids, mask)
 
     def forward(self, query_ids, query_mask, doc_ids, doc_mask) -> dict[str, torch.Tensor]:
         return self.interact(self.encode(query_ids, query_mask), query_mask.bool(),
@@ -306,7 +290,7 @@ class ADDAX(LateInteraction, RerankModel):
         return self._encode_apart(texts, self.config.max_query_length)
 
     def _encode_apart(self, texts: list[str], length: int) -> list[torch.Tensor]:
-        ids, mask, _ = self._pieces(texts, length)
+        ids, mask, _ = single_inputs(self.tokenizer, texts, length)
         device = next(self.parameters()).device
         hidden = self.encode(ids.to(device), mask.to(device))                             # (B, L, d)
         return [h[:int(m.sum())] for h, m in zip(hidden, mask)]

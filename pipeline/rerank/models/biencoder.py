@@ -13,16 +13,15 @@ every positive of the batch (MultipleNegativesRanking), through the shared loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, pad_rows, save_bert_assets
-from pipeline.rerank.config import at_least
+from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, last_layer, mean_pool, single_inputs
+from pipeline.validate import at_least
 from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
-from pipeline.training.losses import in_batch_softmax
+from pipeline.rerank.losses import in_batch_softmax
 
 
 @dataclass
@@ -37,7 +36,7 @@ class BiEncoderConfig:
 
 
 @register_model
-class BiEncoder(LateInteraction, RerankModel):
+class BiEncoder(LateInteraction, BertBackbone, RerankModel):
     name = "biencoder"
     config_class = BiEncoderConfig
     pretrained = True
@@ -47,37 +46,20 @@ class BiEncoder(LateInteraction, RerankModel):
 
     def __init__(self, config: BiEncoderConfig, bert=None, tokenizer=None):
         super().__init__(config)
-        if bert is None:
-            bert, tokenizer = load_bert(config.bert)
-        self.bert, self.tokenizer = bert, tokenizer
-
-    def save_assets(self, directory: Path) -> None:
-        save_bert_assets(self.bert, self.tokenizer, directory)
-
-    @classmethod
-    def load_assets(cls, config: BiEncoderConfig, directory: Path) -> "BiEncoder":
-        return cls(config, *bert_from_assets(directory))
+        self.attach_bert(bert, tokenizer)  # the config's BERT, pretrained, unless a checkpoint's is given
 
     # -- inputs ------------------------------------------------------------------------------------------------
-    def _pieces(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """(B, L) ids and mask of "[CLS] text [SEP]", cut to max_length; how many texts were cut."""
-        tok, room = self.tokenizer, self.config.max_length - 2
-        pieces = tok(list(texts), add_special_tokens=False)["input_ids"]
-        ids, mask = pad_rows([[tok.cls_token_id, *p[:room], tok.sep_token_id] for p in pieces], tok.pad_token_id)
-        return ids, mask, sum(len(p) > room for p in pieces)
-
     def prepare(self, pairs: list[Pair]) -> Batch:
-        q_ids, q_mask, q_cut = self._pieces([p.query for p in pairs])
-        d_ids, d_mask, d_cut = self._pieces([p.text for p in pairs])
+        """"[CLS] q [SEP]" and "[CLS] d [SEP]" apart, each cut to max_length: (B, L) ids and masks."""
+        q_ids, q_mask, q_cut = single_inputs(self.tokenizer, [p.query for p in pairs], self.config.max_length)
+        d_ids, d_mask, d_cut = single_inputs(self.tokenizer, [p.text for p in pairs], self.config.max_length)
         return Batch({"query_ids": q_ids, "query_mask": q_mask, "doc_ids": d_ids, "doc_mask": d_mask},
                      q_cut + d_cut, pairs)
 
     # -- the model -----------------------------------------------------------------------------------------------
     def embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, L) -> (B, H): BERT's last layer, mean over real word pieces."""
-        hidden = self.bert(input_ids=ids, attention_mask=mask).last_hidden_state        # (B, L, H)
-        weights = mask.unsqueeze(-1).to(hidden.dtype)                                    # (B, L, 1)
-        return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)                   # (B, H)
+        return mean_pool(last_layer(self.bert, ids, mask), mask)                         # (B, L, H) -> (B, H)
 
     def forward(self, query_ids, query_mask, doc_ids, doc_mask) -> torch.Tensor:
         return torch.stack([self.embed(query_ids, query_mask), self.embed(doc_ids, doc_mask)], 1)  # (B, 2, H)
@@ -96,7 +78,7 @@ class BiEncoder(LateInteraction, RerankModel):
 
     # -- late interaction: documents and queries apart -----------------------------------------------------------
     def encode_documents(self, texts: list[str]) -> list[torch.Tensor]:
-        ids, mask, _ = self._pieces(texts)
+        ids, mask, _ = single_inputs(self.tokenizer, texts, self.config.max_length)
         device = next(self.parameters()).device
         vectors = F.normalize(self.embed(ids.to(device), mask.to(device)).float(), dim=-1)  # (B, H)
         return list(vectors.unsqueeze(1))                                                    # B x (1, H)

@@ -1,54 +1,296 @@
 """HCAN: Hybrid Co-Attention Network (Rao, Liu, Tay, Yang, Shi & Lin, EMNLP 2019), as read in MODELS.md §1.
 
-Query and candidate share a word embedding and an encoder that yields levels 0..N (level 0 = the embeddings,
-level l covers (l+1)-grams). Per level: relevance matching (RM, no parameters: similarity matrix, softmax,
-max/mean pooling, IDF weights) and, for l >= 1, semantic matching (SM: BiDAF-style co-attention + BiLSTM).
-All features -> MLP 150-50-2 -> log-softmax; NLL loss; ranking score = P(relevant).
-`external_features=True` is the authors' code option `--ext` (off by default, as there): four word-overlap
-features of the pair join the MLP input (see `overlap_features`). `char_trigrams` / `with_url` are the authors'
-tweet-search inputs (off by default): relevance matching of the query's character trigrams against the
-candidate's text and URL (pipeline/rerank/hcan_trigrams.py); the config is pipeline/rerank/hcan_config.py, the
-layers pipeline/rerank/hcan_layers.py.
+Query and candidate share a word embedding and an encoder of levels 0..N (level l covers (l+1)-grams). Per level:
+relevance matching (RM, no parameters) and, for l >= 1, semantic matching (SM); all features feed an MLP. Shapes: B
+pairs, n query tokens, m candidate tokens, T either, E embedding width, F filters, d = sm_hidden, L = max_query_length.
+Padding (id 0) is masked in every softmax (-inf), pooling and LSTM (packed sequences): appending padding to a query or
+candidate does not change its score (tests/rerank/test_hcan.py). The network is all in this file, in this order
+(equation numbers are this summary's; the comments cite them):
 
-Shapes: B pairs, n query tokens, m candidate tokens, E embedding width, F filters, L = max_query_length.
-Padding (id 0) is masked in every softmax (-inf), pooling and LSTM (packed sequences): appending padding to a
-query or candidate does not change its score (tests/rerank/test_hcan.py).
+    U^l = Dropout(ReLU(Conv1d(U^{l-1})))               (B, T, F)   (1) level l of the deep encoder, U^0 = E (B, T, E)
+    S = U_q U_cᵀ, softmax over the query axis          (B, n, m)   (2) RM similarity (rm_softmax, rm_similarity)
+    RM = [max_m S ⊙ idf; mean_m S ⊙ idf]               (B, 2L)     (3) zero-padded to L = max_query_length
+    A = REP(U_q w_q) + REP(U_c w_c) + U_q W_b U_cᵀ     (B, n, m)   (4) SM co-attention, softmax over the query axis
+    Ũ_q = Aᵀ U_q;  Ũ_c = REP(softmax_m(max_n A) U_c)   (B, m, F)   (5)
+    H = [U_c; Ũ_q; U_c ⊙ Ũ_q; Ũ_c ⊙ Ũ_q]               (B, m, 4F)  (6)
+    SM = BiLSTM(H): last real state of each direction  (B, d)      (7)
+    log p = log_softmax(MLP([RM^0..N; SM^1..N]))       (B, 2)      (8) MLP 150-50-2, P(relevant) the score
 
-Relevance-matching variants (defaults as MODELS.md): `rm_softmax="padded"` is the authors' code, which masks
-nothing, so a short query's padded rows take part in the query-axis softmax with logit ~0 and a candidate word
-near no query word weighs little everywhere (the masked softmax of MODELS.md only says which query word a
-candidate word is nearest, however far); `rm_softmax="raw", rm_similarity="cosine"` drops the softmax and
-compares L2-normalised rows, so level 0 is the exact-match signal (an exact match scores 1 whatever training
-does to the embeddings). On tweet search (2-4 word queries) the first is much better than the default and the
-second better still (eval/microblog-*.yaml).
+`external_features=True` is the authors' code option `--ext` (off by default, as there): four word-overlap features of
+the pair (pipeline/rerank/overlap.py) join the MLP input. `char_trigrams` / `with_url` are the authors' tweet-search
+inputs (off by default): relevance matching of the query's character trigrams against the candidate's text and URL
+(TrigramMatching here). How texts become these inputs is in _hcan_inputs.py beside this file.
 
-Resolutions beyond MODELS.md: RM features are computed at the batch's query length and zero-padded to
-max_query_length (padding weighs 0 anyway); an empty text reads as one unknown word; sm_mode="code" also applies
-the code's ReLU to H; the code's embedding dropout and its IDF weighting of levels 0-1 only are not reproduced;
-the vocabulary, IDF collection and embedding choices are in pipeline/rerank/text.py and HCANConfig.
-"""
+Relevance-matching variants (defaults as MODELS.md): `rm_softmax="padded"` is the authors' code, which masks nothing,
+so a short query's padded rows take part in the query-axis softmax with logit ~0 and a candidate word near no query
+word weighs little everywhere (the masked softmax of MODELS.md only says which query word a candidate word is nearest,
+however far); `rm_softmax="raw", rm_similarity="cosine"` drops the softmax and compares L2-normalised rows, so level 0
+is the exact-match signal (an exact match scores 1 whatever training does to the embeddings). On tweet search (2-4 word
+queries) the first is much better than the default and the second better still (eval/microblog-*.yaml).
+
+Resolutions beyond MODELS.md: RM features are computed at the batch's query length and zero-padded to max_query_length
+(padding weighs 0 anyway); an empty text reads as one unknown word; sm_mode="code" also applies the code's ReLU to H;
+the code's embedding dropout and its IDF weighting of levels 0-1 only are not reproduced; the vocabulary, IDF
+collection and embedding choices are in pipeline/rerank/text.py and HCANConfig."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from pipeline.errors import ConfigError
-from pipeline.log import logger
-from pipeline.rerank.hcan_config import HCANConfig
-from pipeline.rerank.hcan_layers import ENCODERS, SemanticMatching, relevance_matching
-from pipeline.rerank.hcan_trigrams import TrigramMatching, trigram_embedding, trigram_tensors, training_trigrams
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
-from pipeline.rerank.overlap import OVERLAP_FEATURES
-from pipeline.rerank.text import IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
-from pipeline.training.losses import pairwise_hinge
+from pipeline.rerank.models._hcan_inputs import load_inputs, pair_batch, save_inputs, training_inputs
+from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary
+from pipeline.rerank.losses import pairwise_hinge
+from pipeline.validate import at_least, choice
 
-# -- the model ---------------------------------------------------------------------------------------------------
+# -- config -----------------------------------------------------------------------------------------------------------
+_CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"), "idf_stat": ("df", "cf"),
+            "rm_softmax": ("query", "context", "padded", "raw"), "rm_similarity": ("dot", "cosine"),
+            "rm_mode": ("paper", "code"), "sm_mode": ("paper", "code"), "loss": ("nll", "hinge")}
+
+
+@dataclass
+class HCANConfig:
+    embeddings: str = "glove"        # glove | bert | word2vec | random (paper: 300-d word2vec; not available here)
+    bert_path: str = ""              # embeddings="bert": a BERT checkpoint folder; "" = the packaged all-MiniLM-L6-v2
+    embedding_dim: int = 0           # 0 = the table's width, fixed when the vocabulary is built (word2vec/random: 300)
+    pretrained_vocab: int = 100_000  # also admit the table's first N words (GloVe: most frequent first): words of
+                                     # the test set unseen in a small training set keep their own pretrained vector
+    min_count: int = 1               # training words seen in fewer texts are unknown (unless the table has them)
+    freeze_embeddings: bool = False  # the paper trains them; the padding row stays zero either way
+    encoder: str = "deep"            # deep (all paper tables) | wide | contextual
+    levels: int = 4                  # N conv levels used (the authors' code builds 5 and never uses the last)
+    filters: int = 128               # F: the code's default (its README says 256)
+    kernel: int = 2                  # level l covers (l+1)-grams and gets their IDF (other kernels keep that IDF)
+    dropout: float = 0.3
+    max_query_length: int = 100      # RM features are per query position: the classifier's width depends on it
+    max_doc_length: int = 100
+    idf_stat: str = "df"             # df | cf (the code's collection frequency)
+    rm_softmax: str = "query"        # the code normalises over the query axis; one sentence of the paper row-wise;
+                                     # padded: over the query axis with max_query_length - n zero logits (the code
+                                     # masks nothing, so its padded query rows compete); raw: S itself
+    rm_similarity: str = "dot"       # S = U_q U_c^T (paper); cosine: of L2-normalised rows (not in paper or code)
+    rm_mode: str = "paper"           # paper: max + mean pooling; code: max only
+    sm_mode: str = "paper"           # paper: last real BiLSTM states; code: ReLU(H), max + mean over time
+    sm_hidden: int = 150             # d, both directions together
+    rm_only: bool = False
+    sm_only: bool = False
+    external_features: bool = False  # the code's --ext: + 4 word-overlap features before the MLP
+    overlap_mode: str = "code"       # code: the code's compute_overlap_feat (unigram, IDF unigram, bigram, IDF bigram
+                                     # shares); stopwords: ours before (word / IDF shares, all and non-stop words)
+    char_trigrams: bool = False      # + query vs candidate-text character trigrams (the code's model_option complete)
+    with_url: bool = False           # + query vs candidate-URL trigrams (doc_fields["url"]; the code's twitter setting)
+    trigram_dim: int = 50            # the code's trigram embedding width
+    trigram_kernel: int = 4          # the code's conv kernel over trigrams
+    max_query_trigrams: int = 100    # RM width per trigram level, as max_query_length (the code: the longest training
+                                     # query, at most 200; microblog queries have <= 53 trigrams)
+    max_doc_trigrams: int = 200      # the code's MAX_3GRAM_LENGTH
+    max_url_trigrams: int = 120      # the code's MAX_URL_LENGTH (a longer URL keeps its end, as there)
+    loss: str = "nll"                # nll: pointwise NLL of P(relevant) [C]; hinge: pairwise, on the logit z_1 - z_0
+    margin: float = 1.0              # hinge margin
+    seed: int = 0                    # unknown-word rows and word2vec (`hcan(seed=N)` also seeds the training run)
+
+    # Fields added after the first HCAN checkpoints were saved, each with the value those checkpoints were trained
+    # with (overlap features were ours, "stopwords", before the code's became the default), so that they still load
+    LEGACY: ClassVar[dict] = {"external_features": False, "overlap_mode": "stopwords", "rm_similarity": "dot",
+                              "loss": "nll", "margin": 1.0, "char_trigrams": False, "with_url": False,
+                              "trigram_dim": 50, "trigram_kernel": 4, "max_query_trigrams": 100,
+                              "max_doc_trigrams": 200, "max_url_trigrams": 120}
+
+    def check(self) -> None:
+        for name, allowed in _CHOICES.items():
+            choice("hcan", name, getattr(self, name), allowed)
+        if self.rm_only and self.sm_only:
+            raise ConfigError("hcan: rm_only and sm_only exclude each other (that would leave no features)",
+                              field="sm_only")
+        if self.sm_only and self.trigrams:
+            raise ConfigError("hcan: char_trigrams and with_url are relevance matching, which sm_only turns off",
+                              field="sm_only")
+        for name in ("levels", "filters", "kernel", "max_query_length", "max_doc_length", "sm_hidden", "trigram_dim",
+                     "trigram_kernel", "max_query_trigrams", "max_doc_trigrams", "max_url_trigrams"):
+            at_least("hcan", name, getattr(self, name), 1)
+        at_least("hcan", "dropout", self.dropout, 0)
+        at_least("hcan", "margin", self.margin, 0)
+        if (self.encoder == "contextual" and self.filters % 2) or self.sm_hidden % 2:
+            raise ConfigError("hcan: filters (contextual encoder) and sm_hidden must be even: F/2, d/2 per direction",
+                              field="sm_hidden")
+
+    @property
+    def trigrams(self) -> bool:
+        """Whether any character-trigram branch is on (the model then has a trigram vocabulary)."""
+        return self.char_trigrams or self.with_url
+
+
+# -- helpers ----------------------------------------------------------------------------------------------------------
+def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """Softmax over `dim` where `mask` (broadcastable, True = real) is False gets -inf, i.e. weight 0."""
+    return torch.softmax(x.masked_fill(~mask, float("-inf")), dim=dim)
+
+
+def run_lstm(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor):
+    """A batch-first (Bi)LSTM over the real steps only: (B, T, 2h) outputs, zero at padding, and h_n."""
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, (h_n, _) = lstm(packed)
+    return pad_packed_sequence(out, batch_first=True, total_length=x.size(1))[0], h_n  # h_n in input order
+
+
+# -- encoders: (B, T, E) embeddings + (B, T) mask -> [level 0 (B, T, E), level 1..N (B, T, F)] ------------------------
+class DeepEncoder(nn.Module):
+    """Level l = Dropout(ReLU(Conv1d(level l-1, F, k))), 'same' padding 0 left / k-1 right: (l+1)-grams for k=2."""
+
+    def __init__(self, c: HCANConfig, dim: int):
+        super().__init__()
+        self.stacked, self.pads = True, [c.kernel - 1] * c.levels
+        self.convs = nn.ModuleList(nn.Conv1d(dim if l == 0 else c.filters, c.filters, c.kernel)
+                                   for l in range(c.levels))
+        self.dropout = nn.Dropout(c.dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
+        levels, keep = [x], mask.unsqueeze(-1)
+        for pad, conv in zip(self.pads, self.convs):
+            h = conv(F.pad((levels[-1] if self.stacked else x).transpose(1, 2), (0, pad)))  # (B, F, T)
+            levels.append(self.dropout(F.relu(h)).transpose(1, 2) * keep)  # (B, T, F)  (1), padding back to zero
+        return levels
+
+
+class WideEncoder(DeepEncoder):
+    """Level l = one conv on the embeddings with kernel k+l-1 (2, 3, 4, 5): also (l+1)-grams for k=2."""
+
+    def __init__(self, c: HCANConfig, dim: int):
+        super().__init__(c, dim)
+        self.stacked, self.pads = False, [c.kernel + l - 2 for l in range(1, c.levels + 1)]
+        self.convs = nn.ModuleList(nn.Conv1d(dim, c.filters, c.kernel + l - 1) for l in range(1, c.levels + 1))
+
+
+class ContextualEncoder(nn.Module):
+    """Level l = BiLSTM(level l-1), F/2 units per direction (stacked)."""
+
+    def __init__(self, c: HCANConfig, dim: int):
+        super().__init__()
+        self.lstms = nn.ModuleList(nn.LSTM(dim if l == 0 else c.filters, c.filters // 2, batch_first=True,
+                                           bidirectional=True) for l in range(c.levels))
+        self.dropout = nn.Dropout(c.dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
+        levels = [x]
+        for lstm in self.lstms:
+            levels.append(self.dropout(run_lstm(lstm, levels[-1], lengths)[0]))  # (B, T, F), zero at padding
+        return levels
+
+
+ENCODERS = {"deep": DeepEncoder, "wide": WideEncoder, "contextual": ContextualEncoder}
+
+
+# -- relevance matching (no parameters) -------------------------------------------------------------------------------
+def padded_query_softmax(s: torch.Tensor, rows: torch.Tensor, length: int) -> torch.Tensor:
+    """Softmax of (B, n, m) S over the query axis as if each query had `length` rows, the missing ones with logit 0
+    (the code's unmasked padding): a candidate word near no query word then weighs little on every query row."""
+    top = s.masked_fill(~rows, float("-inf")).amax(1, keepdim=True).clamp(min=0)  # (B, 1, m)  for stability
+    e = torch.exp(s - top) * rows                                           # (B, n, m)  real rows only
+    missing = (length - rows.sum(1, keepdim=True)).clamp(min=0)            # (B, 1, 1)  zero-logit rows
+    return e / (e.sum(1, keepdim=True) + missing * torch.exp(-top))
+
+
+def relevance_matching(uq, uc, qmask, cmask, weights, c: HCANConfig, length: int | None = None) -> torch.Tensor:
+    """(B, n, *) x (B, m, *) -> (B, 2L) [max; mean] over the candidate axis times the query positions' `weights`
+    (B, n) (IDF; code mode: (B, L) max only), each zero-padded to L = `length` (default max_query_length)."""
+    length = length or c.max_query_length
+    if c.rm_similarity == "cosine":
+        uq, uc = F.normalize(uq, dim=-1), F.normalize(uc, dim=-1)
+    s = uq @ uc.transpose(1, 2)                                            # (B, n, m)  S = U_q U_c^T, (2)
+    rows, cols = qmask.unsqueeze(2), cmask.unsqueeze(1)
+    if c.rm_softmax == "query":
+        s = masked_softmax(s, rows, 1)
+    elif c.rm_softmax == "context":
+        s = masked_softmax(s, cols, 2)
+    elif c.rm_softmax == "padded":
+        s = padded_query_softmax(s, rows, length)
+    features = [s.masked_fill(~cols, float("-inf")).amax(2) * weights]    # (B, n)  Max, times the weights (3)
+    if c.rm_mode == "paper":
+        features.append((s * cols).sum(2) / cols.sum(2) * weights)        # (B, n)  Mean over real columns (3)
+    return torch.cat([F.pad(f, (0, length - f.size(1))) for f in features], 1)  # (B, 2L): fixed width
+
+
+# -- semantic matching ------------------------------------------------------------------------------------------------
+class CoAttention(nn.Module):
+    """A = REP(U_q w_q) + REP(U_c w_c) + U_q W_b U_c^T; Ũ_q = A^T U_q; Ũ_c BiDAF-style; H (B, m, 4F)."""
+
+    def __init__(self, f: int):
+        super().__init__()
+        self.w_q = nn.Linear(f, 1, bias=False)
+        self.w_c = nn.Linear(f, 1, bias=False)
+        self.w_b = nn.Parameter(nn.init.xavier_uniform_(torch.empty(f, f)))
+
+    def forward(self, uq, uc, qmask, cmask) -> torch.Tensor:
+        a_raw = self.w_q(uq) + self.w_c(uc).transpose(1, 2) + uq @ self.w_b @ uc.transpose(1, 2)  # (B, n, m)  (4)
+        rows = qmask.unsqueeze(2)
+        a = masked_softmax(a_raw, rows, 1)                                 # (B, n, m)  softmax over the query axis
+        uq_att = a.transpose(1, 2) @ uq                                    # (B, m, F)  Ũ_q = A^T U_q (5), no reshape
+        b = masked_softmax(a_raw.masked_fill(~rows, float("-inf")).amax(1), cmask, 1)  # (B, m)  softmax_m(max_n A)
+        uc_att = (b.unsqueeze(1) @ uc).expand_as(uc)                       # (B, m, F)  Ũ_c = REP(b U_c) (5)
+        return torch.cat([uc, uq_att, uc * uq_att, uc_att * uq_att], 2)   # (B, m, 4F)  H (6)
+
+
+class SemanticMatching(nn.Module):
+    """O_SM = BiLSTM(H): the last real hidden state of each direction (B, d); code mode: max + mean (B, 2d)."""
+
+    def __init__(self, c: HCANConfig):
+        super().__init__()
+        self.code = c.sm_mode == "code"
+        self.coattention = CoAttention(c.filters)
+        self.lstm = nn.LSTM(4 * c.filters, c.sm_hidden // 2, batch_first=True, bidirectional=True)
+
+    def forward(self, uq, uc, qmask, cmask, lengths) -> torch.Tensor:
+        h = self.coattention(uq, uc, qmask, cmask)                         # (B, m, 4F)
+        out, h_n = run_lstm(self.lstm, F.relu(h) if self.code else h, lengths)  # (B, m, d), (2, B, d/2)
+        if not self.code:
+            return torch.cat([h_n[0], h_n[1]], 1)                          # (B, d)  forward end, backward start (7)
+        keep = cmask.unsqueeze(2)
+        top = out.masked_fill(~keep, float("-inf")).amax(1)                # (B, d)
+        return torch.cat([top, out.sum(1) / keep.sum(1)], 1)               # (B, 2d)
+
+
+# -- character-trigram branches (the trigrams as text: _hcan_inputs.py) -----------------------------------------------
+class TrigramMatching(nn.Module):
+    """One branch: the query's trigrams against a sequence's (the text's or the URL's), on levels 0..N of an
+    encoder of its own; embedded (B, n3, D), (B, s3, D) + masks -> (B, (N+1) x 2 x L_3) features (code mode:
+    (B, (N+1) x L_3)). D = trigram_dim; the table is the model's, shared by the branches."""
+
+    def __init__(self, c: HCANConfig):
+        super().__init__()
+        self.config = c
+        encoder = WideEncoder if c.encoder == "wide" else DeepEncoder      # contextual: deep, as in the code
+        self.encoder = encoder(dataclasses.replace(c, kernel=c.trigram_kernel), c.trigram_dim)
+
+    def forward(self, query: torch.Tensor, qmask: torch.Tensor, seq: torch.Tensor, smask: torch.Tensor) -> torch.Tensor:
+        c = self.config
+        uqs = self.encoder(query, qmask, qmask.sum(1).cpu())               # N+1 x (B, n3, D|F)
+        uss = self.encoder(seq, smask, smask.sum(1).cpu())                 # N+1 x (B, s3, D|F)
+        weights = qmask.float()                                             # (B, n3)  no IDF: 1 at real positions
+        return torch.cat([relevance_matching(uq, us, qmask, smask, weights, c, c.max_query_trigrams)
+                          for uq, us in zip(uqs, uss)], 1)
+
+
+def trigram_embedding(size: int, dim: int) -> nn.Embedding:
+    """The trigram table: U(-0.05, 0.05) as the code's, padding row 0 zero and never updated."""
+    embedding = nn.Embedding(size, dim, padding_idx=0)
+    with torch.no_grad():
+        embedding.weight.uniform_(-0.05, 0.05)
+        embedding.weight[0].zero_()
+    return embedding
+
+
+# -- the model --------------------------------------------------------------------------------------------------------
 @register_model
 class HCAN(RerankModel):
     name = "hcan"
@@ -90,87 +332,32 @@ class HCAN(RerankModel):
     def idf_order(c: HCANConfig) -> int:
         return 1 if c.encoder == "contextual" else c.levels + 1  # contextual: unigram IDF at every level
 
-    # -- building -----------------------------------------------------------------------------------------------
+    # -- building, saving, inputs: from texts (_hcan_inputs.py) -------------------------------------------------------
     @classmethod
     def from_training_data(cls, config: HCANConfig, queries: list[str], docs: list[str],
                            doc_fields: list = ()) -> "HCAN":
         """Vocabulary, IDF tables (over the distinct training texts) and initial embeddings, then the net; with
         trigram inputs, the trigram vocabulary of the training queries, texts and URLs (`doc_fields`)."""
         config.check()
-        token_lists = [tokenize(t) for t in dict.fromkeys([*queries, *docs])]
-        dim = config.embedding_dim or 300
-        table = word_table(config.embeddings, config.bert_path or None, token_lists, dim, config.seed)
-        extra = table.words[:config.pretrained_vocab] if table is not None else []
-        vocab = Vocabulary.build(token_lists, config.min_count, extra)
-        matrix, found = embedding_matrix(vocab, table, dim, np.random.default_rng(config.seed))
-        idf = IdfTable.build(token_lists, cls.idf_order(config), config.idf_stat)
-        logger.info("hcan: %d training texts, vocabulary %d words (%d from %s), embeddings %d-d", len(token_lists),
-                    len(vocab), found, config.embeddings, matrix.shape[1])
-        trigrams = Vocabulary.build(training_trigrams(queries, docs, doc_fields)) if config.trigrams else None
-        if trigrams is not None:
-            logger.info("hcan: %d character trigrams", len(trigrams))
-        return cls(dataclasses.replace(config, embedding_dim=matrix.shape[1]), vocab, idf, matrix, trigrams)
+        return cls(*training_inputs(config, queries, docs, doc_fields, cls.idf_order(config)))
 
     def save_assets(self, directory: Path) -> None:
-        self.vocab.save(Path(directory) / "vocab.txt")
-        self.idf.save(Path(directory) / "idf.tsv")
-        if self.trigram_vocab is not None:
-            self.trigram_vocab.save(Path(directory) / "trigrams.txt")
+        save_inputs(directory, self.vocab, self.idf, self.trigram_vocab)
 
     @classmethod
     def load_assets(cls, config: HCANConfig, directory: Path) -> "HCAN":
-        from pipeline.rerank.checkpoint import CheckpointError
+        vocab, idf, trigrams = load_inputs(config, directory, cls.idf_order(config))
+        return cls(config, vocab, idf, trigrams=trigrams)
 
-        paths = [Path(directory) / name for name in ("vocab.txt", "idf.tsv", "trigrams.txt")[:2 + config.trigrams]]
-        for path in paths:
-            if not path.is_file():
-                raise CheckpointError(path, "missing: HCAN's vocabulary (vocab.txt), IDF table (idf.tsv) and, with "
-                                      "char_trigrams or with_url, trigram vocabulary (trigrams.txt)")
-        idf = IdfTable.load(paths[1])
-        if idf.max_order < cls.idf_order(config):
-            raise CheckpointError(paths[1], f"IDF up to {idf.max_order}-grams; levels={config.levels} needs "
-                                  f"{cls.idf_order(config)}")
-        trigrams = Vocabulary.load(paths[2]) if config.trigrams else None
-        return cls(config, Vocabulary.load(paths[0]), idf, trigrams=trigrams)
-
-    # -- inputs ---------------------------------------------------------------------------------------------------
     def batch_sampling(self) -> str:
         return "pairs" if self.config.loss == "hinge" else "pointwise"
 
     def prepare(self, pairs: list[Pair]) -> Batch:
-        """Token ids padded to the batch's longest (<= max lengths), per-level IDF weights of query positions, and
-        the trigram ids of the branches turned on (hcan_trigrams.trigram_tensors)."""
-        c, memo = self.config, {}
-        queries, docs = [p.query for p in pairs], [p.text for p in pairs]
+        """Token ids padded to the batch's longest (<= max lengths), per-level IDF weights of query positions, the
+        overlap features and the trigram ids of the branches turned on (_hcan_inputs.pair_batch)."""
+        return pair_batch(pairs, self.vocab, self.idf, self.trigram_vocab, self.config)
 
-        def tokens(text: str, limit: int) -> tuple[list[str], bool]:
-            if (text, limit) not in memo:
-                words = tokenize(text) or [Vocabulary.UNK]  # an empty text reads as one unknown word
-                memo[text, limit] = (words[:limit], len(words) > limit)
-            return memo[text, limit]
-
-        qs, ds = [tokens(q, c.max_query_length) for q in queries], [tokens(d, c.max_doc_length) for d in docs]
-        n, m = max((len(q) for q, _ in qs), default=1), max((len(d) for d, _ in ds), default=1)
-        query_ids = torch.zeros(len(qs), n, dtype=torch.long)
-        doc_ids = torch.zeros(len(ds), m, dtype=torch.long)
-        query_idf = torch.zeros(len(qs), c.levels + 1, n)
-        overlap = torch.zeros(len(qs), 4)
-        weights: dict[tuple, list[list[float]]] = {}
-        tensors, cut = trigram_tensors(pairs, self.trigram_vocab, c) if c.trigrams else ({}, [False] * len(pairs))
-        for i, ((q, q_cut), (d, d_cut)) in enumerate(zip(qs, ds)):
-            cut[i] = cut[i] or q_cut or d_cut
-            query_ids[i, :len(q)] = torch.tensor(self.vocab.encode(q))
-            doc_ids[i, :len(d)] = torch.tensor(self.vocab.encode(d))
-            key = tuple(q)
-            if key not in weights:
-                weights[key] = [self.idf.positions(q, 0 if c.encoder == "contextual" else l) for l in range(c.levels + 1)]
-            query_idf[i, :, :len(q)] = torch.tensor(weights[key])
-            if c.external_features:
-                overlap[i] = torch.tensor(OVERLAP_FEATURES[c.overlap_mode](q, d, self.idf, self.vocab))
-        tensors |= {"query_ids": query_ids, "doc_ids": doc_ids, "query_idf": query_idf}
-        return Batch(tensors | ({"overlap": overlap} if c.external_features else {}), sum(cut), pairs)
-
-    # -- the network ----------------------------------------------------------------------------------------------
+    # -- the network --------------------------------------------------------------------------------------------------
     def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_idf: torch.Tensor,
                 overlap: torch.Tensor | None = None, query_trigrams: torch.Tensor | None = None,
                 doc_trigrams: torch.Tensor | None = None, url_trigrams: torch.Tensor | None = None) -> torch.Tensor:
@@ -183,7 +370,8 @@ class HCAN(RerankModel):
         ucs = self.encoder(self.embedding(doc_ids), cmask, clen)            # N+1 x (B, m, E|F)
         features = []
         if not c.sm_only:
-            features += [relevance_matching(uqs[l], ucs[l], qmask, cmask, query_idf[:, l], c) for l in range(c.levels + 1)]
+            features += [relevance_matching(uqs[l], ucs[l], qmask, cmask, query_idf[:, l], c)  # (B, 2L) each
+                         for l in range(c.levels + 1)]
         for branch, seq_ids in ((self.text_trigrams, doc_trigrams), (self.url_trigrams, url_trigrams)):
             if branch is not None:                                         # (B, (N+1) x 2 x L_3) each
                 features.append(branch(self.trigram_embedding(query_trigrams), query_trigrams != 0,
@@ -192,7 +380,7 @@ class HCAN(RerankModel):
             features += [sm(uqs[l], ucs[l], qmask, cmask, clen) for l, sm in enumerate(self.sm, 1)]
         if c.external_features:
             features.append(overlap)                                       # (B, 4)
-        return F.log_softmax(self.classifier(torch.cat(features, 1)), 1)   # (B, 2)
+        return F.log_softmax(self.classifier(torch.cat(features, 1)), 1)   # (B, 2)  (8)
 
     def state_dict(self, *args, **kwargs):
         """On CUDA, cuDNN keeps each LSTM's weights as views of one flat buffer, which safetensors refuses to save

@@ -1,7 +1,7 @@
 """MRNN: Multi-Resolution Neural Network with duplex attention (Cakaloglu & Xu), as read in MODELS.md §2.
 
 No public code exists; [R] marks our resolutions (MODELS.md §2). Query and document share every layer (the layers:
-pipeline/rerank/mrnn_layers.py):
+pipeline/rerank/models/_mrnn_layers.py):
 
     E = embed(text)                                    (L, w)   static word table, or frozen BERT token features
     G_n = sc_n · POOL(PReLU(BN(Conv1d(UB_n))))         (L, s)   (1) UB_1 = E (kernel 1); UB_n = [G_1; ..; G_{n-1}]
@@ -25,7 +25,7 @@ queries and documents of a batch pass the feature maps together (one set of Batc
 inputs optionally IDF-scaled (idf_inputs); frozen BERT token features are computed once per distinct text; in
 evaluation each distinct text's MRA is computed once (`remembered`: it depends on that text alone), so reranking
 a query's top 100 costs the pair attention of eqs. (5)-(8), not 100 passes of the feature maps.
-Two defaults depart from the paper because they stopped training (issue 13, pipeline/benchmarks/mrnn_dynamics.py):
+Two defaults depart from the paper because they stopped training (measured by pipeline/benchmarks/mrnn_dynamics.py):
 the feature sum T of eq. (2) is ~0.3 s after BN + PReLU, so eq. (3) is one-hot from the start and its FC gets no
 gradient (summary=mean keeps it soft); and Adam at lr 1e-4 moves no parameter by more than 1e-4 a step.
 
@@ -46,14 +46,16 @@ from torch import nn
 
 from pipeline.errors import ConfigError
 from pipeline.log import logger
-from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, pad_rows, save_bert_assets
-from pipeline.rerank.config import at_least, choice
+from pipeline.rerank.bert import (DEFAULT_BERT, bert_from_assets, check_positions, last_layer, load_bert, pad_rows,
+                                  save_bert_assets, single_inputs)
+from pipeline.validate import at_least, choice
 from pipeline.rerank.memo import TextMemo
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
-from pipeline.rerank.mrnn_layers import DenselyConnectedBlocks, DocumentAwareQueryAttention, MultiResolutionAttention
 from pipeline.rerank.models import register_model
+from pipeline.rerank.models._mrnn_layers import (DenselyConnectedBlocks, DocumentAwareQueryAttention,
+                                                 MultiResolutionAttention)
 from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
-from pipeline.training.losses import hardest_triplets
+from pipeline.rerank.losses import hardest_triplets
 
 CONTEXTUAL = "contextual"  # frozen BERT token features: the closest thing here to the paper's BERT/ELMo features
 _CHOICES = {"embeddings": (*SOURCES, CONTEXTUAL), "pooling": ("identity", "max"), "summary": ("sum", "mean"),
@@ -75,7 +77,7 @@ class MRNNConfig:
     window: int = 3                 # ws: kernel of blocks 2..N (odd: "same" padding)
     pooling: str = "identity"       # POOL after PReLU: identity [R] | max (stride 1, window ws)
     summary: str = "mean"           # T: mean over features [R] | sum (paper): after BN + PReLU the sum is ~0.3 s,
-                                    # which saturates the softmax of eq. (3) (one-hot aw, no gradient; issue 13)
+                                    # which saturates the softmax of eq. (3) (one-hot aw, no gradient)
     doc_attention: str = "fixed"    # fixed: FC over the document axis padded to max_doc_length (paper) [R]
                                     # | length_free: a per-position scalar affine map [R]
     attention_init: str = "identity"  # the FC of eq. (6) starts as the identity (dot-product attention) [R] | random
@@ -139,6 +141,7 @@ class MRNN(RerankModel):
         if c.embeddings == CONTEXTUAL:
             if bert is None:
                 self.bert, self.tokenizer = load_bert(c.bert)
+            check_positions("mrnn", c, self.bert, ("max_query_length", "max_doc_length"))
             self.bert.requires_grad_(False).eval()                         # frozen token features
             self._features = TextMemo()                                    # word-piece row -> (pieces, H)
             width = self.bert.config.hidden_size
@@ -213,13 +216,9 @@ class MRNN(RerankModel):
     def _ids(self, texts: list[str], limit: int) -> tuple[torch.Tensor, int]:
         """(B, L) ids padded with 0, cut to `limit` words (or "[CLS] pieces [SEP]", L <= limit: the fixed document
         attention spans max_doc_length positions); how many texts were cut."""
-        if self.bert is not None:
-            tok = self.tokenizer
-            pieces = tok(texts, add_special_tokens=False)["input_ids"]
-            limit -= 2                                                     # room for [CLS] and [SEP]
-            rows = [[tok.cls_token_id, *(p[:limit] or [tok.unk_token_id]), tok.sep_token_id]  # empty: one [UNK]
-                    for p in pieces]
-            return pad_rows(rows, tok.pad_token_id)[0], sum(len(p) > limit for p in pieces)
+        if self.bert is not None:                                          # an empty text reads as one [UNK]
+            ids, _, cut = single_inputs(self.tokenizer, texts, limit, unk_if_empty=True)
+            return ids, cut
         words = [tokenize(t) or [Vocabulary.UNK] for t in texts]          # an empty text reads as one unknown word
         return pad_rows([self.vocab.encode(w[:limit]) for w in words], 0)[0], sum(len(w) > limit for w in words)
 
@@ -262,8 +261,8 @@ class MRNN(RerankModel):
                 chunk = missing[start:start + 256]
                 piece_ids, attention = pad_rows([list(row) for row in chunk], pad)
                 with torch.no_grad():
-                    hidden = self.bert(input_ids=piece_ids.to(ids.device), attention_mask=attention.to(ids.device))
-                yield from (hidden.last_hidden_state[k, :len(row)].float().cpu() for k, row in enumerate(chunk))
+                    hidden = last_layer(self.bert, piece_ids.to(ids.device), attention.to(ids.device))  # (K, L, H)
+                yield from (hidden[k, :len(row)].float().cpu() for k, row in enumerate(chunk))
 
         features = torch.zeros(*ids.shape, self.bert.config.hidden_size)
         for b, (row, value) in enumerate(zip(rows, self._features.lookup(rows, bert_features))):
