@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.config import at_least, choice, field_problem
+from pipeline.validate import at_least, choice, field_problem
 
 NEGATIVES = ("labelled", "bm25", "keyword", "random")
 OPTIMIZERS = ("adamw", "adam", "sgd")
