@@ -1,4 +1,4 @@
-"""Diagnostic: how MRNN's training moves the model, step by step (issue 13: "training barely moves the model").
+"""Diagnostic: how MRNN's training moves the model, step by step (why a setting barely moves it).
 
     python -m pipeline.benchmarks.mrnn_dynamics [--queries 300] [--steps 40] [--set filters=128 lr=0.0001 ...]
 

@@ -1,4 +1,4 @@
-"""Diagnostic: how a reranker's run relates to the first-stage run it reranked (issue 13, MRNN on SQuAD).
+"""Diagnostic: how a reranker's run relates to the first-stage run it reranked (e.g. MRNN on SQuAD).
 
     python -m pipeline.benchmarks.rerank_agreement FIRST.trec RERANKED.trec --dataset squad-v1.1/dev-articles-b
 
