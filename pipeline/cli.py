@@ -34,7 +34,7 @@ COMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="irpipe", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="irpipe", description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"irpipe {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars or info logs")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs")
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error (same as IRPIPE_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
-        command = sub.add_parser(name, help=help_text, description=help_text)
+        command = sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False)  # no flag aliases
         importlib.import_module(module).define_args(command)
         command.set_defaults(_module=module)
     return parser
@@ -59,7 +59,11 @@ def _terminate(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except IrpipeError as error:  # a flag's value refused as it is parsed (pipeline/validate.py flag_type)
+        print(f"irpipe: error: {error}", file=sys.stderr)
+        return 2
     log.configure(quiet=args.quiet, verbose=args.verbose)
     if args.offline:
         os.environ["IRPIPE_OFFLINE"] = "1"

@@ -15,6 +15,7 @@ from typing import Iterable, Iterator, Mapping
 
 from pipeline.data.files import atomic_write, numbered_lines
 from pipeline.errors import InputError
+from pipeline.validate import one_word
 
 RUN_FORMATS = ("trec", "msmarco")
 
@@ -142,12 +143,16 @@ def _digest(obj) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
+def check_run_tag(owner: str, name: str, tag) -> None:
+    """A ConfigError unless `tag` is one word: the last column of a TREC run file, which readers split on whitespace."""
+    one_word(owner, name, tag, ": a run tag is the last column of a TREC run file")
+
+
 def write_run(run: Run, path: str | Path, format: str = "trec", tag: str | None = None, digits: int = 6) -> None:
     if format not in RUN_FORMATS:
         raise ValueError(f"unknown run format {format!r}; expected one of {RUN_FORMATS}")
     tag = tag or run.tag
-    if any(c.isspace() for c in tag):
-        raise ValueError(f"run tag {tag!r} must not contain whitespace")
+    check_run_tag("run file", "tag", tag)
     with atomic_write(path) as out:
         for qid, hits in run.ranking.items():
             for rank, (docid, score) in enumerate(hits, start=1):
