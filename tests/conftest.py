@@ -22,7 +22,7 @@ def cacm_index(shared_data, tmp_path_factory) -> Path:
 
     index = tmp_path_factory.mktemp("indexes") / "cacm"
     corpus = shared_data / "cacm" / "CACM" / "corpus" / "jsonl"
-    assert main(["-q", "index", "--input", str(corpus), "--index", str(index), "--threads", "2"]) == 0
+    assert main(["-q", "index", "--input", str(corpus), "--output", str(index), "--threads", "2"]) == 0
     return index
 
 

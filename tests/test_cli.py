@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import COMMANDS, main
+from pipeline.cli import COMMANDS, build_parser, main
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -16,6 +16,29 @@ def test_help_renders(command, capsys):
         main([command, "--help"])
     assert done.value.code == 0
     assert f"usage: irpipe {command}" in capsys.readouterr().out
+
+
+# Every command that writes something, with its other required arguments: what it writes is its --output.
+WRITERS = {"index": ["index", "--input", "docs.jsonl"], "search": ["search", "--topics", "t.tsv"],
+           "rerank": ["rerank", "--model", "m"], "run": ["run", "bm25()"], "tune": ["tune", "bm25()", "--grid", "k=1"],
+           "leaderboard": ["leaderboard"], "train": ["train", "hcan", "--train", "t"],
+           "encode": ["encode", "--model", "m"], "keywords build": ["keywords", "build", "--corpus", "c"],
+           "pretrain-mlm": ["pretrain-mlm"]}
+
+
+@pytest.mark.parametrize("command", sorted(WRITERS))
+def test_what_a_command_writes_is_named_by_output(command):
+    assert build_parser().parse_args([*WRITERS[command], "--output", "x"]).output == "x"
+
+
+@pytest.mark.parametrize("command", sorted(WRITERS))
+def test_the_output_has_no_second_name(command, capsys):
+    """No --out (nor argparse's abbreviation of --output), and `irpipe index` takes no --index for what it writes."""
+    other = "--index" if command == "index" else "--out"
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args([*WRITERS[command], other, "x"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and (f"unrecognized arguments: {other} x" in err or "required: --output" in err), err
 
 
 def test_no_command_prints_usage_and_fails(capsys):
@@ -78,3 +101,66 @@ def test_a_bad_benchmark_setting_is_one_line_and_exit_2():
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == ("python -m pipeline.benchmarks.mrnn_dynamics: error: --set 'lr': expected "
                                      "KEY=VALUE"), result.stderr
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _options(parser) -> dict[str, set[str]]:
+    """{"index": {"--input", ...}, "keywords build": {...}, ...}: the flags of every (sub)command of a parser."""
+    import argparse
+
+    found: dict[str, set[str]] = {}
+
+    def walk(prefix: str, node) -> None:
+        found[prefix] = {flag for action in node._actions for flag in action.option_strings}
+        for action in node._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(f"{prefix} {name}".strip(), child)
+
+    walk("", parser)
+    return found
+
+
+def _readme_commands() -> list[str]:
+    """Every `irpipe ...` command line of README.md's code blocks, its continuation lines joined."""
+    commands, current = [], None
+    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
+        if current is not None:
+            current += " " + line.split("#")[0]
+        elif line.lstrip().startswith("irpipe "):
+            current = line.split("#")[0]
+        if current is not None and not current.rstrip().endswith("\\"):
+            commands.append(current.replace("\\", " "))
+            current = None
+    return commands
+
+
+def test_every_flag_of_the_readme_commands_exists():
+    """A flag README.md shows (--output, not --out; `irpipe index --output`, not --index) is one its command takes."""
+    import re
+    import shlex
+
+    options = _options(build_parser())
+    commands = _readme_commands()
+    assert len(commands) > 20
+    for command in commands:
+        words = [word for word in shlex.split(command) if not word.startswith("-")]  # irpipe, the command, values
+        name = " ".join(words[1:3]) if " ".join(words[1:3]) in options else words[1]  # `keywords build` or `train`
+        known = options.get(name, set()) | options[""]
+        unknown = [flag for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", command) if flag not in known]
+        assert not unknown, f"README: {command.strip()!r}: {unknown} not flags of irpipe {name}"
+
+
+def test_no_comment_points_at_an_issue_tracker_or_a_removed_flag():
+    """Docstrings, comments and messages say what the code does here, not `issue 13` (a tracker outside the repo),
+    and name no flag that is gone (--store-docvectors, --out)."""
+    import re
+
+    pattern = re.compile(r"\bissues? \d+\b|--store-docvectors|--out\b")
+    files = [REPO / "README.md", *(REPO / "pipeline").rglob("*.py"), *(REPO / "tests").rglob("*.py")]
+    found = [f"{path.relative_to(REPO)}:{number}: {line.strip()}" for path in files if path != Path(__file__).resolve()
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+             if pattern.search(line)]
+    assert not found, "\n".join(found)

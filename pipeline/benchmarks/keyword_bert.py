@@ -10,7 +10,7 @@ then measured on what it was not trained on:
 Numbers are mean ± sd over the seeds; each comparison (kwbert vs monobert; kwbert's code fusion vs the paper's;
 keyword vs random negatives) has a two-sided paired t-test over the test pairs (correct or not, averaged over the
 seeds) and over the queries (Success@k averaged over the seeds). `--record` writes
-eval/benchmarks/keyword-bert-<dataset>.json (or --out).
+eval/benchmarks/keyword-bert-<dataset>.json (or --output).
 """
 from __future__ import annotations
 
@@ -124,9 +124,9 @@ def summarise(results: dict[str, list[dict]]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--dataset", choices=("lcqmc", "bq"), default="lcqmc")
-    parser.add_argument("--bert", required=True, metavar="DIR", help="the BERT folder (irpipe pretrain-mlm --out)")
+    parser.add_argument("--bert", required=True, metavar="DIR", help="the BERT folder (irpipe pretrain-mlm --output)")
     parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--dict", default="thucnews", help="keyword dictionary of kwbert and keyword negatives")
@@ -143,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--eval-batch-size", type=int, default=256)
     parser.add_argument("--record", action="store_true")
-    parser.add_argument("--out", metavar="FILE", help="with --record: the JSON file (default: "
-                                                      "eval/benchmarks/keyword-bert-<dataset>.json)")
+    parser.add_argument("--output", metavar="FILE", help="with --record: the JSON file (default: "
+                                                         "eval/benchmarks/keyword-bert-<dataset>.json)")
     args = parser.parse_args(argv)
     import torch
 
@@ -161,12 +161,12 @@ def main(argv: list[str] | None = None) -> int:
                   + ", ".join(f"{m} {result[m]:.4f}" for m in MEASURES) + f" ({time.monotonic() - tick:.0f} s)",
                   flush=True)
     summary = {"command": "python -m pipeline.benchmarks.keyword_bert " + " ".join(argv or sys.argv[1:]),
-               "settings": {k: v for k, v in vars(args).items() if k not in ("record", "out")},
+               "settings": {k: v for k, v in vars(args).items() if k not in ("record", "output")},
                "bm25": bm25, **summarise(results), "paper": PAPER,
                "minutes": round((time.monotonic() - started) / 60, 1)}
     print(json.dumps({k: summary[k] for k in ("bm25", "systems", "paired_t_test_p")}, indent=1))
     if args.record:
-        with atomic_write(args.out or REPO / "eval" / "benchmarks" / f"keyword-bert-{args.dataset}.json") as out:
+        with atomic_write(args.output or REPO / "eval" / "benchmarks" / f"keyword-bert-{args.dataset}.json") as out:
             json.dump(summary, out, indent=2)
     return 0
 

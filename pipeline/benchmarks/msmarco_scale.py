@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             collection, index = work / f"collection-{size}.tsv", work / f"index-{size}"
             if not collection.exists():
                 write_synthetic_collection(collection, size)
-            seconds = run_irpipe("index", "--input", str(collection), "--index", str(index), "--threads",
+            seconds = run_irpipe("index", "--input", str(collection), "--output", str(index), "--threads",
                               str(args.threads), "--memory-buffer", str(args.memory_buffer), "--overwrite")
             meta = json.loads((index / "irpipe-index.json").read_text())
             rows.append({"lines": size, "tsv_mb": round(collection.stat().st_size / 2**20, 1),

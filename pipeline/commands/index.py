@@ -15,7 +15,7 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", metavar="PATH", help="JSONL / TSV / TREC SGML file or folder (optionally .gz)")
     source.add_argument("--dataset", metavar="NAME|DIR", help="dataset (or dataset folder) whose corpus to index")
-    parser.add_argument("--index", required=True, metavar="DIR", help="index folder to create")
+    parser.add_argument("--output", required=True, metavar="DIR", help="index folder to create")
     parser.add_argument("--format", choices=("jsonl", "tsv", "trec"), help="input format (default: detected)")
     parser.add_argument("--threads", type=int, default=2, metavar="N", help="indexing threads (default 2)")
     parser.add_argument("--language", default="en", choices=LANGUAGES, help="analyzer language (zh: CJK bigrams)")
@@ -48,7 +48,7 @@ def _docs_from_args(args) -> tuple[Iterator[dict], str, Callable | None]:
 
 def main(args: argparse.Namespace) -> int:
     docs, source, locate = _docs_from_args(args)
-    metadata = build_index(docs, args.index, source, threads=args.threads, language=args.language,
+    metadata = build_index(docs, args.output, source, threads=args.threads, language=args.language,
                            pretokenized=args.pretokenized, store_positions=args.store_positions,
                            store_docvectors=args.store_docvectors, store_raw=args.store_raw, overwrite=args.overwrite,
                            memory_buffer=args.memory_buffer, segmenter=args.segment,

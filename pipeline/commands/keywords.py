@@ -13,10 +13,11 @@ from pipeline.retrieve.keywords import extractor_for
 
 def define_args(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    build = actions.add_parser("build", help="a diff-idf keyword dictionary from a domain-labelled corpus")
+    build = actions.add_parser("build", help="a diff-idf keyword dictionary from a domain-labelled corpus",
+                               allow_abbrev=False)
     build.add_argument("--corpus", nargs="+", required=True, metavar="NAME|FILE",
                        help=f"a preset ({', '.join(PRESETS)}), registered datasets, or JSONL files")
-    build.add_argument("--out", required=True, metavar="DICT.tsv", help="dictionary file to write (atomically)")
+    build.add_argument("--output", required=True, metavar="DICT.tsv", help="dictionary file to write (atomically)")
     build.add_argument("--domain-field", default=None, metavar="FIELD", help="the domain label (default: domain)")
     build.add_argument("--text-field", metavar="FIELD", help="the text (default: text for records/files, contents for docs)")
     build.add_argument("--language", choices=LANGUAGES, help="zh: jieba words; en: Lucene's English analyzer "
@@ -25,7 +26,8 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     build.add_argument("--top-k-per-domain", type=int, metavar="N", help="keep at most N words per domain")
     build.add_argument("--min-df", type=int, default=2, metavar="N", help="in at least N documents of the domain (default 2)")
     build.add_argument("--min-length", type=int, default=2, metavar="N", help="words of at least N characters (default 2)")
-    extract = actions.add_parser("extract", help="the keywords of texts (arguments, else lines of stdin)")
+    extract = actions.add_parser("extract", help="the keywords of texts (arguments, else lines of stdin)",
+                                 allow_abbrev=False)
     extract.add_argument("--dict", required=True, metavar="NAME|FILE", help=f"a preset ({', '.join(PRESETS)}) or a file")
     extract.add_argument("--top", type=int, metavar="N", help="at most N keywords per text")
     extract.add_argument("texts", nargs="*", metavar="TEXT")
@@ -55,9 +57,9 @@ def main(args: argparse.Namespace) -> int:
     dictionary = build_dictionary(progress(documents, desc="keywords", unit="doc"), language, args.threshold,
                                   args.top_k_per_domain, args.min_df, args.min_length,
                                   settings={"corpus": "+".join(args.corpus)})
-    dictionary.save(args.out)
+    dictionary.save(args.output)
     counts = Counter(entry.domain for entry in dictionary)
-    logger.info("wrote %s: %d keywords over %d domains", args.out, len(dictionary), len(counts))
+    logger.info("wrote %s: %d keywords over %d domains", args.output, len(dictionary), len(counts))
     for domain in dictionary.domains():
         best = [e.word for e in dictionary if e.domain == domain][:8]
         print(f"{domain}\t{counts[domain]}\t{' '.join(best)}")

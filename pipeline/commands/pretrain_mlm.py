@@ -1,8 +1,8 @@
 """`irpipe pretrain-mlm`: pretrain a small BERT by masked-language modelling into an ordinary local BERT folder.
 
-    irpipe pretrain-mlm --out models/zh-bert-2l --layers 2 --hidden 256 --steps 20000 --whole-words --threads 1
-    irpipe pretrain-mlm --out models/zh-bert-2l --layers 2 --hidden 256 --steps 20000 --whole-words --resume
-    irpipe pretrain-mlm --corpus my.txt --vocab vocab.txt --out models/b   # any text file; any BERT vocab.txt
+    irpipe pretrain-mlm --output models/zh-bert-2l --layers 2 --hidden 256 --steps 20000 --whole-words --threads 1
+    irpipe pretrain-mlm --output models/zh-bert-2l --layers 2 --hidden 256 --steps 20000 --whole-words --resume
+    irpipe pretrain-mlm --corpus my.txt --vocab vocab.txt --output models/b   # any text file; any BERT vocab.txt
 
 The default corpus is the Chinese text shipped here that LCQMC/BQ evaluations do not test on (THUCNews titles,
 InsuranceQA-zh questions, LCQMC and BQ dev pairs); the vocabulary is built from it, or given with --vocab (e.g. the
@@ -19,7 +19,8 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     from pipeline.training.mlm import CHINESE_SOURCES, MLMOptions
 
     defaults = MLMOptions()
-    parser.add_argument("--out", required=True, metavar="DIR", help="the BERT folder (and its state/, pretrain.jsonl)")
+    parser.add_argument("--output", required=True, metavar="DIR",
+                        help="the BERT folder (and its state/, pretrain.jsonl)")
     parser.add_argument("--corpus", nargs="+", default=CHINESE_SOURCES, metavar="SOURCE",
                         help="datasets with records or pairs, or text files (one text a line); default: %(default)s")
     parser.add_argument("--vocab", metavar="FILE", help="a BERT vocab.txt to use (default: built from the corpus)")
@@ -35,7 +36,7 @@ def define_args(parser: argparse.ArgumentParser) -> None:
                             help=f"{text} (default: %(default)s)")
     parser.add_argument("--whole-words", action="store_true", help="whole-word masking over jieba words")
     parser.add_argument("--max-minutes", type=float, metavar="M", help="stop cleanly after M minutes (then --resume)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last saved state")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --output from its last saved state")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -53,8 +54,8 @@ def main(args: argparse.Namespace) -> int:
             if token not in vocab:
                 raise InputError(args.vocab, f"the vocabulary has no {token} token", field="vocab")
     texts = corpus_texts(args.corpus)
-    record = pretrain(texts, args.out, options, vocab=vocab, resume=args.resume, max_minutes=args.max_minutes)
+    record = pretrain(texts, args.output, options, vocab=vocab, resume=args.resume, max_minutes=args.max_minutes)
     held = record.get("held_out", {})
-    print(f"{args.out}: step {record.get('step', 0)} of {options.steps}; train loss {record.get('loss', float('nan')):.4f}"
+    print(f"{args.output}: step {record.get('step', 0)} of {options.steps}; train loss {record.get('loss', float('nan')):.4f}"
           + (f"; held-out loss {held['loss']:.4f}, accuracy {held['accuracy']:.4f}" if held else ""))
     return 0

@@ -1,8 +1,8 @@
 """`irpipe train MODEL`: train a neural reranker into a checkpoint folder (train.jsonl log, state/ for --resume).
 
-    irpipe train monobert --train wikiqa/train --dev wikiqa/dev --out models/monobert-wikiqa --epochs 2
-    irpipe train hcan --train trecqa/train --out models/h --set encoder=wide --set loss=hinge --option warmup=0.1
-    irpipe train hcan --train ./mydata/train --dev-topics dev.tsv --dev-qrels dev.qrels --dev-run dev.trec --out m
+    irpipe train monobert --train wikiqa/train --dev wikiqa/dev --output models/monobert-wikiqa --epochs 2
+    irpipe train hcan --train trecqa/train --output models/h --set encoder=wide --set loss=hinge --option warmup=0.1
+    irpipe train hcan --train ./mydata/train --dev-topics dev.tsv --dev-qrels dev.qrels --dev-run dev.trec --output m
 """
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="model name (monobert, hcan, biencoder, ...)")
     add_data_args(parser, prefix="train", what="training data (labelled candidates, or qrels with BM25 negatives)")
     add_data_args(parser, prefix="dev", what="dev data (evaluated every epoch, picks the best epoch)")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output folder: the best checkpoint, train.jsonl, state/")
+    parser.add_argument("--output", required=True, metavar="DIR",
+                        help="output folder: the best checkpoint, train.jsonl, state/")
     parser.add_argument("--epochs", type=int, metavar="N")
     parser.add_argument("--lr", type=float, metavar="LR")
     parser.add_argument("--batch-size", type=int, metavar="N", dest="train_batch_size",
@@ -54,7 +55,7 @@ def define_args(parser: argparse.ArgumentParser) -> None:
                         help="any other training option (optimizer=sgd, warmup=0.1, ...); repeatable")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="config",
                         help="a model config field (max_length=128, bert=PATH, encoder=wide, margin=0.5, ...); repeatable")
-    parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
+    parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --output")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -65,7 +66,7 @@ def main(args: argparse.Namespace) -> int:
     overrides = key_values(args.config, "--set")
     if args.loss is not None:
         overrides["loss"] = args.loss
-    result = train(args.model, dataset_from_args(args, prefix="train"), args.out,
+    result = train(args.model, dataset_from_args(args, prefix="train"), args.output,
                    dev=dataset_from_args(args, prefix="dev", required=False), options=options, overrides=overrides,
                    resume=args.resume)  # an interrupt is reported by the loop, with what was saved
     scores = ", ".join(f"{k} {v:.4f}" for k, v in result.best.items() if v is not None)

@@ -67,7 +67,7 @@ class EncodingStore:
         manifest = read_manifest(directory)
         if manifest is None:
             raise ConfigError(f"store={directory}: not an encoding store (no {MANIFEST}); make one with "
-                              f"`irpipe encode --model ... --out {directory}`", field="store")
+                              f"`irpipe encode --model ... --output {directory}`", field="store")
         if (manifest["model"], manifest["model_digest"]) != (model, model_digest):
             raise ConfigError(f"store={directory} holds encodings of another model ({manifest['model']}, weights "
                               f"{manifest['model_digest'][:12]}); this stage's model is {model} "
@@ -151,7 +151,7 @@ def plan_store(directory: Path, model_name: str, model_digest: str, documents: I
                                             "dtype": dtype, "dims": None, "count": 0, "rows": 0, "shards": []}
     if (manifest["model"], manifest["model_digest"], manifest["dtype"]) != (model_name, model_digest, dtype):
         raise ConfigError(f"{directory} holds {manifest['dtype']} encodings of another model ({manifest['model']}, "
-                          f"{manifest['model_digest'][:12]}); choose another --out folder", field="out")
+                          f"{manifest['model_digest'][:12]}); choose another --output folder", field="output")
     stored = set(EncodingStore(directory, manifest)._where)
     for stale in directory.glob(".shard-*.tmp"):  # a shard interrupted before the manifest listed it
         stale.unlink()

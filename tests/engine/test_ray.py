@@ -139,7 +139,7 @@ def test_encode_is_identical(wikiqa_subset, tmp_path):
     for name, extra in (("local", []), ("ray", RAY)):
         stores[name] = tmp_path / name
         assert main(["encode", "--model", "biencoder", "--set", f"bert={bert}", "--run", str(run), "--dataset",
-                     "wikiqa/test", "--out", str(stores[name]), "--shard-size", "40", "--batch-size", "8", *extra]) == 0
+                     "wikiqa/test", "--output", str(stores[name]), "--shard-size", "40", "--batch-size", "8", *extra]) == 0
     files = sorted(p.name for p in stores["local"].iterdir())
     assert files == sorted(p.name for p in stores["ray"].iterdir()) and len(files) == 1 + 2 * 5  # 5 shards
     match, mismatch, errors = filecmp.cmpfiles(stores["local"], stores["ray"], files, shallow=False)

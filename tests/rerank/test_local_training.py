@@ -40,7 +40,7 @@ def test_hcan_trains_on_local_folders_with_repeated_candidate_ids(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     answer_selection_folder(tmp_path / "train", COLOURS[:6], "t")
     answer_selection_folder(tmp_path / "dev", COLOURS[6:], "d")
-    code = irpipe("train", "hcan", "--train", "./train", "--dev", "./dev", "--out", "model", "--epochs", "1",
+    code = irpipe("train", "hcan", "--train", "./train", "--dev", "./dev", "--output", "model", "--epochs", "1",
                   "--threads", "1", *TINY_HCAN)
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -63,7 +63,7 @@ def test_monobert_trains_on_a_labelled_pairs_tsv(tmp_path, tiny_bert, capsys):
         f"1\twhat colour is the {thing}\tthe {thing} is {colour}\n0\twhat colour is the {thing}\t{DISTRACTORS[i % 4]}\n"
         for i, (thing, colour) in enumerate(COLOURS)))
     (folder / "dataset.yaml").write_text("kind: pairs\nfiles: {pairs: pairs.tsv}\n")
-    code = irpipe("train", "monobert", "--train", folder, "--out", tmp_path / "model", "--epochs", "1",
+    code = irpipe("train", "monobert", "--train", folder, "--output", tmp_path / "model", "--epochs", "1",
                   "--train-queries", "4", "--threads", "1", "--set", "max_length=64", "--set", f"bert={tiny_bert}")
     out, err = capsys.readouterr()
     assert code == 0, err
