@@ -105,10 +105,31 @@ def test_a_rewritten_dictionary_file_is_read_again(tmp_path):
 
 
 def test_keywords_stage_attaches_keywords_to_topics(zh_file):
-    topics = Topics({"1": "英雄联盟什么英雄最好", "2": "今天天气不错"})
-    stage = Keywords(zh_file)
-    run = stage(topics)
-    assert topics.extra == {"1": {"keywords": ["英雄", "联盟"]}, "2": {"keywords": []}} and len(run) == 0
+    """The stages after `keywords()` see each query's keywords; the topics it was given are left as they were."""
+    topics = Topics({"1": "英雄联盟什么英雄最好", "2": "今天天气不错"}, {"2": {"note": "kept"}})
+    stage = Keywords(zh_file).bind()
+    assert len(stage(topics)) == 0
+    annotated = stage.annotate(topics)
+    assert annotated.extra == {"1": {"keywords": ["英雄", "联盟"]}, "2": {"note": "kept", "keywords": []}}
+    assert topics.extra == {"2": {"note": "kept"}}
+
+
+def test_the_stages_after_keywords_see_them(zh_file):
+    """`keywords(...) >> s`: s (here a stage that records its topics) gets the annotated topics; the caller's
+    topics stay as they were."""
+    from pipeline.data.runs import Run
+    from pipeline.stage import Stage
+
+    seen = []
+
+    class Record(Stage):
+        def transform(self, topics, run):
+            seen.append(topics.extra)
+            return run if run is not None else Run({})
+
+    topics = Topics({"1": "英雄联盟什么英雄最好"})
+    (Keywords(zh_file) >> Record())(topics)
+    assert seen == [{"1": {"keywords": ["英雄", "联盟"]}}] and topics.extra == {}
 
 
 # -- retrieval ---------------------------------------------------------------------------------------------------
