@@ -6,7 +6,7 @@ Over the year's QL candidates: the share of candidates with a URL and the releva
 then P@30 / AP of ranking by the share of the query's character trigrams found in the URL (what HCAN's URL branch
 sees at level 0 with rm_similarity=cosine, rm_softmax=raw before training: an exact trigram match scores 1) and
 in the tweet's text (the char_trigrams branch), each alone and each added to the QL score's per-query z-score
-(ties broken by QL). Trigrams and URL text as pipeline/rerank/hcan_trigrams.py reads them.
+(ties broken by QL). Trigrams and URL text as pipeline/rerank/models/_hcan_inputs.py reads them.
 """
 import statistics
 import sys
@@ -14,7 +14,7 @@ import sys
 from pipeline.data.registry import get_dataset
 from pipeline.data.runs import Run
 from pipeline.evaluate import evaluate
-from pipeline.rerank.hcan_trigrams import char_trigrams, url_text
+from pipeline.rerank.models._hcan_inputs import char_trigrams, url_text
 
 
 def trigram_share(query: str, text: str) -> float:

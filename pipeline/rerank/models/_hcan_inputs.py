@@ -1,8 +1,11 @@
-"""HCAN's character-trigram inputs: the authors' tweet-search setting (jinfengr/hcan, dataset "twitter").
+"""HCAN's inputs, private to pipeline/rerank/models/hcan.py (which has the network): from the training texts to the
+vocabularies, IDF tables and initial embeddings a model is built with (saved beside its weights), and from pairs
+to the tensors of `HCAN.forward`: word ids, per-level IDF weights of query positions, the four overlap features of
+external_features (pipeline/rerank/overlap.py) and the character trigrams of the authors' tweet-search setting.
 
-Besides the word-level matching of MODELS.md §1, the authors' code (model_option "complete", with_url for the
-twitter datasets) matches the query's character trigrams against two more sequences, each a relevance-matching
-branch of its own:
+Character trigrams (jinfengr/hcan, dataset "twitter"). Besides the word-level matching of MODELS.md §1, the
+authors' code (model_option "complete", with_url for the twitter datasets) matches the query's character trigrams
+against two more sequences, each a relevance-matching branch of its own (TrigramMatching in hcan.py):
 - `char_trigrams`: the candidate's text as character trigrams;
 - `with_url`: the candidate's URL (`Pair.doc_fields["url"]`) as character trigrams.
 A text reads as "#" + text + "#" (lower-cased, accents dropped to ASCII, white space runs as one space) cut into
@@ -23,16 +26,21 @@ from __future__ import annotations
 import dataclasses
 import re
 import unicodedata
-from typing import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Mapping
 
+import numpy as np
 import torch
-from torch import nn
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.hcan_config import HCANConfig
-from pipeline.rerank.hcan_layers import DeepEncoder, WideEncoder, relevance_matching
+from pipeline.log import logger
+from pipeline.rerank.model import Batch
+from pipeline.rerank.overlap import OVERLAP_FEATURES
 from pipeline.rerank.pairs import Pair
-from pipeline.rerank.text import Vocabulary
+from pipeline.rerank.text import IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
+
+if TYPE_CHECKING:
+    from pipeline.rerank.models.hcan import HCANConfig
 
 URL_FIELD = "url"
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*://")
@@ -94,30 +102,82 @@ def url_of(pair: Pair) -> str:
     return pair.doc_fields[URL_FIELD]
 
 
-class TrigramMatching(nn.Module):
-    """One branch: the query's trigrams against a sequence's (the text's or the URL's), on levels 0..N of an
-    encoder of its own; embedded (B, n3, D), (B, s3, D) + masks -> (B, (N+1) x 2 x L_3) features (code mode:
-    (B, (N+1) x L_3)). D = trigram_dim; the table is the model's, shared by the branches."""
+# -- building: training texts -> vocabularies, IDF tables, embeddings (saved beside the weights) ---------------------
+def training_inputs(config: HCANConfig, queries: list[str], docs: list[str], doc_fields: Iterable[Mapping],
+                    idf_order: int) -> tuple[HCANConfig, Vocabulary, IdfTable, np.ndarray, Vocabulary | None]:
+    """Vocabulary, IDF tables up to `idf_order`-grams (over the distinct training texts) and initial embeddings
+    (the config gets their width); with trigram inputs, the trigram vocabulary of the training queries, texts and
+    URLs (`doc_fields`)."""
+    token_lists = [tokenize(t) for t in dict.fromkeys([*queries, *docs])]
+    dim = config.embedding_dim or 300
+    table = word_table(config.embeddings, config.bert_path or None, token_lists, dim, config.seed)
+    extra = table.words[:config.pretrained_vocab] if table is not None else []
+    vocab = Vocabulary.build(token_lists, config.min_count, extra)
+    matrix, found = embedding_matrix(vocab, table, dim, np.random.default_rng(config.seed))
+    idf = IdfTable.build(token_lists, idf_order, config.idf_stat)
+    logger.info("hcan: %d training texts, vocabulary %d words (%d from %s), embeddings %d-d", len(token_lists),
+                len(vocab), found, config.embeddings, matrix.shape[1])
+    trigrams = Vocabulary.build(training_trigrams(queries, docs, doc_fields)) if config.trigrams else None
+    if trigrams is not None:
+        logger.info("hcan: %d character trigrams", len(trigrams))
+    return dataclasses.replace(config, embedding_dim=matrix.shape[1]), vocab, idf, matrix, trigrams
 
-    def __init__(self, c: HCANConfig):
-        super().__init__()
-        self.config = c
-        encoder = WideEncoder if c.encoder == "wide" else DeepEncoder      # contextual: deep, as in the code
-        self.encoder = encoder(dataclasses.replace(c, kernel=c.trigram_kernel), c.trigram_dim)
 
-    def forward(self, query: torch.Tensor, qmask: torch.Tensor, seq: torch.Tensor, smask: torch.Tensor) -> torch.Tensor:
-        c = self.config
-        uqs = self.encoder(query, qmask, qmask.sum(1).cpu())               # N+1 x (B, n3, D|F)
-        uss = self.encoder(seq, smask, smask.sum(1).cpu())                 # N+1 x (B, s3, D|F)
-        weights = qmask.float()                                             # (B, n3)  no IDF: 1 at real positions
-        return torch.cat([relevance_matching(uq, us, qmask, smask, weights, c, c.max_query_trigrams)
-                          for uq, us in zip(uqs, uss)], 1)
+def save_inputs(directory: Path, vocab: Vocabulary, idf: IdfTable, trigrams: Vocabulary | None) -> None:
+    vocab.save(Path(directory) / "vocab.txt")
+    idf.save(Path(directory) / "idf.tsv")
+    if trigrams is not None:
+        trigrams.save(Path(directory) / "trigrams.txt")
 
 
-def trigram_embedding(size: int, dim: int) -> nn.Embedding:
-    """The trigram table: U(-0.05, 0.05) as the code's, padding row 0 zero and never updated."""
-    embedding = nn.Embedding(size, dim, padding_idx=0)
-    with torch.no_grad():
-        embedding.weight.uniform_(-0.05, 0.05)
-        embedding.weight[0].zero_()
-    return embedding
+def load_inputs(config: HCANConfig, directory: Path, idf_order: int) -> tuple[Vocabulary, IdfTable, Vocabulary | None]:
+    """What `save_inputs` wrote: the vocabulary, the IDF tables (up to `idf_order`-grams) and the trigrams."""
+    from pipeline.rerank.checkpoint import CheckpointError
+
+    paths = [Path(directory) / name for name in ("vocab.txt", "idf.tsv", "trigrams.txt")[:2 + config.trigrams]]
+    for path in paths:
+        if not path.is_file():
+            raise CheckpointError(path, "missing: HCAN's vocabulary (vocab.txt), IDF table (idf.tsv) and, with "
+                                  "char_trigrams or with_url, trigram vocabulary (trigrams.txt)")
+    idf = IdfTable.load(paths[1])
+    if idf.max_order < idf_order:
+        raise CheckpointError(paths[1], f"IDF up to {idf.max_order}-grams; levels={config.levels} needs {idf_order}")
+    trigrams = Vocabulary.load(paths[2]) if config.trigrams else None
+    return Vocabulary.load(paths[0]), idf, trigrams
+
+
+# -- pairs -> the tensors of HCAN.forward ----------------------------------------------------------------------------
+def pair_batch(pairs: list[Pair], vocab: Vocabulary, idf: IdfTable, trigram_vocab: Vocabulary | None,
+               c: HCANConfig) -> Batch:
+    """Token ids padded to the batch's longest (<= max lengths) query_ids (B, n), doc_ids (B, m); per-level IDF
+    weights of query positions query_idf (B, N+1, n); overlap (B, 4) with external_features; the trigram ids of
+    the branches turned on (`trigram_tensors`)."""
+    memo = {}
+    queries, docs = [p.query for p in pairs], [p.text for p in pairs]
+
+    def tokens(text: str, limit: int) -> tuple[list[str], bool]:
+        if (text, limit) not in memo:
+            words = tokenize(text) or [Vocabulary.UNK]  # an empty text reads as one unknown word
+            memo[text, limit] = (words[:limit], len(words) > limit)
+        return memo[text, limit]
+
+    qs, ds = [tokens(q, c.max_query_length) for q in queries], [tokens(d, c.max_doc_length) for d in docs]
+    n, m = max((len(q) for q, _ in qs), default=1), max((len(d) for d, _ in ds), default=1)
+    query_ids = torch.zeros(len(qs), n, dtype=torch.long)
+    doc_ids = torch.zeros(len(ds), m, dtype=torch.long)
+    query_idf = torch.zeros(len(qs), c.levels + 1, n)
+    overlap = torch.zeros(len(qs), 4)
+    weights: dict[tuple, list[list[float]]] = {}
+    tensors, cut = trigram_tensors(pairs, trigram_vocab, c) if c.trigrams else ({}, [False] * len(pairs))
+    for i, ((q, q_cut), (d, d_cut)) in enumerate(zip(qs, ds)):
+        cut[i] = cut[i] or q_cut or d_cut
+        query_ids[i, :len(q)] = torch.tensor(vocab.encode(q))
+        doc_ids[i, :len(d)] = torch.tensor(vocab.encode(d))
+        key = tuple(q)
+        if key not in weights:  # contextual encoder: unigram IDF at every level
+            weights[key] = [idf.positions(q, 0 if c.encoder == "contextual" else l) for l in range(c.levels + 1)]
+        query_idf[i, :, :len(q)] = torch.tensor(weights[key])
+        if c.external_features:
+            overlap[i] = torch.tensor(OVERLAP_FEATURES[c.overlap_mode](q, d, idf, vocab))
+    tensors |= {"query_ids": query_ids, "doc_ids": doc_ids, "query_idf": query_idf}
+    return Batch(tensors | ({"overlap": overlap} if c.external_features else {}), sum(cut), pairs)

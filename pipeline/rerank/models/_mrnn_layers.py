@@ -1,10 +1,12 @@
-"""MRNN's layers (pipeline/rerank/models/mrnn.py has the model and its equations, MODELS.md §2): the densely
-connected n-gram blocks of eq. (1) and the duplex attention of eqs. (2)-(8). `c` is the model's MRNNConfig."""
+"""MRNN's layers, private to pipeline/rerank/models/mrnn.py (which has the model, its config and the equations,
+MODELS.md §2): the densely connected n-gram blocks of eq. (1) and the duplex attention of eqs. (2)-(8). `c` is the
+model's MRNNConfig."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
 
 def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
     """Softmax over `dim` where `mask` (broadcastable, True = real) is False gets -inf, i.e. weight 0."""
