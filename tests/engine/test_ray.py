@@ -107,6 +107,21 @@ def test_bm25_search_is_identical(cacm_index, tmp_path):
     assert filecmp.cmp(local, on_ray, shallow=False) and len(local.read_text().splitlines()) > 50_000
 
 
+def test_keyword_bm25_runs_on_the_cluster_too(cacm_index, tmp_path, caplog):
+    """bm25kw is a retriever like bm25: on the ray engine its shards run on the workers, with the same run."""
+    from pipeline.retrieve.keyword_dictionary import Keyword, KeywordDictionary
+
+    dictionary = KeywordDictionary([Keyword(word, "cs", 2.0, 1, 1, 1, 1) for word in ("algorithm", "comput")], "en")
+    path = str(dictionary.save(tmp_path / "cs.tsv"))
+    outputs = {name: tmp_path / name / "bm25kw.trec" for name in ("ray", "local")}  # one name: one run tag
+    for name, extra in (("ray", [*RAY, "--shard-queries", "32"]), ("local", [])):
+        assert main(["run", f"bm25kw(dict={path}, index={cacm_index}, hits=100)", "--dataset", "cacm",
+                     "--output", str(outputs[name]), "--no-cache", "--results-dir", str(tmp_path / "results"),
+                     *extra]) == 0
+    assert filecmp.cmp(outputs["ray"], outputs["local"], shallow=False)
+    assert "bm25kw: 2 shards" in caplog.text
+
+
 def test_an_experiment_file_runs_on_its_engine(cacm_index, tmp_path, caplog):
     """`engine: ray` in the file; `--engine local` on the command line overrides it: the same run file."""
     experiment = tmp_path / "cacm-ray.yaml"
