@@ -4,4 +4,5 @@ Importing the package is cheap: the JVM starts only when Lucene is first needed 
 """
 __version__ = "0.1.0"
 
-from pipeline.data.runs import Run, Topics  # noqa: E402,F401
+from pipeline.data.runs import Run  # noqa: E402,F401
+from pipeline.data.topics import Topics  # noqa: E402,F401

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Iterator
 
 from pipeline.data.files import atomic_write, cache_root
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
+from pipeline.data.topics import Topics
 from pipeline.log import logger
 
 

@@ -23,7 +23,8 @@ from typing import ClassVar
 
 from pipeline import cache
 from pipeline.binding import Binding
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
+from pipeline.data.topics import Topics
 from pipeline.errors import IrpipeError
 from pipeline.log import logger
 from pipeline.validate import at_least, choice, problem

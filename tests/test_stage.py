@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
+from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
 from pipeline.stages.rerank import Reranker
 from pipeline.stage import Compose, Cutoff, Fusion, Stage, StageError

@@ -95,7 +95,7 @@ def _trec_docs(path: Path) -> Iterator[tuple[int, dict]]:
             raise InputError(path, "document has no <DOCNO>...</DOCNO>", number, "DOCNO")
         doc_id = _check_id(match.group(1).strip(), path, number, "DOCNO")
         body = block[: match.start()] + " " + block[match.end():]
-        yield number, {"id": doc_id, "contents": normalise(_TAG.sub(" ", body))}
+        yield number, {"id": doc_id, "contents": collapse_whitespace(_TAG.sub(" ", body))}
 
 
 def sgml_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str]]:
@@ -133,7 +133,7 @@ def sgml_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str]]:
         raise InputError(path, f"<{tag}> is never closed", start, tag)
 
 
-def normalise(text: str) -> str:
+def collapse_whitespace(text: str) -> str:
     """Collapse every run of whitespace to one space and strip the ends."""
     return " ".join(text.split())
 

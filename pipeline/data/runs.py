@@ -1,4 +1,5 @@
-"""The currency between stages: `Topics` (qid -> query) and `Run` (qid -> ranked (docid, score) list).
+"""The currency between stages: `Run` (qid -> ranked (docid, score) list), over `Topics` (qid -> query;
+pipeline/data/topics.py).
 
 Run files: TREC (`qid Q0 docid rank score tag`) and MS MARCO (`qid<TAB>pid<TAB>rank`), read with validation
 (file, line and field named on error) and written atomically in a deterministic order: score descending,
@@ -11,53 +12,16 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 from pipeline.data.files import atomic_write, numbered_lines
 from pipeline.errors import InputError
 from pipeline.validate import one_word
 
+if TYPE_CHECKING:  # annotations only: topics.py imports this module
+    from pipeline.data.topics import Topics
+
 RUN_FORMATS = ("trec", "msmarco")
-
-
-@dataclass
-class Topics:
-    """Queries by id, in file order; `extra` holds optional per-query fields (e.g. keywords)."""
-
-    queries: dict[str, str]
-    extra: dict[str, dict] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.queries)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.queries)
-
-    def items(self):
-        return self.queries.items()
-
-    def __getitem__(self, qid: str) -> str:
-        return self.queries[qid]
-
-    def subset(self, qids: Iterable[str]) -> "Topics":
-        keep = [q for q in qids if q in self.queries]
-        return Topics({q: self.queries[q] for q in keep}, {q: self.extra[q] for q in keep if q in self.extra})
-
-    def fingerprint(self) -> str:
-        return _digest([self.queries, self.extra])
-
-    def to_frame(self):
-        """A pandas DataFrame with PyTerrier's columns qid, query (+ extra fields); see pipeline.data.frames."""
-        from pipeline.data.frames import topics_frame
-
-        return topics_frame(self.queries, self.extra)
-
-    @classmethod
-    def from_frame(cls, frame) -> "Topics":
-        """Topics from a DataFrame with columns qid, query (others become extra fields)."""
-        from pipeline.data.frames import topics_from_frame
-
-        return cls(*topics_from_frame(frame))
 
 
 def _rank_key(hit: tuple[str, float]):
@@ -118,7 +82,7 @@ class Run:
 
     def fingerprint(self) -> str:
         fields = [{d: dict(f) for d, f in self.doc_fields.items()}] if self.doc_fields else []
-        return _digest([self.ranking, sorted(self.texts.items()), *fields])  # no fields: the digest it always had
+        return json_digest([self.ranking, sorted(self.texts.items()), *fields])  # no fields: the digest it always had
 
     def to_frame(self, topics: Topics | None = None):
         """A pandas DataFrame with PyTerrier's columns qid, docno, score, rank (+ text, + query given topics)."""
@@ -139,7 +103,8 @@ class Run:
         return Path(path)
 
 
-def _digest(obj) -> str:
+def json_digest(obj) -> str:
+    """The sha1 of an object's canonical JSON: the fingerprint of topics and runs (stage cache keys)."""
     return hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 

@@ -1,4 +1,5 @@
-"""Topic files: TSV (`qid<TAB>text`), TREC SGML (`<top><num>...`), CACM-style `<DOC><DOCNO>`, JSONL.
+"""`Topics` (qid -> query, in file order) and topic files: TSV (`qid<TAB>text`), TREC SGML (`<top><num>...`),
+CACM-style `<DOC><DOCNO>`, JSONL.
 
 `read_topics` returns `Topics` in file order, the query text whitespace-normalised for the SGML formats (what
 Anserini's TrecTopicReader / CacmTopicReader give, up to whitespace, which its analyzers ignore). Malformed
@@ -7,11 +8,13 @@ input raises `InputError` naming the file, the line and the field (for SGML: the
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable, Iterator
 
-from pipeline.data.corpus import normalise, sgml_blocks
+from pipeline.data.corpus import collapse_whitespace, sgml_blocks
 from pipeline.data.files import atomic_write, first_line, json_lines, numbered_lines, plain_suffix
-from pipeline.data.runs import Topics
+from pipeline.data.runs import json_digest
 from pipeline.errors import InputError
 
 TOPIC_FORMATS = ("tsv", "trec", "cacm", "jsonl")
@@ -21,6 +24,46 @@ _TREC_CLOSE = re.compile(r"</(num|title|desc|narr)>", re.IGNORECASE)
 # "<num> Number: 301", "<title> Topic: ...", "<desc> Description:", "<narr> Narrative:" (all optional)
 _TREC_PREFIX = {"num": "number:", "title": "topic:", "desc": "description:", "narr": "narrative:"}
 _DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO>", re.IGNORECASE | re.DOTALL)
+
+
+@dataclass
+class Topics:
+    """Queries by id, in file order; `extra` holds optional per-query fields (e.g. keywords)."""
+
+    queries: dict[str, str]
+    extra: dict[str, dict] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.queries)
+
+    def items(self):
+        return self.queries.items()
+
+    def __getitem__(self, qid: str) -> str:
+        return self.queries[qid]
+
+    def subset(self, qids: Iterable[str]) -> "Topics":
+        keep = [q for q in qids if q in self.queries]
+        return Topics({q: self.queries[q] for q in keep}, {q: self.extra[q] for q in keep if q in self.extra})
+
+    def fingerprint(self) -> str:
+        return json_digest([self.queries, self.extra])
+
+    def to_frame(self):
+        """A pandas DataFrame with PyTerrier's columns qid, query (+ extra fields); see pipeline.data.frames."""
+        from pipeline.data.frames import topics_frame
+
+        return topics_frame(self.queries, self.extra)
+
+    @classmethod
+    def from_frame(cls, frame) -> "Topics":
+        """Topics from a DataFrame with columns qid, query (others become extra fields)."""
+        from pipeline.data.frames import topics_from_frame
+
+        return cls(*topics_from_frame(frame))
 
 
 def read_topics(path: str | Path, format: str | None = None) -> Topics:
@@ -93,7 +136,8 @@ def _trec(path: Path):
         marks = list(_TREC_FIELD.finditer(block))
         for mark, following in zip(marks, marks[1:] + [None]):
             name = mark.group(1).lower()
-            value = normalise(_TREC_CLOSE.sub(" ", block[mark.end(): following.start() if following else None]))
+            end = following.start() if following else None
+            value = collapse_whitespace(_TREC_CLOSE.sub(" ", block[mark.end(): end]))
             if value.lower().startswith(_TREC_PREFIX[name]):
                 value = value[len(_TREC_PREFIX[name]):].strip()
             fields[name] = value
@@ -110,7 +154,7 @@ def _cacm(path: Path):
         match = _DOCNO.search(block)
         if not match:
             raise InputError(path, "topic has no <DOCNO>...</DOCNO>", number, "DOCNO")
-        text = normalise(block[: match.start()] + " " + block[match.end():])
+        text = collapse_whitespace(block[: match.start()] + " " + block[match.end():])
         yield number, match.group(1).strip(), text, None, ("DOCNO", "text")
 
 

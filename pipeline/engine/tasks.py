@@ -23,7 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
 
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
+from pipeline.data.topics import Topics
 from pipeline.engine import EngineOptions
 from pipeline.engine.cluster import run_shards
 from pipeline.engine.jobs import JobFolder

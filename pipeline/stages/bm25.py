@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 
 from pipeline.binding import Binding
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
+from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
 from pipeline.log import progress
 from pipeline.retrieve.index import CHINESE_TERMS, LANGUAGES, open_index

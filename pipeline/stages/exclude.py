@@ -2,7 +2,8 @@
 own question, which is in the index too)."""
 from __future__ import annotations
 
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
+from pipeline.data.topics import Topics
 from pipeline.stage import Stage
 from pipeline.stages import register
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline.binding import Binding
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
+from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
 from pipeline.log import progress
 from pipeline.retrieve.keyword_dictionary import load_dictionary

@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 
 from pipeline.binding import Binding
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
+from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
 from pipeline.rerank.overlap import overlap_scores
 from pipeline.rerank.pairs import CandidateTexts, Pair, missing_texts, pairs_of, scores_by_query

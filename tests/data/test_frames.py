@@ -4,7 +4,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
+from pipeline.data.topics import Topics
 from pipeline.errors import InputError
 
 RUN = Run({"q1": [("d3", 2.5), ("d1", 1.0), ("d2", 1.0)], "q2": [("d1", -0.125)]},

@@ -1,7 +1,8 @@
 """Question retrieval views of LCQMC/BQ: one query per positive pair, the query's own question excluded."""
 from __future__ import annotations
 
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
+from pipeline.data.topics import Topics
 from pipeline.stages.exclude import Exclude
 from pipeline.stages.bm25 import BM25
 from pipeline.spec import parse

@@ -5,7 +5,7 @@ import pytest
 
 from pipeline.data.files import atomic_write
 from pipeline.data.runs import Run, read_run, write_run
-from pipeline.errors import InputError
+from pipeline.errors import ConfigError, InputError
 
 
 def test_trec_round_trip_and_order(tmp_path):
@@ -83,7 +83,7 @@ def test_interrupted_write_leaves_previous_file_intact(tmp_path):
 
 def test_failing_run_write_leaves_no_file(tmp_path):
     path = tmp_path / "new.trec"
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError, match="tag='has space'; expected one word"):
         Run.from_scores({"q": {"d": 1.0}}).write(path, tag="has space")
     assert not path.exists()
 

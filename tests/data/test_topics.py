@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from pipeline.data.runs import Topics
+from pipeline.data.topics import Topics
 from pipeline.data.topics import detect_topic_format, read_topics, write_topics
 from pipeline.errors import InputError
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
 from pipeline.data.sets.base import Dataset
+from pipeline.data.topics import Topics
 from support import save_tiny_bert
 
 # 8 questions x 5 candidates: the correct answer repeats the question's key word, the distractors do not.

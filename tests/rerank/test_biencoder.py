@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
+from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
 from pipeline.rerank.model import Batch
 from pipeline.rerank.models.biencoder import BiEncoder, BiEncoderConfig

@@ -9,7 +9,8 @@ import sys
 import pytest
 import torch
 
-from pipeline.data.runs import Run, Topics, read_run
+from pipeline.data.runs import Run, read_run
+from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
 from pipeline.rerank.checkpoint import save_checkpoint
 from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig

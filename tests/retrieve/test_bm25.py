@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from pipeline.cli import main
-from pipeline.data.runs import Topics, read_run
+from pipeline.data.runs import read_run
+from pipeline.data.topics import Topics
 from pipeline.errors import MissingResourceError
 from pipeline.stages.bm25 import BM25
 from pipeline.retrieve.lucene import LuceneIndex, adjust_score_ties

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from pipeline.cli import main
-from pipeline.data.runs import Topics
+from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError, InputError
 from pipeline.stages.bm25 import BM25
 from pipeline.retrieve.index import build_index

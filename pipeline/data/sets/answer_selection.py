@@ -17,8 +17,9 @@ from typing import Iterator
 
 from pipeline.data.files import numbered_lines
 from pipeline.data.qrels import Qrels
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
 from pipeline.data.sets.base import Dataset
+from pipeline.data.topics import Topics
 from pipeline.errors import InputError
 
 

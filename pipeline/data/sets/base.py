@@ -25,7 +25,8 @@ from typing import Iterator, NamedTuple
 
 from pipeline.data.files import atomic_write, cache_root, file_sha256
 from pipeline.data.qrels import Qrels
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
+from pipeline.data.topics import Topics
 from pipeline.errors import IrpipeError, MissingResourceError
 from pipeline.log import logger, progress
 

@@ -14,8 +14,8 @@ import csv
 from typing import Iterator
 
 from pipeline.data.files import numbered_lines, open_text
-from pipeline.data.runs import Topics
-from pipeline.data.sets.base import Dataset, Pair, PairsAsRanking
+from pipeline.data.sets.base import Dataset, LabelledPair, PairsAsRanking
+from pipeline.data.topics import Topics
 from pipeline.errors import InputError
 
 
@@ -28,19 +28,19 @@ def _label(text: str, path, number: int) -> int:
 class LcqmcDataset(PairsAsRanking, Dataset):
     provides = ("pairs", "topics", "qrels", "run")
 
-    def pairs(self) -> Iterator[Pair]:
+    def pairs(self) -> Iterator[LabelledPair]:
         path = self.path("pairs")
         for number, line in numbered_lines(path):
             parts = line.split("\t")
             if len(parts) != 3:
                 raise InputError(path, f"expected 3 tab-separated columns, found {len(parts)}", number, "columns")
-            yield Pair(parts[0].strip(), parts[1].strip(), _label(parts[2], path, number))
+            yield LabelledPair(parts[0].strip(), parts[1].strip(), _label(parts[2], path, number))
 
 
 class BqDataset(PairsAsRanking, Dataset):
     provides = ("pairs", "topics", "qrels", "run")
 
-    def pairs(self) -> Iterator[Pair]:
+    def pairs(self) -> Iterator[LabelledPair]:
         path = self.path("pairs")
         with open_text(path) as handle:
             reader = csv.reader(handle)
@@ -50,7 +50,7 @@ class BqDataset(PairsAsRanking, Dataset):
             for row in reader:
                 if len(row) != 3:
                     raise InputError(path, f"expected 3 columns, found {len(row)}", reader.line_num, "columns")
-                yield Pair(row[0].strip(), row[1].strip(), _label(row[2], path, reader.line_num))
+                yield LabelledPair(row[0].strip(), row[1].strip(), _label(row[2], path, reader.line_num))
 
 
 class ThucnewsDataset(Dataset):

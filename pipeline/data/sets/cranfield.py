@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from pipeline.data.corpus import normalise
+from pipeline.data.corpus import collapse_whitespace
 from pipeline.data.files import numbered_lines
 from pipeline.data.qrels import Qrels
-from pipeline.data.runs import Topics
 from pipeline.data.sets.base import Dataset
+from pipeline.data.topics import Topics
 from pipeline.errors import InputError
 
 FIELDS = {".T": "title", ".A": "author", ".B": "bib", ".W": "text"}
@@ -31,7 +31,7 @@ def smart_records(path: Path) -> Iterator[tuple[int, str, dict[str, str]]]:
         tag = line[:2]
         if tag == ".I" and line[2:3] in ("", " ", "\t"):
             if record_id is not None:
-                yield start, record_id, {k: normalise(v) for k, v in fields.items()}
+                yield start, record_id, {k: collapse_whitespace(v) for k, v in fields.items()}
             record_id, fields, field, start = line[2:].strip(), {}, None, number
             if not record_id:
                 raise InputError(path, "record without an id after .I", number, ".I")
@@ -43,7 +43,7 @@ def smart_records(path: Path) -> Iterator[tuple[int, str, dict[str, str]]]:
         else:
             fields[field] += " " + line
     if record_id is not None:
-        yield start, record_id, {k: normalise(v) for k, v in fields.items()}
+        yield start, record_id, {k: collapse_whitespace(v) for k, v in fields.items()}
 
 
 class CranfieldDataset(Dataset):

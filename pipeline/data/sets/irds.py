@@ -9,8 +9,9 @@ from functools import cached_property
 from typing import Iterator
 
 from pipeline.data.qrels import Qrels
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
 from pipeline.data.sets.base import Dataset
+from pipeline.data.topics import Topics
 from pipeline.errors import UnknownNameError
 
 PREFIX = "irds:"

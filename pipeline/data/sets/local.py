@@ -34,10 +34,11 @@ from typing import Iterator
 from pipeline.data.corpus import DOC_FORMATS
 from pipeline.data.files import load_yaml, numbered_lines, read_index_metadata
 from pipeline.data.qrels import Qrels
-from pipeline.data.runs import RUN_FORMATS, Run, Topics, read_run
+from pipeline.data.runs import RUN_FORMATS, Run, read_run
 from pipeline.data.sets.answer_selection import AnswerSelectionDataset
 from pipeline.data.sets.base import DataFile, Dataset, LabelledPair, PairsAsRanking, file_sha256
 from pipeline.data.sets.standard import StandardDataset
+from pipeline.data.topics import Topics
 from pipeline.data.topics import TOPIC_FORMATS
 from pipeline.errors import InputError, MissingResourceError
 

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from pipeline.data.qrels import Qrels
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
 from pipeline.data.sets.answer_selection import AnswerSelectionDataset, aligned_columns
+from pipeline.data.topics import Topics
 from pipeline.errors import InputError
 
 COLUMNS = ("queries", "tweets", "labels", "urls", "ids")

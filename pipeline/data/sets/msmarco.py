@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 
 from pipeline.data.qrels import Qrels, read_qrels
-from pipeline.data.runs import Run, Topics
+from pipeline.data.runs import Run
 from pipeline.data.sets.base import Dataset
+from pipeline.data.topics import Topics
 from pipeline.errors import InputError
 
 

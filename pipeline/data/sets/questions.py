@@ -15,9 +15,9 @@ import functools
 from typing import Iterator
 
 from pipeline.data.qrels import Qrels
-from pipeline.data.runs import Topics
 from pipeline.data.sets.base import Dataset, LabelledPair
 from pipeline.data.sets.chinese import BqDataset, LcqmcDataset
+from pipeline.data.topics import Topics
 
 PAIR_FAMILIES: dict[str, type[Dataset]] = {"lcqmc": LcqmcDataset, "bq": BqDataset}
 

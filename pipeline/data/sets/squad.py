@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from typing import Iterator
 
-from pipeline.data.corpus import normalise
+from pipeline.data.corpus import collapse_whitespace
 from pipeline.data.qrels import Qrels
-from pipeline.data.runs import Topics
 from pipeline.data.sets.base import Dataset
+from pipeline.data.topics import Topics
 from pipeline.errors import InputError
 
 
@@ -48,7 +48,7 @@ class SquadDataset(Dataset):
                 for pid, title, paragraph in self._paragraphs("doc_articles"))
 
     def topics(self) -> Topics:
-        return Topics({qa["id"]: normalise(qa["question"]) for _, qa in self._questions()})
+        return Topics({qa["id"]: collapse_whitespace(qa["question"]) for _, qa in self._questions()})
 
     def qrels(self) -> Qrels:
         return {qa["id"]: {pid: 1} for pid, qa in self._questions()}

@@ -9,8 +9,8 @@ from typing import Iterator
 
 from pipeline.data.corpus import iter_docs
 from pipeline.data.qrels import Qrels, read_qrels
-from pipeline.data.runs import Topics
 from pipeline.data.sets.base import Dataset
+from pipeline.data.topics import Topics
 from pipeline.data.topics import read_topics
 
 
