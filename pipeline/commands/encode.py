@@ -1,9 +1,9 @@
 """`irpipe encode`: store the document encodings of a late-interaction model (pipeline/rerank/store.py).
 
-    irpipe encode --model biencoder --dataset dl20-passage --output stores/dl20         # the dataset's candidates
-    irpipe encode --model models/be --run runs/x.trec --dataset cacm --output stores/x # a run's candidates (texts
-                                                                                        # from the dataset or --index)
-    irpipe encode --model biencoder --corpus corpus.jsonl --output stores/c --dtype fp32# every document of a corpus
+    irpipe encode --model biencoder --dataset dl20-passage --output stores/dl20           # the dataset's candidates
+    irpipe encode --model models/be --run runs/x.trec --dataset cacm --output stores/x   # a run's candidates (texts
+                                                                                          # from the dataset or --index)
+    irpipe encode --model biencoder --corpus corpus.jsonl --output stores/c --dtype fp32  # every document of a corpus
 
 Shards are written atomically; running the same command again resumes (finished shards are kept, their documents
 skipped). A store of another model is refused. `--engine ray --workers N` encodes the shards on a Ray cluster
