@@ -1,6 +1,6 @@
 """Domain keyword dictionaries (diff-idf; keyword-BERT, Miao, Cao & Tam; MODELS.md §4): what a keyword is, how a
 dictionary is built from a domain-labelled corpus, stored and loaded (presets built once and cached). Extracting
-keywords and keyword-augmented BM25: pipeline/retrieve/keywords.py.
+keywords: pipeline/retrieve/keywords.py; keyword-augmented BM25: pipeline/stages/keywords.py.
 For a domain d of a domain-labelled corpus and its complement ¬d (all the other domains), with document
 frequencies df and document counts N:
 
