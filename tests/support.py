@@ -30,17 +30,14 @@ def save_tiny_bert(folder: Path, layers: int = 2, positions: int = 512) -> Path:
     """A randomly initialised (seeded) BERT of width 32 with all-MiniLM-L6-v2's tokenizer, saved as a BERT folder:
     a model trains for an epoch, or scores a few hundred pairs, in about a second on 2 CPU cores."""
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers import BertModel
 
-    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder
+    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder, load_tokenizer, new_bert_config, write_bert_folder
 
-    tokenizer = AutoTokenizer.from_pretrained(bert_folder(DEFAULT_BERT), local_files_only=True)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=layers,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=positions)
+    tokenizer = load_tokenizer(bert_folder(DEFAULT_BERT))
     torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    bert = BertModel(new_bert_config(tokenizer.vocab_size, 32, layers, positions, heads=2, intermediate=64))
+    return write_bert_folder(bert, tokenizer, folder)
 
 
 # -- a tiny collection of our own, written by the tests that need one ---------------------------------------------

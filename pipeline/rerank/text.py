@@ -107,12 +107,12 @@ class WordTable:
     dim: int
     words: list[str]  # the table's own words, most useful first (GloVe: by frequency)
     vectors: np.ndarray | None = None
-    bert_path: Path | None = None
+    bert: Path | None = None  # a BERT folder's input embeddings: `vectors` is by word piece, its tokenizer splits
 
     def lookup(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         out = np.zeros((len(words), self.dim), dtype=np.float32)
         found = np.zeros(len(words), dtype=bool)
-        if self.bert_path is not None:
+        if self.bert is not None:
             return self._bert_lookup(words, out, found)
         index = {w: i for i, w in enumerate(self.words)}
         rows = [(k, index[w]) for k, w in enumerate(words) if w in index]
@@ -123,9 +123,9 @@ class WordTable:
         return out, found
 
     def _bert_lookup(self, words, out, found):
-        from transformers import AutoTokenizer
+        from pipeline.rerank.bert import load_tokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(str(self.bert_path), local_files_only=True)
+        tokenizer = load_tokenizer(self.bert)
         pieces = tokenizer(list(words), add_special_tokens=False)["input_ids"]
         for k, ids in enumerate(pieces):
             if ids and tokenizer.unk_token_id not in ids:
@@ -153,25 +153,15 @@ def glove_table() -> WordTable:
     return WordTable(vectors.shape[1], words, vectors)
 
 
-def bert_table(path: str | Path | None = None) -> WordTable:
-    """The input-embedding matrix of a BERT checkpoint folder (safetensors, or a weights-only .bin)."""
-    from safetensors import safe_open
+def bert_table(bert: str | Path | None = None) -> WordTable:
+    """The input-embedding matrix of a BERT folder (`bert`: a path, or None for the packaged all-MiniLM-L6-v2);
+    its words are the vocabulary's whole-word entries (no ##pieces, no [SPECIALS])."""
+    from pipeline.rerank.bert import bert_folder, input_embeddings, read_vocab
 
-    from pipeline.rerank.bert import bert_folder
-
-    folder = bert_folder(str(path) if path else "")
-    weights = folder / "model.safetensors"
-    if not (folder / "vocab.txt").is_file() or not weights.is_file():
-        raise MissingResourceError(f"{folder} is not a BERT checkpoint folder (vocab.txt and model.safetensors: "
-                                   "weights are read from safetensors only)")
-    with safe_open(str(weights), "np") as f:
-        keys = [k for k in f.keys() if k.endswith("embeddings.word_embeddings.weight")]
-        matrix = f.get_tensor(keys[0]) if keys else None
-    if matrix is None:
-        raise MissingResourceError(f"{folder}: no embeddings.word_embeddings.weight tensor in the checkpoint")
-    vocab = read_text(folder / "vocab.txt").split("\n")
+    folder = bert_folder(str(bert) if bert else "")
+    matrix, vocab = input_embeddings(folder), read_vocab(folder)
     whole = [w for w in vocab if w and not w.startswith("##") and not (w.startswith("[") and w.endswith("]"))]
-    return WordTable(matrix.shape[1], whole, np.asarray(matrix, dtype=np.float32), bert_path=folder)
+    return WordTable(matrix.shape[1], whole, matrix, bert=folder)
 
 
 def word2vec_table(token_lists: Sequence[Sequence[str]], dim: int, seed: int = 0, epochs: int = 20) -> WordTable:
@@ -185,13 +175,13 @@ def word2vec_table(token_lists: Sequence[Sequence[str]], dim: int, seed: int = 0
     return WordTable(dim, list(model.wv.index_to_key), np.asarray(model.wv.vectors, dtype=np.float32))
 
 
-def word_table(source: str, bert_path: str | Path | None = None, token_lists=(), dim: int = 300,
+def word_table(source: str, bert: str | Path | None = None, token_lists=(), dim: int = 300,
                seed: int = 0) -> WordTable | None:
-    """The pretrained table named by `source` (None for "random")."""
+    """The pretrained table named by `source` (None for "random"); `bert`: the BERT folder of source "bert"."""
     if source == "glove":
         return glove_table()
     if source == "bert":
-        return bert_table(bert_path)
+        return bert_table(bert)
     if source == "word2vec":
         return word2vec_table(token_lists, dim, seed)
     if source == "random":

@@ -24,14 +24,16 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.data.files import atomic_write, numbered_lines
+from pipeline.data.files import numbered_lines
 from pipeline.errors import ConfigError
-from pipeline.rerank.config import at_least
+from pipeline.rerank.bert import basic_tokens, new_tokenizer
+from pipeline.validate import at_least
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CHINESE_SOURCES = ["thucnews/dev", "thucnews/test", "insuranceqa-zh/train", "insuranceqa-zh/valid",
                    "insuranceqa-zh/test", "lcqmc/dev", "bq/dev"]  # LCQMC and BQ: only the splits not tested on
 LOG = "pretrain.jsonl"
+TOKENIZATION = {"lower_case": True, "chinese_chars": True}  # uncased; each CJK character a token (Chinese BERT's)
 
 
 @dataclass
@@ -88,25 +90,16 @@ def corpus_texts(sources: list[str]) -> list[str]:
 
 
 def build_vocab(texts: list[str], min_count: int = 2) -> list[str]:
-    """Special tokens, then every token of BERT's basic tokenization seen `min_count` times (CJK characters are
-    tokens of their own), each with its characters as word pieces (c and ##c) so that a rare word splits."""
-    from tokenizers.normalizers import BertNormalizer
-    from tokenizers.pre_tokenizers import BertPreTokenizer
-
-    normalizer, splitter, counts = BertNormalizer(lowercase=True), BertPreTokenizer(), Counter()
-    for text in texts:
-        for token, _ in splitter.pre_tokenize_str(normalizer.normalize_str(text)):
+    """Special tokens, then every token of BERT's basic tokenization (as `make_tokenizer`'s tokenizer splits) seen
+    `min_count` times, each with its characters as word pieces (c and ##c) so that a rare word splits."""
+    counts: Counter = Counter()
+    for tokens in basic_tokens(texts, **TOKENIZATION):
+        for token in tokens:
             counts.update([token[0], *("##" + c for c in token[1:])] if len(token) > 1 else [token])
     return SPECIALS + sorted((t for t, n in counts.items() if n >= min_count), key=lambda t: (-counts[t], t))
 
 
 def make_tokenizer(vocab: list[str], folder: Path):
-    """A fast BERT tokenizer (lower case, CJK characters split) over `vocab`, saved into `folder`."""
-    from transformers import BertTokenizerFast
-
-    folder.mkdir(parents=True, exist_ok=True)
-    with atomic_write(folder / "vocab.txt") as out:
-        out.write("".join(f"{token}\n" for token in vocab))
-    tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True, tokenize_chinese_chars=True)
-    tokenizer.save_pretrained(folder)
-    return tokenizer
+    """The pretraining's tokenizer over `vocab` (TOKENIZATION: the one `build_vocab` counts with), saved into
+    `folder` with its vocab.txt."""
+    return new_tokenizer(vocab, folder, **TOKENIZATION)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pipeline.rerank.model import Batch
-from pipeline.rerank.models.kwbert import KeywordBERT, KeywordBERTConfig, keyword_attention_mask, side_mean
+from pipeline.rerank.models.kwbert import KeywordBERT, KeywordBERTConfig, keyword_attention_mask
 from pipeline.rerank.pairs import Pair
 from pipeline.retrieve.keyword_dictionary import Keyword, KeywordDictionary
 from support import save_tiny_bert
@@ -104,9 +104,3 @@ def test_fusions_score_and_loss(tiny_bert, dictionary, fusion, width):
     loss = model.loss(output, Batch({}, labels=torch.tensor([1.0, 0.0])))
     loss.total.backward()
     assert model.keyword_layer.attention.self.query.weight.grad.abs().sum() > 0
-
-
-def test_side_mean_averages_each_side():
-    states = torch.arange(12, dtype=torch.float).view(1, 4, 3)  # (B=1, L=4, H=3)
-    side = torch.tensor([[0, 1, 1, 2]])
-    assert side_mean(states, side, 1).tolist() == [[4.5, 5.5, 6.5]] and side_mean(states, side, 2).tolist() == [[9, 10, 11]]

@@ -26,14 +26,13 @@ import functools
 import re
 import unicodedata
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, check_positions, load_bert, save_bert_assets
-from pipeline.rerank.config import at_least, choice
+from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_pool, mean_pool, pair_inputs
+from pipeline.validate import at_least, choice
 from pipeline.rerank.model import Batch, Pair, RerankModel
 from pipeline.rerank.models.monobert import TwoClassOutput
 from pipeline.rerank.models import register_model
@@ -105,14 +104,8 @@ def keyword_attention_mask(side: torch.Tensor, keyword: torch.Tensor) -> torch.T
     return mask | (own & ~(in_a | in_b).unsqueeze(2))
 
 
-def side_mean(states: torch.Tensor, side: torch.Tensor, which: int) -> torch.Tensor:
-    """(B, L, H) states -> (B, H) mean over the tokens of one side."""
-    weight = (side == which).to(states.dtype).unsqueeze(2)                         # (B, L, 1)
-    return (states * weight).sum(1) / weight.sum(1).clamp(min=1)
-
-
 @register_model
-class KeywordBERT(TwoClassOutput, RerankModel):
+class KeywordBERT(TwoClassOutput, BertBackbone, RerankModel):
     name = "kwbert"
     config_class = KeywordBERTConfig
     training_defaults = {"optimizer": "adamw", "lr": 2e-5, "weight_decay": 0.01, "schedule": "linear",
@@ -120,28 +113,21 @@ class KeywordBERT(TwoClassOutput, RerankModel):
 
     def __init__(self, config: KeywordBERTConfig, bert: nn.Module | None = None, tokenizer=None):
         super().__init__(config)
-        if bert is None:  # pretrained weights from the config's BERT folder
-            bert, tokenizer = load_bert(config.bert, pooler=True)
-        check_positions("kwbert", config, bert)
-        if not getattr(tokenizer, "is_fast", False):
+        self.attach_bert(bert, tokenizer)  # the config's BERT, pretrained, unless a checkpoint's is given
+        if not getattr(self.tokenizer, "is_fast", False):
             raise ConfigError(f"kwbert: {config.bert} has no fast tokenizer (tokenizer.json): keyword pieces need "
                               "character offsets", field="bert")
-        self.bert, self.tokenizer = bert, tokenizer
-        self.keyword_layer = copy.deepcopy(bert.encoder.layer[-1])  # [R]: initialised as a copy of layer N
-        hidden = bert.config.hidden_size
+        self.keyword_layer = copy.deepcopy(self.bert.encoder.layer[-1])  # [R]: initialised as a copy of layer N
+        hidden = self.bert.config.hidden_size
         self.dropout = nn.Dropout(config.dropout)
         if config.fusion == "code":
             self.keyword_fusion = nn.Linear(2 * hidden, hidden)
         self.classifier = nn.Linear((2 if config.fusion == "code" else 5) * hidden, 2)
         self._extractor = None
 
-    # -- assets: the BERT config and tokenizer, so that a checkpoint rebuilds alone ------------------------------
-    def save_assets(self, directory: Path) -> None:
-        save_bert_assets(self.bert, self.tokenizer, directory)
-
     @classmethod
-    def load_assets(cls, config: KeywordBERTConfig, directory: Path) -> "KeywordBERT":
-        return cls(config, *bert_from_assets(directory, pooler=True))
+    def uses_pooler(cls, config: KeywordBERTConfig) -> bool:
+        return True  # the main branch: h(CLS) through the pooler [C]
 
     # -- inputs ------------------------------------------------------------------------------------------------
     @property
@@ -172,29 +158,14 @@ class KeywordBERT(TwoClassOutput, RerankModel):
         return encoded["input_ids"], flags
 
     def prepare(self, pairs: list[Pair]) -> Batch:
-        """Ids, segments, mask, side (0 other, 1 A, 2 B) and keyword flags of "[CLS] A [SEP] B [SEP]", padded."""
-        tok, room = self.tokenizer, self.config.max_length - 3
+        """Ids, segments, mask, side (0 other, 1 A, 2 B) and keyword flags of "[CLS] A [SEP] B [SEP]", cut longest
+        first to max_length and padded: (B, L) each."""
         a_ids, a_kw = self._pieces([p.query for p in pairs],
                                    [self.keywords(p.query, p.query_fields.get("keywords")) for p in pairs])
         b_ids, b_kw = self._pieces([p.text for p in pairs], [self.keywords(p.text) for p in pairs])
-        rows, truncated = [], 0
-        for a, ak, b, bk in zip(a_ids, a_kw, b_ids, b_kw):
-            n_a, n_b = len(a), len(b)
-            while n_a + n_b > room:  # longest first
-                n_a, n_b = (n_a - 1, n_b) if n_a > n_b else (n_a, n_b - 1)
-            truncated += (n_a, n_b) != (len(a), len(b))
-            rows.append(([tok.cls_token_id, *a[:n_a], tok.sep_token_id, *b[:n_b], tok.sep_token_id],
-                         [0] * (n_a + 2) + [1] * (n_b + 1),
-                         [OTHER, *[SIDE_A] * n_a, OTHER, *[SIDE_B] * n_b, OTHER],
-                         [0, *ak[:n_a], 0, *bk[:n_b], 0]))
-        length = max(len(row[0]) for row in rows)
-        tensors = {name: torch.full((len(rows), length), tok.pad_token_id if name == "input_ids" else 0,
-                                    dtype=torch.long)
-                   for name in ("input_ids", "token_type_ids", "side", "keyword", "attention_mask")}  # (B, L) each
-        for i, (ids, segments, side, keyword) in enumerate(rows):
-            for name, values in (("input_ids", ids), ("token_type_ids", segments), ("side", side),
-                                 ("keyword", keyword), ("attention_mask", [1] * len(ids))):
-                tensors[name][i, :len(ids)] = torch.tensor(values)
+        sides = ([[SIDE_A] * len(a) for a in a_ids], [[SIDE_B] * len(b) for b in b_ids])   # OTHER (0) elsewhere
+        tensors, truncated = pair_inputs(self.tokenizer, a_ids, b_ids, self.config.max_length, side=sides,
+                                         keyword=(a_kw, b_kw))
         return Batch(tensors, truncated, pairs)
 
     # -- the model -----------------------------------------------------------------------------------------------
@@ -209,9 +180,9 @@ class KeywordBERT(TwoClassOutput, RerankModel):
                 side: torch.Tensor, keyword: torch.Tensor) -> torch.Tensor:
         out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
                         output_hidden_states=True)
-        h_cls = out.pooler_output                                                      # (B, H) main branch
+        h_cls = cls_pool(out, "pooler")                                                # (B, H) main branch
         states = self.keyword_branch(out.hidden_states[-2], side, keyword)             # (B, L, H)
-        h_a, h_b = side_mean(states, side, SIDE_A), side_mean(states, side, SIDE_B)    # (B, H) each
+        h_a, h_b = mean_pool(states, side == SIDE_A), mean_pool(states, side == SIDE_B)  # (B, H) each
         if self.config.fusion == "code":
             features = torch.cat([h_cls, torch.tanh(self.keyword_fusion(torch.cat([h_a, h_b], -1)))], -1)  # (B, 2H)
         else:

@@ -13,14 +13,13 @@ original BERT folder.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, check_positions, load_bert, save_bert_assets
-from pipeline.rerank.config import at_least, choice
+from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_pool, pair_inputs
+from pipeline.validate import at_least, choice
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
 
@@ -58,7 +57,7 @@ class TwoClassOutput:
 
 
 @register_model
-class MonoBERT(TwoClassOutput, RerankModel):
+class MonoBERT(TwoClassOutput, BertBackbone, RerankModel):
     name = "monobert"
     config_class = MonoBERTConfig
     training_defaults = {"optimizer": "adamw", "lr": 2e-5, "weight_decay": 0.01, "schedule": "linear",
@@ -66,48 +65,28 @@ class MonoBERT(TwoClassOutput, RerankModel):
 
     def __init__(self, config: MonoBERTConfig, bert: nn.Module | None = None, tokenizer=None):
         super().__init__(config)
-        if bert is None:  # pretrained weights from the config's BERT folder
-            bert, tokenizer = load_bert(config.bert, pooler=config.pooling == "pooler")
-        check_positions("monobert", config, bert)
-        self.bert, self.tokenizer = bert, tokenizer
+        self.attach_bert(bert, tokenizer)  # the config's BERT, pretrained, unless a checkpoint's is given
         self.dropout = nn.Dropout(config.dropout)
-        self.classifier = nn.Linear(bert.config.hidden_size, 2)
-
-    # -- assets: the BERT config and tokenizer, so that a checkpoint rebuilds alone ------------------------------
-    def save_assets(self, directory: Path) -> None:
-        save_bert_assets(self.bert, self.tokenizer, directory)
+        self.classifier = nn.Linear(self.bert.config.hidden_size, 2)
 
     @classmethod
-    def load_assets(cls, config: MonoBERTConfig, directory: Path) -> "MonoBERT":
-        return cls(config, *bert_from_assets(directory, pooler=config.pooling == "pooler"))
+    def uses_pooler(cls, config: MonoBERTConfig) -> bool:
+        return config.pooling == "pooler"
 
     # -- inputs ------------------------------------------------------------------------------------------------
     def prepare(self, pairs: list[Pair]) -> Batch:
-        """"[CLS] q [SEP] d [SEP]" ids, segment ids and mask, padded to the longest pair of the batch."""
-        config, tok = self.config, self.tokenizer
+        """"[CLS] q [SEP] d [SEP]" ids, segment ids and mask, padded to the longest pair of the batch: the query
+        cut first (to max_query_length), the document to what is left of max_length."""
+        tok = self.tokenizer
         unique = list(dict.fromkeys(p.query for p in pairs))
         query_ids = dict(zip(unique, tok(unique, add_special_tokens=False)["input_ids"]))
         doc_ids = tok([p.text for p in pairs], add_special_tokens=False)["input_ids"]
-        rows, types, truncated = [], [], 0
-        query_room = min(config.max_query_length, config.max_length - 4)  # at least one document piece
-        for pair, doc in zip(pairs, doc_ids):
-            q = query_ids[pair.query][:query_room]
-            d = doc[:config.max_length - 3 - len(q)]
-            truncated += len(q) < len(query_ids[pair.query]) or len(d) < len(doc)
-            rows.append([tok.cls_token_id, *q, tok.sep_token_id, *d, tok.sep_token_id])
-            types.append([0] * (len(q) + 2) + [1] * (len(d) + 1))
-        length = max(map(len, rows))
-        ids = torch.full((len(rows), length), tok.pad_token_id, dtype=torch.long)  # (B, L)
-        segments = torch.zeros((len(rows), length), dtype=torch.long)
-        mask = torch.zeros((len(rows), length), dtype=torch.long)
-        for i, (row, kinds) in enumerate(zip(rows, types)):
-            ids[i, :len(row)] = torch.tensor(row)
-            segments[i, :len(row)] = torch.tensor(kinds)
-            mask[i, :len(row)] = 1
-        return Batch({"input_ids": ids, "token_type_ids": segments, "attention_mask": mask}, truncated, pairs)
+        tensors, truncated = pair_inputs(tok, [query_ids[p.query] for p in pairs], doc_ids, self.config.max_length,
+                                         max_a=self.config.max_query_length)          # (B, L) each
+        return Batch(tensors, truncated, pairs)
 
     # -- the model -----------------------------------------------------------------------------------------------
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
-        h = out.pooler_output if self.config.pooling == "pooler" else out.last_hidden_state[:, 0]  # (B, H)
-        return self.classifier(self.dropout(h))  # (B, 2)
+        h = cls_pool(out, self.config.pooling)                                        # (B, H)
+        return self.classifier(self.dropout(h))                                       # (B, 2)
