@@ -2,9 +2,9 @@
 
     config = make_config(HCANConfig, {"encoder": "wide"}, where="hcan(...)")   # spec, --set, checkpoint: one path
 
-Every problem is a `ConfigError` naming the field, the value and what is allowed (`choice`, `at_least`); callers
-that read a file re-raise it with the file named (a checkpoint's config.json). No `__post_init__` raising
-ValueError: a config holds what it was given until `make_config` checks it.
+Every problem is a `ConfigError` naming the field, the value and what is allowed (the helpers of pipeline/validate.py:
+`choice`, `at_least`, ...); callers that read a file re-raise it with the file named (a checkpoint's config.json). A
+model config holds what it was given until `make_config` calls its `check()`.
 """
 from __future__ import annotations
 
@@ -13,60 +13,7 @@ import json
 from typing import Any
 
 from pipeline.errors import ConfigError
-
-
-def choice(owner: str, name: str, value, allowed) -> None:
-    """ConfigError unless `value` is one of `allowed`."""
-    if value not in allowed:
-        raise ConfigError(f"{owner}: {name}={value!r}; choose one of {', '.join(map(str, allowed))}", field=name)
-
-
-def at_least(owner: str, name: str, value, low, optional: bool = False) -> None:
-    """ConfigError unless `value` is a number >= `low` (None allowed when `optional`)."""
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
-        raise ConfigError(f"{owner}: {name}={value!r}; expected a number >= {low}", field=name)
-
-
-def default_of(field: dataclasses.Field):
-    if field.default is not dataclasses.MISSING:
-        return field.default
-    if field.default_factory is not dataclasses.MISSING:
-        return field.default_factory()
-    return dataclasses.MISSING
-
-
-def same_kind(value, default) -> bool:
-    """Whether a value fits a field by its default's type (None and missing defaults accept anything)."""
-    if default is None or default is dataclasses.MISSING:
-        return True
-    if isinstance(default, bool):
-        return isinstance(value, bool)
-    if isinstance(default, int):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(default, float):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if isinstance(default, str):
-        return isinstance(value, str)
-    if isinstance(default, (list, tuple)):
-        return isinstance(value, (list, tuple))
-    if isinstance(default, dict):
-        return isinstance(value, dict)
-    return True
-
-
-def field_problem(config_class: type, name: str, value) -> str | None:
-    """Why `value` cannot be the field `name` of the config dataclass, or None when it can."""
-    fields = {f.name: f for f in dataclasses.fields(config_class)}
-    if name not in fields:
-        return f"{config_class.__name__} has no field {name!r} (fields: {', '.join(fields)})"
-    default = default_of(fields[name])
-    if value is None and "None" in str(fields[name].type):  # an optional field (`float | None = 1.0`)
-        return None
-    if not same_kind(value, default):
-        return f"{name}={value!r} should be of type {type(default).__name__}, like the default {default!r}"
-    return None
+from pipeline.validate import default_of, field_problem
 
 
 def make_config(config_class: type, values: dict[str, Any], base=None):
