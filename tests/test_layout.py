@@ -1,11 +1,27 @@
-"""The package's shape (issue: framework v2): no import cycle anywhere in pipeline/, function-level imports
-included; a model is one file of pipeline/rerank/models/, found by the registry without being listed anywhere."""
+"""The package's shape (pipeline/ARCHITECTURE.md): its units import one way down the layers, no import cycle
+anywhere in pipeline/ (function-level imports included; `if TYPE_CHECKING:` imports, which never run, aside) and
+none between its units, no module over 400 lines; a model is one file of pipeline/rerank/models/, found by the
+registry without being listed anywhere."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pipeline"
+# Low to high: a unit (a package or module right under pipeline/) imports from its own layer and lower ones only.
+LAYERS = [
+    {"errors", "log", "validate", "java"},        # the base: errors, logging, option checks, the JVM
+    {"data"},                                     # formats and the dataset registry: files only
+    {"retrieve"},                                 # Lucene: indexes, search, keyword dictionaries
+    {"rerank"},                                   # models, the BERT backbone, checkpoints, stores, scoring
+    {"evaluate"},                                 # ir-measures
+    {"training"},                                 # examples, negatives, the loop, recipes
+    {"cache", "engine", "binding"},               # the stage cache; where work runs; what a pipeline is bound to
+    {"stage", "stages"},                          # the algebra, and the stages (bind resolves, transform computes)
+    {"spec", "compare", "experiment", "tune", "leaderboard"},  # specs, experiments, tables
+    {"commands", "cli", "benchmarks"},            # the command line and the benchmark commands
+]
+LAYER_OF = {unit: number for number, units in enumerate(LAYERS) for unit in units}
 
 
 def _module_name(path: Path) -> str:
@@ -20,7 +36,12 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        unrun = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and
+                 isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING" for n in ast.walk(block)}
+        for node in ast.walk(tree):
+            if id(node) in unrun:
+                continue
             if isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
@@ -64,6 +85,32 @@ def test_cycle_finder_finds_a_cycle_hidden_in_a_function():
 
 def test_no_import_cycle_in_the_package():
     assert cycles(import_graph()) == []
+
+
+def _unit(module: str) -> str:
+    return module.split(".")[1]
+
+
+def test_every_unit_has_a_layer():
+    units = {_unit(module) for module in import_graph() if module != "pipeline"}
+    assert units - set(LAYER_OF) == set(), "place the new unit in LAYERS and in pipeline/ARCHITECTURE.md"
+    page = (PACKAGE / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert [unit for unit in LAYER_OF if f"`{unit}`" not in page] == []
+
+
+def test_imports_go_down_the_layers():
+    upward = sorted(f"{module} (layer {LAYER_OF[_unit(module)]}) imports {target} (layer {LAYER_OF[_unit(target)]})"
+                    for module, targets in import_graph().items() if module != "pipeline" for target in targets
+                    if target != "pipeline" and LAYER_OF[_unit(target)] > LAYER_OF[_unit(module)])
+    assert upward == []
+
+
+def test_no_import_cycle_between_units():
+    units: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        if module != "pipeline":
+            units.setdefault(_unit(module), set()).update(_unit(t) for t in targets if t != "pipeline")
+    assert cycles({unit: targets - {unit} for unit, targets in units.items()}) == []
 
 
 def test_every_model_file_registers_itself_under_its_own_name():

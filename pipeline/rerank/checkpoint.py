@@ -180,17 +180,6 @@ def checkpoint_digest(directory: str | Path) -> str:
     return digest.hexdigest()
 
 
-def pretrained_digest(model_class: type["RerankModel"], config) -> str:
-    """sha1 of a pretrained model's name, config and the weights file of its `bert` folder (when it has one)."""
-    digest = hashlib.sha1(json.dumps([model_class.name, config_to_dict(config)], sort_keys=True).encode())
-    bert = getattr(config, "bert", None)
-    if bert is not None:
-        from pipeline.rerank.bert import bert_folder
-
-        digest.update(file_digest(bert_folder(bert) / "model.safetensors").encode())
-    return digest.hexdigest()
-
-
 @dataclass(frozen=True)
 class ModelSource:
     """Where a model comes from, in a form another process (a cluster's worker) can load it again from: a

@@ -81,7 +81,7 @@ class EncodingStore:
         return docid in self._where
 
     def digest(self) -> str:
-        return hashlib.sha1(json.dumps(self.manifest, sort_keys=True).encode()).hexdigest()
+        return manifest_digest(self.manifest)
 
     def _array(self, number: int) -> np.ndarray:
         if number not in self._arrays:
@@ -94,6 +94,11 @@ class EncodingStore:
     def get(self, docid: str) -> torch.Tensor:
         number, offset, rows = self._where[docid]
         return torch.from_numpy(np.array(self._array(number)[offset:offset + rows], dtype=np.float32))  # a copy
+
+
+def manifest_digest(manifest: dict | None) -> str:
+    """What identifies a store's contents: sha1 of its manifest (the shards it lists, the model that made it)."""
+    return hashlib.sha1(json.dumps(manifest or {}, sort_keys=True).encode()).hexdigest()
 
 
 def read_manifest(directory: Path) -> dict | None:

@@ -1,8 +1,9 @@
 """The stages, by the names the spec grammar knows them by: the algebra's own (pipeline/stage.py: `cutoff`,
 `candidates`, `fusion`, `rrf`), the first stages and filters of this package (`bm25`, `bm25kw`, `keywords`,
 `exclude`, `overlap`), and one reranker per model file of pipeline/rerank/models/ (made on first use by
-pipeline/stages/neural.py). A stage module registers its classes with `@register` when it is imported; the
-registry imports a module only when a spec names one of its stages.
+pipeline/stages/neural.py). A stage module registers its classes with `@register` (and the neural module its
+reranker maker with `register_model_stages`) when it is imported; the registry imports a module, by name, only
+when a spec names one of its stages, so this package imports none of its modules itself (nor torch).
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ _MODULES = {
     "exclude": "pipeline.stages.exclude",
     "overlap": "pipeline.stages.rerank",
 }
+_MODEL_STAGES_MODULE = "pipeline.stages.neural"
 _REGISTRY: dict[str, type] = {"cutoff": Cutoff, "candidates": Candidates, "fusion": Fusion, "rrf": rrf}
+_model_stages = []  # the maker of a model's reranker stage class (name -> class), once its module is imported
 
 
 def register(cls: type) -> type:
@@ -32,14 +35,18 @@ def register(cls: type) -> type:
     return cls
 
 
+def register_model_stages(maker) -> None:
+    """Called by pipeline/stages/neural.py: `maker(model_name)` is the reranker stage class of that model."""
+    _model_stages[:] = [maker]
+
+
 def get_stage_class(name: str) -> type:
     """The stage class (or, for `rrf`, function) that `name(...)` in a spec makes."""
     if name not in _REGISTRY and name in _MODULES:
         importlib.import_module(_MODULES[name])
     if name not in _REGISTRY and name in models.model_names():
-        from pipeline.stages.neural import reranker_class
-
-        return reranker_class(name)
+        importlib.import_module(_MODEL_STAGES_MODULE)
+        return _model_stages[0](name)
     if name not in _REGISTRY:
         raise UnknownNameError("stage", name, stage_names())
     return _REGISTRY[name]

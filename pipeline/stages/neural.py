@@ -27,6 +27,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import hashlib
+import json
 from pathlib import Path
 from typing import ClassVar
 
@@ -34,12 +36,12 @@ from pipeline.binding import Binding
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 from pipeline.rerank import models
-from pipeline.rerank.checkpoint import ModelSource, checkpoint_digest, pretrained_digest, read_checkpoint_config
-from pipeline.rerank.config import make_config
+from pipeline.rerank.checkpoint import ModelSource, checkpoint_digest, file_digest, read_checkpoint_config
+from pipeline.rerank.config import config_to_dict, make_config
 from pipeline.rerank.model import LateInteraction, RerankModel
 from pipeline.rerank.pairs import Pair
 from pipeline.rerank.scoring import DEVICES, Runtime, check_amp, predict
-from pipeline.stages import register
+from pipeline.stages import register, register_model_stages
 from pipeline.stages.rerank import Reranker
 from pipeline.training.options import RUNTIME_OPTIONS, TrainOptions, check_options
 from pipeline.training.recipes import Recipe
@@ -114,7 +116,12 @@ class NeuralReranker(Reranker):
         return Runtime(self.batch_size, self.device, self.amp, self.threads)
 
     def fingerprint(self) -> str:
-        store = self._store.digest() if self._store is not None else ""
+        if self._store is not None:
+            store = self._store.digest()
+        else:  # not bound yet: the manifest as it is on disk
+            from pipeline.rerank.store import manifest_digest, read_manifest
+
+            store = manifest_digest(read_manifest(Path(self.store))) if self.store else ""
         return f"{self.model_digest()}\x1f{store}\x1f{super().fingerprint()}"
 
     def recipe(self) -> Recipe:
@@ -177,6 +184,17 @@ class NeuralReranker(Reranker):
                            ", ".join(f"{k}={v}" for k, v in limits.items()) or "its length limits")
 
 
+def pretrained_digest(model_class: type[RerankModel], config) -> str:
+    """sha1 of a pretrained model's name, config and the weights file of its `bert` folder (when it has one)."""
+    digest = hashlib.sha1(json.dumps([model_class.name, config_to_dict(config)], sort_keys=True).encode())
+    bert = getattr(config, "bert", None)
+    if bert is not None:
+        from pipeline.rerank.bert import bert_folder
+
+        digest.update(file_digest(bert_folder(bert) / "model.safetensors").encode())
+    return digest.hexdigest()
+
+
 @functools.cache
 def reranker_class(name: str) -> type[NeuralReranker]:
     """The stage class of the model file `name` (pipeline/rerank/models/<name>.py), made once."""
@@ -196,3 +214,6 @@ def reranker_for_model(model: str, **kwargs) -> NeuralReranker:
     else:
         name = model
     return reranker_class(name)(**kwargs)
+
+
+register_model_stages(reranker_class)

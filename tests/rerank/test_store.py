@@ -13,7 +13,7 @@ from pipeline.data.runs import Run, read_run
 from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
 from pipeline.rerank.models.biencoder import BiEncoder, BiEncoderConfig
-from pipeline.rerank.checkpoint import pretrained_digest
+from pipeline.stages.neural import pretrained_digest
 from pipeline.rerank.store import EncodingStore, write_store
 
 DOCS = [(f"d{i}", text) for i, text in enumerate(
