@@ -57,6 +57,8 @@ def checkpoint_config(config_class: type, fields, where: str | Path, overrides: 
     (`LEGACY = {field: value}`), and logged; any other missing field is an error."""
     if not isinstance(fields, dict):
         raise CheckpointError(where, "the model config is not a JSON object", field="config")
+    renamed = getattr(config_class, "RENAMED", {})  # a field saved under its old name
+    fields = {renamed.get(name, name): value for name, value in fields.items()}
     legacy = getattr(config_class, "LEGACY", {})
     older = {f.name: legacy[f.name] for f in dataclasses.fields(config_class) if f.name not in fields and f.name in legacy}
     if older:

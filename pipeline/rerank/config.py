@@ -43,6 +43,7 @@ def recipe_fields(values) -> dict:
     field existed), so that a field added with its LEGACY entry leaves every recipe key, and so every cached model,
     as it was. Checkpoints saved before the field read it as that value too (checkpoint_config)."""
     legacy = json.loads(json.dumps(getattr(type(values), "LEGACY", {})))
-    return {name: value for name, value in config_to_dict(values).items()
+    old_names = {new: old for old, new in getattr(type(values), "RENAMED", {}).items()}  # keys keep a field's old name
+    return {old_names.get(name, name): value for name, value in config_to_dict(values).items()
             if name not in legacy or value != legacy[name]}
 

@@ -43,7 +43,8 @@ def _classes():
 
 @pytest.mark.parametrize("name, cls", list(_classes()), ids=[name for name, _ in _classes()])
 def test_a_field_added_since_keys_became_stable_has_a_legacy_value(name, cls):
-    known = set(KEYED_FIELDS.get(name, "").split())
+    renamed = getattr(cls, "RENAMED", {})  # old name -> new name: keyed under the old one
+    known = {renamed.get(field, field) for field in KEYED_FIELDS.get(name, "").split()}
     legacy = getattr(cls, "LEGACY", {})
     added = [f.name for f in dataclasses.fields(cls) if f.name not in known and f.name not in legacy]
     assert not added, (f"{cls.__name__} gained {added} without a LEGACY entry: add each to {cls.__name__}.LEGACY with "
@@ -76,3 +77,30 @@ def test_recipe_key_ignores_options_at_their_legacy_value(shared_data):
 
     assert key() == key(deterministic=False, replace_ratio=0.0) != key(deterministic=True)
     assert key() != key(epochs=3) and key(threads=1) == key()  # how it runs is never in the key
+
+
+def test_recipe_keys_are_pinned(shared_data, monkeypatch):
+    """The keys of cached models do not move with a refactoring (here at irpipe 0.1.0): a changed key retrains."""
+    from pipeline.training import recipes
+
+    monkeypatch.setattr(recipes, "__version__", "0.1.0")
+    assert Recipe("monobert", "wikiqa/train", "wikiqa/dev", {"epochs": 2}, {"max_length": 128}).key() == \
+        "4a7cd8372043ff8e943f7ae6b179d51b5b22b497"
+    assert Recipe("mrnn", "wikiqa/train", "wikiqa/dev", {"seed": 1}, {}, device="cpu", threads=2).key() == \
+        "09c36c223448e872dfbeb35e4b552aabebc00e54"
+
+
+def test_a_renamed_field_keeps_its_old_name_in_keys_and_checkpoints_load(tmp_path):
+    """HCAN's `bert_path` is `bert` now: recipe keys still say `bert_path` (cached models stay valid) and a
+    checkpoint saved with the old name loads."""
+    import json
+
+    from pipeline.rerank.checkpoint import checkpoint_config
+    from pipeline.rerank.config import config_to_dict
+    from pipeline.rerank.models.hcan import HCANConfig
+
+    assert "bert_path" in recipe_fields(HCANConfig()) and "bert" not in recipe_fields(HCANConfig())
+    saved = json.loads(json.dumps(config_to_dict(HCANConfig(bert="models/b"))))
+    saved["bert_path"] = saved.pop("bert")
+    assert checkpoint_config(HCANConfig, saved, tmp_path / "config.json").bert == "models/b"
+

@@ -110,7 +110,7 @@ def training_inputs(config: HCANConfig, queries: list[str], docs: list[str], doc
     URLs (`doc_fields`)."""
     token_lists = [tokenize(t) for t in dict.fromkeys([*queries, *docs])]
     dim = config.embedding_dim or 300
-    table = word_table(config.embeddings, config.bert_path or None, token_lists, dim, config.seed)
+    table = word_table(config.embeddings, config.bert or None, token_lists, dim, config.seed)
     extra = table.words[:config.pretrained_vocab] if table is not None else []
     vocab = Vocabulary.build(token_lists, config.min_count, extra)
     matrix, found = embedding_matrix(vocab, table, dim, np.random.default_rng(config.seed))

@@ -62,7 +62,7 @@ _CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"), "i
 @dataclass
 class HCANConfig:
     embeddings: str = "glove"        # glove | bert | word2vec | random (paper: 300-d word2vec; not available here)
-    bert_path: str = ""              # embeddings="bert": a BERT checkpoint folder; "" = the packaged all-MiniLM-L6-v2
+    bert: str = ""                   # embeddings="bert": a BERT checkpoint folder; "" = the packaged all-MiniLM-L6-v2
     embedding_dim: int = 0           # 0 = the table's width, fixed when the vocabulary is built (word2vec/random: 300)
     pretrained_vocab: int = 100_000  # also admit the table's first N words (GloVe: most frequent first): words of
                                      # the test set unseen in a small training set keep their own pretrained vector
@@ -102,6 +102,7 @@ class HCANConfig:
 
     # Fields added after the first HCAN checkpoints were saved, each with the value those checkpoints were trained
     # with (overlap features were ours, "stopwords", before the code's became the default), so that they still load
+    RENAMED: ClassVar[dict] = {"bert_path": "bert"}  # old name -> name: read in checkpoints, kept in recipe keys
     LEGACY: ClassVar[dict] = {"external_features": False, "overlap_mode": "stopwords", "rm_similarity": "dot",
                               "loss": "nll", "margin": 1.0, "char_trigrams": False, "with_url": False,
                               "trigram_dim": 50, "trigram_kernel": 4, "max_query_trigrams": 100,
