@@ -59,13 +59,13 @@ def test_vocab_from_the_text():
 
 def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, monkeypatch):
     whole = pretrain(TEXTS, tmp_path / "whole", _options())
-    export = pretrain_module._export
+    export = pretrain_module.write_bert_folder
 
     def killed_after_first_save(*args):
-        monkeypatch.setattr(pretrain_module, "_export", export)
+        monkeypatch.setattr(pretrain_module, "write_bert_folder", export)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pretrain_module, "_export", killed_after_first_save)
+    monkeypatch.setattr(pretrain_module, "write_bert_folder", killed_after_first_save)
     with pytest.raises(KeyboardInterrupt):
         pretrain(TEXTS, tmp_path / "resumed", _options())
     with pytest.raises(ConfigError, match="--resume"):
@@ -79,6 +79,47 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, monkeypatch):
     assert {**resumed, speed: 0} == {**whole, speed: 0} and whole["step"] == 6 and {"loss", "accuracy", "tokens"} <= set(whole["held_out"])
     log = [json.loads(line) for line in (tmp_path / "resumed" / "pretrain.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
+
+
+class _Killed(BaseException):
+    """The process dies here (as under SIGKILL: nothing after this point runs)."""
+
+
+@pytest.mark.parametrize("fault", [1, 2, 3, 4, 5])
+def test_a_kill_anywhere_in_a_state_save_resumes_bit_identical(tmp_path, monkeypatch, fault):
+    """Kill the run at the 1st..4th file replacement of step 3's state (the weights, the trainer tensors,
+    trainer.json, the commit) or at the first of the BERT folder written after it: --resume reaches the weights,
+    the last record and the log of an uninterrupted run."""
+    import os
+
+    from pipeline.training.state import StateStore
+
+    whole = pretrain(TEXTS, tmp_path / "whole", _options())
+    real_save, real_replace, calls = StateStore.save, os.replace, []
+
+    def replace(src, dst):
+        calls.append(dst)
+        if len(calls) == fault:
+            raise _Killed
+        return real_replace(src, dst)
+
+    def save(store, number, write_model, trainer):
+        monkeypatch.setattr(os, "replace", replace)  # from here on, the BERT folder's files included
+        real_save(store, number, write_model, trainer)
+
+    monkeypatch.setattr(StateStore, "save", save)
+    with pytest.raises(_Killed):
+        pretrain(TEXTS, tmp_path / "cut", _options())
+    monkeypatch.setattr(os, "replace", real_replace)
+    monkeypatch.setattr(StateStore, "save", real_save)
+    assert (tmp_path / "cut" / "state" / "current.json").is_file() == (fault == 5)
+    resumed = pretrain(TEXTS, tmp_path / "cut", _options(), resume=True)
+    a, b = load_file(tmp_path / "whole" / "model.safetensors"), load_file(tmp_path / "cut" / "model.safetensors")
+    assert a.keys() == b.keys() and [k for k in a if not torch.equal(a[k], b[k])] == []
+    assert {**resumed, "tokens_per_s": 0} == {**whole, "tokens_per_s": 0}
+    log = [json.loads(line) for line in (tmp_path / "cut" / "pretrain.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
+    assert sorted(p.name for p in (tmp_path / "cut" / "state").iterdir()) == ["current.json", "step-0000006"]
 
 
 def test_output_is_a_bert_folder_for_kwbert(tmp_path):

@@ -13,13 +13,13 @@ state/: the last epoch's model, optimizer, scheduler and RNG states (pipeline/tr
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,17 +28,15 @@ from pipeline import __version__
 from pipeline.data.files import atomic_write
 from pipeline.errors import ConfigError
 from pipeline.log import logger, progress
-from pipeline.rerank import models
-from pipeline.rerank.checkpoint import save_checkpoint
-from pipeline.rerank.config import config_to_dict, make_config
+from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.rerank.model import Loss, RerankModel
 from pipeline.rerank.scoring import autocast, labelled, resolve_device
-from pipeline.training.examples import DevSet, Examples, dataset_fingerprint, epoch_batches, epoch_steps, \
-    examples_from, get_dataset
+from pipeline.training.examples import DevSet, Examples, epoch_batches, epoch_steps, examples_from
+from pipeline.training.identity import RecipeIdentity
 from pipeline.training.negatives import NegativeSampling
 from pipeline.training.optim import Stepper
-from pipeline.training.options import RUNTIME_OPTIONS, TrainOptions, make_deterministic, resolve_options
-from pipeline.training.state import committed_epoch, has_state, load_state, rng_state, save_state, set_rng_state, sweep_state
+from pipeline.training.options import TrainOptions, make_deterministic
+from pipeline.training.state import StateStore, rng_state, set_rng_state
 
 LOG_FILE = "train.jsonl"
 STATE_DIR = "state"
@@ -50,6 +48,50 @@ class TrainResult:
     best_epoch: int
     best: dict[str, Any]          # dev scores of the best epoch (empty without a dev set)
     history: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class TrainerState:
+    """What the loop carries from epoch to epoch; saved with each epoch's state (state/epoch-N/trainer.json)."""
+
+    recipe: dict                  # RecipeIdentity.resume_record() of the run: a resume must match it
+    epoch: int = 0                # epochs done
+    best: float | None = None     # the best selection value so far (None without a dev set)
+    best_epoch: int = 0
+    bad_epochs: int = 0           # epochs since the best one
+    history: list[dict] = field(default_factory=list)   # one record per epoch (train.jsonl)
+    finished: bool = False        # early-stopped (or, at the end, done)
+    stepper: dict = field(default_factory=dict)         # optimizer / schedule / grad-scaler states after `epoch`
+    rng: dict = field(default_factory=dict)             # RNG states after `epoch` (pipeline/training/state.py)
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, saved: dict) -> TrainerState:
+        return cls(**{f.name: saved[f.name] for f in fields(cls) if f.name in saved})
+
+
+@dataclass
+class TrainingRun:
+    """One training run's fixed parts: its recipe, data, device and output folder."""
+
+    recipe: RecipeIdentity
+    out: Path
+    examples: Examples
+    dev_set: DevSet | None
+    selection: str | None         # the key of the dev measure in DevSet.evaluate's result
+    device: torch.device
+    store: StateStore
+
+    @property
+    def options(self) -> TrainOptions:
+        return self.recipe.options
+
+    @property
+    def maximize(self) -> bool:
+        """Dev measures: higher is better; the dev loss, or the train loss without a dev set: lower."""
+        return self.dev_set is not None and self.options.measure != "loss"
 
 
 def batch_loss(model: RerankModel, groups: list[list], device) -> tuple[Loss, int]:
@@ -65,109 +107,132 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
     """Train `model_name` on `train_set` (a dataset or its name), keeping the best epoch by dev `measure` in `out`.
 
     `overrides` set model config fields; `on_epoch_end(record)` is called after each epoch's state is saved."""
-    cls = models.model_class(model_name)
-    config = make_config(cls.config_class, dict(overrides or {}))
-    if isinstance(options, TrainOptions):
-        options = dataclasses.asdict(options)
-    options = resolve_options(cls, config, options)
-    train_set, dev = get_dataset(train_set), (get_dataset(dev) if dev is not None else None)
-    out = Path(out)
-    state_dir = out / STATE_DIR
-    recipe = {"model": model_name, "train": train_set.name, "dev": dev.name if dev else None,
-              "options": dataclasses.asdict(options), "config": config_to_dict(config),
-              "data": {"train": dataset_fingerprint(train_set), "dev": dataset_fingerprint(dev) if dev else None}}
-    comparable = {k: v for k, v in recipe.items() if k != "options"} | {
-        "options": {k: v for k, v in recipe["options"].items() if k not in RUNTIME_OPTIONS}}
+    run = _prepare(RecipeIdentity.resolve(model_name, train_set, dev, options, overrides), Path(out))
+    generator = torch.Generator()
+    model, state = _resume(run, generator) if _resuming(run, resume) else _start(run, generator)
+    model.to(run.device)
+    sampling = model.batch_sampling()
+    steps_per_epoch = epoch_steps(run.examples, sampling, run.options)
+    stepper = Stepper(model, run.options, steps_per_epoch * run.options.epochs, run.maximize, run.device)
+    if state.epoch:
+        stepper.load_state_dict(state.stepper)
+        set_rng_state(state.rng, generator)
+    logger.info("training %s on %s (%s): %s, %s batches, %d steps/epoch, %s", model_name, run.recipe.train_set.name,
+                ", ".join(f"{k} {v}" for k, v in run.examples.summary().items()), run.options.optimizer, sampling,
+                steps_per_epoch, run.device)
+    run.store.sweep()  # folders of saves interrupted before their commit
+    try:
+        while state.epoch < run.options.epochs and not state.finished:
+            record = _epoch(run, model, sampling, stepper, generator, state)
+            if on_epoch_end is not None:
+                on_epoch_end(record)
+    except KeyboardInterrupt:
+        saved = run.store.committed()
+        logger.warning("interrupted: %s", f"epochs 1-{saved} are saved in {run.store.root}; continue with --resume"
+                       if saved else "no epoch was saved yet; --resume would start afresh")
+        raise
+    return _finish(run, state)
 
-    examples = examples_from(train_set, options.negatives, options.depth, options.min_rel, options.train_queries,
-                             NegativeSampling.of(options))
-    dev_set = DevSet.of(dev, options.depth) if dev is not None else None
-    selection = dev_set.key(options.measure) if dev_set is not None else None  # a bad measure fails here, not later
+
+# -- starting and resuming -----------------------------------------------------------------------------------------
+
+def _prepare(recipe: RecipeIdentity, out: Path) -> TrainingRun:
+    """Examples, dev set and device of the recipe, and the process set up for it (threads, deterministic kernels);
+    a bad dev measure fails here, before training."""
+    options = recipe.options
+    examples = examples_from(recipe.train_set, options.negatives, options.depth, options.min_rel,
+                             options.train_queries, NegativeSampling.of(options))
+    dev_set = DevSet.of(recipe.dev_set, options.depth) if recipe.dev_set is not None else None
+    selection = dev_set.key(options.measure) if dev_set is not None else None
     device = resolve_device(options.device)
     if options.deterministic:
         make_deterministic(options)
     elif options.threads:
         torch.set_num_threads(options.threads)
-    maximize = dev_set is not None and options.measure != "loss"  # without dev: the train loss, lower is better
-    generator = torch.Generator()
+    return TrainingRun(recipe, out, examples, dev_set, selection, device, StateStore(out / STATE_DIR, "epoch", 4))
 
-    if has_state(state_dir):
+
+def _resuming(run: TrainingRun, resume: bool) -> bool:
+    """Whether OUT holds a state to continue (an error without `resume`)."""
+    if run.store.exists():
         if not resume:
-            raise ConfigError(f"{out} already holds a training run; pass --resume (resume=True) to continue it, "
+            raise ConfigError(f"{run.out} already holds a training run; pass --resume (resume=True) to continue it, "
                               "or choose another output folder")
-        model, trainer = load_state(state_dir)
-        if trainer["recipe"] != json.loads(json.dumps(comparable)):
-            changed = sorted(k for k in comparable if json.loads(json.dumps(comparable[k])) != trainer["recipe"].get(k))
-            raise ConfigError(f"{out}: cannot resume with a different recipe (changed: {', '.join(changed)}); "
-                              "use the original settings or a new output folder")
-        logger.info("resuming %s after epoch %d", out, trainer["epoch"])
+        return True
+    if resume and run.out.exists():  # (a recipe's first training resumes into a folder not made yet: no news)
+        logger.warning("%s holds no saved training state: training starts afresh", run.out)
+    return False
+
+
+def _start(run: TrainingRun, generator: torch.Generator) -> tuple[RerankModel, TrainerState]:
+    """A new model from the training data, every RNG seeded with the recipe's seed first."""
+    seed = run.options.seed
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    generator.manual_seed(seed)
+    examples = run.examples
+    model = run.recipe.model_class.from_training_data(run.recipe.config, list(examples.queries.values()),
+                                                      list(examples.texts.values()),
+                                                      list(examples.doc_fields.values()))
+    return model, TrainerState(recipe=run.recipe.resume_record())
+
+
+def _resume(run: TrainingRun, generator: torch.Generator) -> tuple[RerankModel, TrainerState]:
+    """The committed state's model and bookkeeping, refused when the recipe differs from the one it was started
+    with (the RNG and optimizer states are put back once the stepper exists)."""
+    folder, saved = run.store.load()
+    state, recipe = TrainerState.from_dict(saved), run.recipe.resume_record()
+    if state.recipe != recipe:
+        changed = sorted(k for k in recipe if recipe[k] != state.recipe.get(k))
+        raise ConfigError(f"{run.out}: cannot resume with a different recipe (changed: {', '.join(changed)}); "
+                          "use the original settings or a new output folder")
+    model = load_checkpoint(folder)
+    logger.info("resuming %s after epoch %d", run.out, state.epoch)
+    return model, state
+
+
+# -- an epoch ------------------------------------------------------------------------------------------------------
+
+def _epoch(run: TrainingRun, model: RerankModel, sampling: str, stepper: Stepper, generator: torch.Generator,
+           state: TrainerState) -> dict:
+    """Train one epoch, evaluate it, keep it when it is the best so far, log it and save the state after it."""
+    epoch, start = state.epoch + 1, time.perf_counter()
+    record = _train_epoch(model, run.examples, sampling, run.options, stepper, generator, run.device, epoch)
+    value = None
+    if run.dev_set is not None:
+        record["dev"] = run.dev_set.evaluate(model, run.options, run.device)
+        record["dev_truncated"] = run.dev_set.truncated
+        value = record["dev"][run.selection]
+    stepper.end_epoch(value if value is not None else record["loss"])
+    improved = _select(run, state, value, epoch)
+    if improved:
+        save_checkpoint(model, run.out, training=_summary(run, state, record, finished=False))
+    record.update(best=improved, seconds=round(time.perf_counter() - start, 2))
+    state.history.append(record)
+    state.epoch = epoch
+    if run.options.patience is not None and state.bad_epochs >= run.options.patience:
+        logger.info("early stop after epoch %d: no better dev %s for %d epochs", epoch, run.options.measure,
+                    run.options.patience)
+        state.finished = True
+    _write_log(run.out, state.history)
+    state.stepper, state.rng = stepper.state_dict(), rng_state(generator)
+    run.store.save(epoch, lambda folder: save_checkpoint(model, folder, training={"state": "last epoch, for --resume"}),
+                   state.to_dict())
+    logger.info("epoch %d: loss %.4f%s%s (%.0fs)", epoch, record["loss"],
+                "".join(f", dev {k} {v:.4f}" for k, v in record.get("dev", {}).items() if v is not None),
+                " *" if improved else "", record["seconds"])
+    return record
+
+
+def _select(run: TrainingRun, state: TrainerState, value: float | None, epoch: int) -> bool:
+    """Whether `epoch` (its dev selection `value`; None without a dev set: every epoch) is the best so far."""
+    improved = value is None or state.best is None or (value > state.best if run.maximize else value < state.best)
+    if improved:
+        state.best, state.best_epoch, state.bad_epochs = value, epoch, 0
     else:
-        if resume and out.exists():  # (a recipe's first training resumes into a folder not made yet: no news)
-            logger.warning("%s holds no saved training state: training starts afresh", out)
-        torch.manual_seed(options.seed)
-        random.seed(options.seed)
-        np.random.seed(options.seed)
-        generator.manual_seed(options.seed)
-        model = cls.from_training_data(config, list(examples.queries.values()), list(examples.texts.values()),
-                                       list(examples.doc_fields.values()))
-        trainer = {"recipe": comparable, "epoch": 0, "best": None, "best_epoch": 0, "bad_epochs": 0, "history": [],
-                   "finished": False}
-    model.to(device)
-    sampling = model.batch_sampling()
-    steps_per_epoch = epoch_steps(examples, sampling, options)
-    stepper = Stepper(model, options, steps_per_epoch * options.epochs, maximize, device)
-    if trainer["epoch"]:
-        stepper.load_state_dict(trainer["stepper"])
-        set_rng_state(trainer["rng"], generator)
-    logger.info("training %s on %s (%s): %s, %s batches, %d steps/epoch, %s", model_name, train_set.name,
-                ", ".join(f"{k} {v}" for k, v in examples.summary().items()), options.optimizer, sampling,
-                steps_per_epoch, device)
-
-    if state_dir.is_dir():
-        sweep_state(state_dir)  # folders of saves interrupted before their commit
-    try:
-        while trainer["epoch"] < options.epochs and not trainer["finished"]:
-            epoch = trainer["epoch"] + 1
-            start = time.perf_counter()
-            record = _train_epoch(model, examples, sampling, options, stepper, generator, device, epoch)
-            if dev_set is not None:
-                record["dev"] = dev_set.evaluate(model, options, device)
-                record["dev_truncated"] = dev_set.truncated
-                value = record["dev"][selection]
-            else:
-                value = None
-            stepper.end_epoch(value if value is not None else record["loss"])
-            improved = value is None or trainer["best"] is None or (value > trainer["best"] if maximize else value < trainer["best"])
-            if improved:
-                trainer.update(best=value, best_epoch=epoch, bad_epochs=0)
-                save_checkpoint(model, out, training=_summary(recipe, trainer, record, finished=False))
-            else:
-                trainer["bad_epochs"] += 1
-            record.update(best=improved, seconds=round(time.perf_counter() - start, 2))
-            trainer["history"].append(record)
-            trainer["epoch"] = epoch
-            if options.patience is not None and trainer["bad_epochs"] >= options.patience:
-                logger.info("early stop after epoch %d: no better dev %s for %d epochs", epoch, options.measure,
-                            options.patience)
-                trainer["finished"] = True
-            _write_log(out, trainer["history"])
-            trainer.update(stepper=stepper.state_dict(), rng=rng_state(generator))
-            save_state(state_dir, model, trainer)
-            logger.info("epoch %d: loss %.4f%s%s (%.0fs)", epoch, record["loss"],
-                        "".join(f", dev {k} {v:.4f}" for k, v in record.get("dev", {}).items() if v is not None),
-                        " *" if improved else "", record["seconds"])
-            if on_epoch_end is not None:
-                on_epoch_end(record)
-    except KeyboardInterrupt:
-        saved = committed_epoch(state_dir)
-        logger.warning("interrupted: %s", f"epochs 1-{saved} are saved in {state_dir}; continue with --resume"
-                       if saved else "no epoch was saved yet; --resume would start afresh")
-        raise
-
-    trainer["finished"] = True
-    best_record = trainer["history"][trainer["best_epoch"] - 1]
-    _finish(out, recipe, trainer, best_record)
-    return TrainResult(out, trainer["best_epoch"], best_record.get("dev", {}), trainer["history"])
+        state.bad_epochs += 1
+    return improved
 
 
 def _train_epoch(model: RerankModel, examples: Examples, sampling: str, options: TrainOptions, stepper: Stepper,
@@ -189,26 +254,31 @@ def _train_epoch(model: RerankModel, examples: Examples, sampling: str, options:
             bar.set_postfix(loss=f"{total / count:.4f}")
     if truncated:
         logger.warning("epoch %d: %d training inputs were truncated to fit the model", epoch, truncated)
-    return {"epoch": epoch, "loss": total / max(1, count), "loss_parts": {k: v / max(1, count) for k, v in parts.items()},
-            "lr": stepper.optimizer.param_groups[0]["lr"], "steps": count, "truncated": truncated,
-            "train_seconds": round(time.perf_counter() - start, 2)}
+    return {"epoch": epoch, "loss": total / max(1, count),
+            "loss_parts": {k: v / max(1, count) for k, v in parts.items()}, "lr": stepper.lr(), "steps": count,
+            "truncated": truncated, "train_seconds": round(time.perf_counter() - start, 2)}
 
 
-def _summary(recipe: dict, trainer: dict, record: dict, finished: bool) -> dict:
-    return {"recipe": recipe, "finished": finished, "best_epoch": trainer["best_epoch"], "epochs_run": record["epoch"],
-            "dev": record.get("dev"), "irpipe": __version__}
+# -- the output ----------------------------------------------------------------------------------------------------
+
+def _summary(run: TrainingRun, state: TrainerState, record: dict, finished: bool) -> dict:
+    """config.json's "training": the recipe, whether it finished, the best epoch and its dev scores."""
+    return {"recipe": run.recipe.record(), "finished": finished, "best_epoch": state.best_epoch,
+            "epochs_run": record["epoch"], "dev": record.get("dev"), "irpipe": __version__}
 
 
-def _finish(out: Path, recipe: dict, trainer: dict, best_record: dict) -> None:
+def _finish(run: TrainingRun, state: TrainerState) -> TrainResult:
     """Mark the best checkpoint finished in its config.json (what the recipe cache looks for)."""
-    path = out / "config.json"
+    state.finished = True
+    best_record = state.history[state.best_epoch - 1]
+    path = run.out / "config.json"
     data = json.loads(path.read_text(encoding="utf-8"))
-    if data.get("training", {}).get("finished"):
-        return
-    data["training"] = _summary(recipe, trainer, best_record, finished=True) | {"epochs_run": trainer["epoch"]}
-    with atomic_write(path) as handle:
-        json.dump(data, handle, indent=2, ensure_ascii=False)
-        handle.write("\n")
+    if not data.get("training", {}).get("finished"):
+        data["training"] = _summary(run, state, best_record, finished=True) | {"epochs_run": state.epoch}
+        with atomic_write(path) as handle:
+            json.dump(data, handle, indent=2, ensure_ascii=False)
+            handle.write("\n")
+    return TrainResult(run.out, state.best_epoch, best_record.get("dev", {}), state.history)
 
 
 def _write_log(out: Path, history: list[dict]) -> None:

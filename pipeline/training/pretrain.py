@@ -7,29 +7,31 @@ pipeline/training/mlm.py, whose docstring gives the method).
     OUT/state/step-0001500/ weights, optimizer, schedule, RNG: committed by rewriting OUT/state/current.json
 
 Step s draws the batch s mod (batches per epoch) of epoch s div (batches per epoch), in a per-epoch seeded order;
-masks come from one generator whose state is saved, so a resumed run continues exactly.
+masks come from one generator whose state is saved, so a resumed run continues exactly. The optimiser, its
+warm-up/decay schedule and the step are pipeline/training/optim.py's (`LinearWarmupDecay.mlm`); the saved states
+pipeline/training/state.py's (`StateStore`), as for `irpipe train`.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_model, save_model
 
 from pipeline.data.files import atomic_write
 from pipeline.errors import ConfigError
 from pipeline.log import logger, progress
-from pipeline.rerank.checkpoint import file_digest
+from pipeline.rerank.bert import new_bert_config, write_bert_folder
 from pipeline.training.mlm import LOG, SPECIALS, MLMOptions, build_vocab, make_tokenizer
-from pipeline.training.state import decode_state, encode_state
+from pipeline.training.optim import GradientStepper, LinearWarmupDecay, make_optimizer
+from pipeline.training.state import StateStore, rng_state, set_rng_state, write_by_path
 
-COMMIT = "current.json"
+STATE_DIR = "state"
+WEIGHTS = "model.safetensors"
 
 
 # -- masking ---------------------------------------------------------------------------------------------------
@@ -92,8 +94,9 @@ class MaskedBatches:
             inputs.append([tok.cls_token_id, *masked, tok.sep_token_id])
             labels.append([-100, *target, -100])
         length = max(map(len, inputs))
-        batch = {"input_ids": torch.full((len(rows), length), tok.pad_token_id), "labels": torch.full((len(rows), length), -100),
-                 "attention_mask": torch.zeros((len(rows), length), dtype=torch.long)}   # (B, L) each
+        batch = {"input_ids": torch.full((len(rows), length), tok.pad_token_id),         # (B, L) each
+                 "labels": torch.full((len(rows), length), -100),
+                 "attention_mask": torch.zeros((len(rows), length), dtype=torch.long)}
         for i, (row, target) in enumerate(zip(inputs, labels)):
             batch["input_ids"][i, :len(row)] = torch.tensor(row)
             batch["labels"][i, :len(row)] = torch.tensor(target)
@@ -114,19 +117,20 @@ def split_held_out(texts: list[str], fraction: float, seed: int) -> tuple[list[s
 
 
 def new_model(vocab_size: int, options: MLMOptions):
-    from transformers import BertConfig, BertForMaskedLM
+    """A BertForMaskedLM initialised from `seed` (heads of 64, or 32; feed-forward 4 x hidden)."""
+    from transformers import BertForMaskedLM
 
-    heads = options.hidden // 64 if options.hidden % 64 == 0 else options.hidden // 32
-    config = BertConfig(vocab_size=vocab_size, hidden_size=options.hidden, num_hidden_layers=options.layers,
-                        num_attention_heads=heads, intermediate_size=4 * options.hidden,
-                        max_position_embeddings=max(128, options.max_length))  # fine-tuning uses up to 128 pieces
+    config = new_bert_config(vocab_size, options.hidden, options.layers,
+                             positions=max(128, options.max_length))  # fine-tuning uses up to 128 pieces
     torch.manual_seed(options.seed)
     return BertForMaskedLM(config)
 
 
-def schedule(options: MLMOptions):
-    warm = max(1, round(options.warmup * options.steps))
-    return lambda step: min((step + 1) / warm, max(0.0, (options.steps - step) / max(1, options.steps - warm)))
+def new_stepper(model, options: MLMOptions) -> GradientStepper:
+    """AdamW (decay on matrices), the mlm warm-up then linear decay over `steps`, gradients clipped to norm 1."""
+    optimizer = make_optimizer(model, "adamw", options.lr, options.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, LinearWarmupDecay.mlm(options.warmup, options.steps))
+    return GradientStepper(model, optimizer, scheduler, max_grad_norm=1.0)
 
 
 @torch.no_grad()
@@ -147,52 +151,12 @@ def held_out_scores(model, batches: MaskedBatches, seed: int, batch_size: int) -
     return {"loss": loss / max(1, count), "accuracy": correct / max(1, count), "tokens": count}
 
 
-def _export(model, tokenizer, out: Path) -> None:
-    """The BERT folder: written beside, then each file renamed into place."""
-    scratch = out / ".export"
-    shutil.rmtree(scratch, ignore_errors=True)
-    model.save_pretrained(scratch)
-    tokenizer.save_pretrained(scratch)
-    for path in scratch.iterdir():
-        os.replace(path, out / path.name)
-    scratch.rmdir()
-
-
-def _save_state(root: Path, model, trainer: dict) -> None:
-    folder = root / f"step-{trainer['step']:07d}"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    save_model(model, str(folder / "model.safetensors"))  # the output embedding is tied to the input one
-    tensors: dict = {}
-    encoded = encode_state(trainer, tensors)
-    save_file(tensors, str(folder / "trainer.safetensors"))
-    with atomic_write(folder / "trainer.json") as handle:
-        json.dump(encoded, handle)
-    files = {p.name: file_digest(p) for p in sorted(folder.iterdir())}
-    with atomic_write(root / COMMIT) as handle:  # the commit point
-        json.dump({"folder": folder.name, "step": trainer["step"], "files": files}, handle)
-    for other in root.glob("step-*"):
-        if other.name != folder.name:
-            shutil.rmtree(other, ignore_errors=True)
-
-
-def _load_state(root: Path, model) -> dict:
-    try:
-        record = json.loads((root / COMMIT).read_text(encoding="utf-8"))
-        folder = root / record["folder"]
-        for name, digest in record["files"].items():
-            if file_digest(folder / name) != digest:
-                raise ValueError(f"{folder / name} changed after it was saved")
-        load_model(model, str(folder / "model.safetensors"))
-        return decode_state(json.loads((folder / "trainer.json").read_text(encoding="utf-8")),
-                            load_file(str(folder / "trainer.safetensors")))
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ConfigError(f"{root / COMMIT}: the pretraining state is inconsistent ({error}); start afresh in a "
-                          "new --out folder") from None
+def _store(out: Path) -> StateStore:
+    return StateStore(out / STATE_DIR, "step", 7)
 
 
 def _truncate_log(path: Path, step: int) -> None:
-    """Drop the log records after the resumed state's step (they are written again)."""
+    """Drop the log records after `step`."""
     if path.is_file():
         kept = [line for line in path.read_text(encoding="utf-8").splitlines() if json.loads(line)["step"] <= step]
         with atomic_write(path) as handle:
@@ -204,15 +168,94 @@ def _started(out: Path, settings: dict, resume: bool) -> bool:
     record = out / "pretrain.json"
     if record.is_file():
         if not resume:
-            raise ConfigError(f"{out} already holds a pretraining run: pass --resume to continue it, or another --out")
+            raise ConfigError(f"{out} already holds a pretraining run: pass --resume to continue it, or another --output")
         before = json.loads(record.read_text(encoding="utf-8"))
         changed = sorted(k for k in settings if before.get(k) != settings[k])
         if changed:
             raise ConfigError(f"{out}: cannot resume with changed {', '.join(changed)} (recorded in {record})")
-        return (out / "state" / COMMIT).is_file()
+        return _store(out).exists()
     with atomic_write(record) as handle:
         json.dump(settings, handle, indent=2, ensure_ascii=False)
     return False
+
+
+@dataclass
+class Window:
+    """Sums over the steps since the last log line."""
+
+    loss: float = 0.0
+    correct: int = 0
+    count: int = 0
+    seconds: float = 0.0
+    tokens: int = 0
+
+    def add(self, loss: torch.Tensor, logits: torch.Tensor, batch: dict, seconds: float) -> None:
+        chosen = batch["labels"] != -100
+        count = int(chosen.sum())
+        self.loss += loss.item() * count
+        self.correct += int((logits[chosen].argmax(-1) == batch["labels"][chosen]).sum())
+        self.count += count
+        self.seconds += seconds
+        self.tokens += int(batch["attention_mask"].sum())
+
+    def record(self, step: int, per_epoch: int, lr: float) -> dict:
+        return {"step": step, "epoch": round(step / per_epoch, 3), "loss": self.loss / max(1, self.count),
+                "accuracy": self.correct / max(1, self.count), "lr": lr,
+                "tokens_per_s": self.tokens / max(1e-9, self.seconds)}
+
+
+@dataclass
+class Pretraining:
+    """One pretraining run: its folder, options, data, model, stepper, mask generator and saved states."""
+
+    out: Path
+    options: MLMOptions
+    tokenizer: object
+    batches: MaskedBatches
+    held: MaskedBatches
+    model: torch.nn.Module
+    stepper: GradientStepper
+    generator: torch.Generator
+    store: StateStore
+
+    @property
+    def per_epoch(self) -> int:
+        return -(-len(self.batches.keep) // self.options.batch_size)
+
+    def train_step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, dict]:
+        """One optimizer step on batch `step`: (loss, logits, batch)."""
+        size = self.options.batch_size
+        epoch, index = divmod(step, self.per_epoch)
+        order = self.batches.epoch_order(epoch)
+        batch = self.batches.batch(order[index * size:(index + 1) * size], self.generator)
+        logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits  # (B, L, V)
+        chosen = batch["labels"] != -100
+        loss = torch.nn.functional.cross_entropy(logits[chosen], batch["labels"][chosen])
+        self.stepper.step(loss)
+        return loss, logits, batch
+
+    def save(self, step: int) -> None:
+        """The resumable state after `step` (committed), then the BERT folder."""
+        trainer = {"step": step, "stepper": self.stepper.state_dict(), "rng": rng_state(self.generator)}
+        # the output embedding is tied to the input one: save_model writes it once
+        self.store.save(step, lambda folder: write_by_path(folder / WEIGHTS, lambda path: save_model(self.model, path)),
+                        trainer)
+        write_bert_folder(self.model, self.tokenizer, self.out)
+
+    def resume(self) -> int:
+        """Model, stepper and RNG states of the committed state; its step."""
+        folder, trainer = self.store.load()
+        if "rng" not in trainer:  # saved before state.py was shared: the same states under other names
+            trainer = {"step": trainer["step"], "rng": {"torch": trainer["torch"], "shuffle": trainer["generator"]},
+                       "stepper": {"optimizer": trainer["optimizer"], "scheduler": trainer["scheduler"]}}
+        try:
+            load_model(self.model, str(folder / WEIGHTS))
+        except (OSError, ValueError, RuntimeError) as error:
+            raise self.store.inconsistent(error) from None
+        self.stepper.load_state_dict(trainer["stepper"])
+        set_rng_state(trainer["rng"], self.generator)
+        logger.info("pretrain-mlm: resuming at step %d of %d", trainer["step"], self.options.steps)
+        return trainer["step"]
 
 
 def pretrain(texts: list[str], out: str | Path, options: MLMOptions, vocab: list[str] | None = None,
@@ -224,72 +267,48 @@ def pretrain(texts: list[str], out: str | Path, options: MLMOptions, vocab: list
     out = Path(out)
     train_texts, held_texts = split_held_out(texts, options.held_out, options.seed)
     vocab = vocab or build_vocab(train_texts)
-    corpus = hashlib.sha1("\n".join(texts).encode()).hexdigest()
-    settings = {"options": {k: v for k, v in asdict(options).items() if k not in ("threads", "save_every", "log_every")},
-                "corpus_sha1": corpus, "texts": len(texts), "vocab_sha1": hashlib.sha1("\n".join(vocab).encode()).hexdigest()}
-    resuming = _started(out, settings, resume)
+    resuming = _started(out, _settings(texts, vocab, options), resume)
     tokenizer = make_tokenizer(vocab, out)
     batches, held = MaskedBatches(train_texts, tokenizer, options), MaskedBatches(held_texts, tokenizer, options)
     model = new_model(len(vocab), options)
-    decay = [p for n, p in model.named_parameters() if p.dim() > 1]
-    rest = [p for n, p in model.named_parameters() if p.dim() <= 1]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": options.weight_decay},
-                                   {"params": rest, "weight_decay": 0.0}], lr=options.lr)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(options))
-    generator, step = torch.Generator().manual_seed(options.seed), 0
-    if resuming:
-        trainer = _load_state(out / "state", model)
-        optimizer.load_state_dict(trainer["optimizer"])
-        scheduler.load_state_dict(trainer["scheduler"])
-        generator.set_state(trainer["generator"])
-        torch.set_rng_state(trainer["torch"])
-        step = trainer["step"]
-        _truncate_log(out / LOG, step)
-        logger.info("pretrain-mlm: resuming at step %d of %d", step, options.steps)
-    per_epoch = -(-len(batches.keep) // options.batch_size)
-    started, window = time.monotonic(), {"loss": 0.0, "correct": 0, "count": 0, "seconds": 0.0, "tokens": 0}
-    record: dict = {}
-    model.train()
+    run = Pretraining(out, options, tokenizer, batches, held, model, new_stepper(model, options),
+                      torch.Generator().manual_seed(options.seed), _store(out))
+    step = run.resume() if resuming else 0
+    _truncate_log(out / LOG, step)  # records after the state resumed from (all of them: none) are written again
+    return _run(run, step, max_minutes)
+
+
+def _settings(texts: list[str], vocab: list[str], options: MLMOptions) -> dict:
+    """What a resume must match: the options (less how it runs), the corpus and the vocabulary."""
+    return {"options": {k: v for k, v in asdict(options).items() if k not in ("threads", "save_every", "log_every")},
+            "corpus_sha1": hashlib.sha1("\n".join(texts).encode()).hexdigest(), "texts": len(texts),
+            "vocab_sha1": hashlib.sha1("\n".join(vocab).encode()).hexdigest()}
+
+
+def _run(run: Pretraining, step: int, max_minutes: float | None) -> dict:
+    """Steps from `step` to `options.steps` (or until `max_minutes`), logging and saving on the way."""
+    options = run.options
+    started, window, record = time.monotonic(), Window(), {}
+    run.model.train()
     with progress(desc="pretrain-mlm", total=options.steps, unit="step") as bar:
         bar.update(step)
         while step < options.steps:
             tick = time.monotonic()
-            epoch, index = divmod(step, per_epoch)
-            order = batches.epoch_order(epoch)
-            batch = batches.batch(order[index * options.batch_size:(index + 1) * options.batch_size], generator)
-            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits  # (B, L, V)
-            chosen = batch["labels"] != -100
-            loss = torch.nn.functional.cross_entropy(logits[chosen], batch["labels"][chosen])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
+            loss, logits, batch = run.train_step(step)
             step += 1
             bar.update(1)
-            count = int(chosen.sum())
-            window["loss"] += loss.item() * count
-            window["correct"] += int((logits[chosen].argmax(-1) == batch["labels"][chosen]).sum())
-            window["count"] += count
-            window["seconds"] += time.monotonic() - tick
-            window["tokens"] += int(batch["attention_mask"].sum())
+            window.add(loss, logits, batch, time.monotonic() - tick)
             out_of_time = max_minutes is not None and time.monotonic() - started > 60 * max_minutes
             saving = step % options.save_every == 0 or step == options.steps or out_of_time
             if step % options.log_every == 0 or saving:
-                record = {"step": step, "epoch": round(step / per_epoch, 3), "loss": window["loss"] / max(1, window["count"]),
-                          "accuracy": window["correct"] / max(1, window["count"]), "lr": scheduler.get_last_lr()[0],
-                          "tokens_per_s": window["tokens"] / max(1e-9, window["seconds"])}
-                window = {"loss": 0.0, "correct": 0, "count": 0, "seconds": 0.0, "tokens": 0}
+                record = window.record(step, run.per_epoch, run.stepper.scheduler.get_last_lr()[0])
+                window = Window()
                 if saving:
-                    record["held_out"] = held_out_scores(model, held, options.seed + 1, 2 * options.batch_size)
-                with open(out / LOG, "a", encoding="utf-8") as handle:  # appended; a resume drops lines after its step
+                    record["held_out"] = held_out_scores(run.model, run.held, options.seed + 1, 2 * options.batch_size)
+                with open(run.out / LOG, "a", encoding="utf-8") as handle:  # appended; a resume drops later lines
                     handle.write(json.dumps(record) + "\n")
                 if saving:
-                    _save_state(out / "state", model, {"step": step, "optimizer": optimizer.state_dict(),
-                                                       "scheduler": scheduler.state_dict(),
-                                                       "generator": generator.get_state(),
-                                                       "torch": torch.get_rng_state()})  # torch: dropout
-                    _export(model, tokenizer, out)
+                    run.save(step)
                 bar.set_postfix(loss=f"{record['loss']:.3f}", acc=f"{record['accuracy']:.3f}")
             if out_of_time and step < options.steps:
                 logger.info("pretrain-mlm: --max-minutes reached at step %d (saved); --resume continues", step)

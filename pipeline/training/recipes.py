@@ -2,24 +2,18 @@
 
     monobert(train=wikiqa/train, dev=wikiqa/dev, epochs=2)   ->   <irpipe cache>/models/monobert-<key>
 
-The key is the sha1 of the model name, the resolved training options (less how it runs: device, threads, eval
-batch size), the resolved model config, the data's checksums and the irpipe version. Options and config fields at
-their class's LEGACY value are left out (`recipe_fields`): adding a field does not re-key, and so retrain, every
-cached model.
+The key is the recipe's identity (pipeline/training/identity.py `RecipeIdentity`, from which the training loop also
+takes the recipe it records in the checkpoint and checks on --resume): the sha1 of the model name, the resolved
+training options (less how it runs), the resolved model config, the data's checksums and the irpipe version.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
-from pipeline import __version__
 from pipeline.log import logger
-from pipeline.rerank import models
-from pipeline.rerank.config import make_config, recipe_fields
-from pipeline.training.examples import dataset_fingerprint, get_dataset
+from pipeline.training.identity import RecipeIdentity
 from pipeline.training.loop import train
-from pipeline.training.options import RUNTIME_OPTIONS, resolve_options
 
 
 class Recipe:
@@ -31,20 +25,14 @@ class Recipe:
         self.options = dict(options) | {"device": device, "amp": amp, "threads": threads}
         self.overrides = dict(overrides)
 
+    def identity(self) -> RecipeIdentity:
+        return RecipeIdentity.resolve(self.model, self.train, self.dev, self.options, self.overrides)
+
     def key(self) -> str:
-        cls = models.model_class(self.model)
-        config = make_config(cls.config_class, self.overrides)
-        options = recipe_fields(resolve_options(cls, config, self.options))
-        for name in RUNTIME_OPTIONS:
-            options.pop(name, None)
-        data = {"train": dataset_fingerprint(get_dataset(self.train)),
-                "dev": dataset_fingerprint(get_dataset(self.dev)) if self.dev else None}
-        blob = json.dumps({"model": self.model, "options": options, "config": recipe_fields(config), "data": data,
-                           "irpipe": __version__}, sort_keys=True)
-        return hashlib.sha1(blob.encode()).hexdigest()
+        return self.identity().key()
 
     def directory(self) -> Path:
-        from pipeline.cache import cache_root
+        from pipeline.data.files import cache_root
 
         return cache_root() / "models" / f"{self.model}-{self.key()[:20]}"
 

@@ -1,12 +1,15 @@
-"""Resumable training state, nothing pickled: the last epoch's model (a checkpoint folder), optimizer, scheduler and
-RNG states (safetensors for tensors, JSON for the rest).
+"""Resumable training state, nothing pickled, for `irpipe train` (a state per epoch) and `irpipe pretrain-mlm` (a
+state every `save_every` steps): the model, the optimizer, schedule and grad-scaler states, the RNG states and the
+loop's own bookkeeping, tensors in safetensors and the rest in JSON.
 
-    OUT/state/epoch-0003/     model.safetensors, config.json, assets, trainer.safetensors, trainer.json
-    OUT/state/current.json    {"folder": "epoch-0003", "epoch": 3, "files": {name: sha1}}: the commit
+    OUT/state/epoch-0003/      the model's files, trainer.safetensors, trainer.json     (StateStore(root, "epoch", 4))
+    OUT/state/step-0001500/                                                            (StateStore(root, "step", 7))
+    OUT/state/current.json     {"folder": "epoch-0003", "epoch": 3, "files": {name: sha256}}: the commit
 
-A state is committed as a whole: its folder is written first, then `current.json` is replaced atomically; a kill at
-any instant leaves either the previous commit or the new one, never a mix. Resuming checks every file against its
-recorded digest and refuses a state that does not match.
+A state is committed as a whole: its folder is written first (each file through a scratch file renamed into place),
+then `current.json` is replaced atomically; a kill at any instant leaves either the previous commit or the new one,
+never a mix. Resuming checks every file against its recorded digest and refuses a state that does not match;
+`sweep` removes the folders the commit does not name (older states, saves killed before their commit).
 """
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ import json
 import os
 import random
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,10 +27,13 @@ from safetensors.torch import load_file, save_file
 
 from pipeline.data.files import atomic_write
 from pipeline.errors import ConfigError, IrpipeError
-from pipeline.rerank.checkpoint import file_digest, load_checkpoint, save_checkpoint
+from pipeline.rerank.checkpoint import file_digest
 
 COMMIT = "current.json"
+TENSORS, RECORD = "trainer.safetensors", "trainer.json"
 
+
+# -- nested states as JSON + named tensors -------------------------------------------------------------------------
 
 def encode_state(obj, tensors: dict):
     """Split a nested state (optimizer/scheduler state_dicts, RNG states) into JSON and named tensors."""
@@ -60,7 +68,11 @@ def decode_state(obj, tensors: dict):
     return obj
 
 
-def rng_state(generator) -> dict:
+# -- RNG ---------------------------------------------------------------------------------------------------------
+
+def rng_state(generator: torch.Generator) -> dict:
+    """torch's (dropout, init), the loop's own `generator` (shuffling, negatives, masks), Python's, NumPy's and
+    CUDA's RNG states."""
     kind, keys, position, has_gauss, gauss = np.random.get_state()
     state = {"torch": torch.get_rng_state(), "shuffle": generator.get_state(), "python": random.getstate(),
              "numpy": [kind, keys.tolist(), position, has_gauss, gauss]}
@@ -69,68 +81,94 @@ def rng_state(generator) -> dict:
     return state
 
 
-def set_rng_state(state: dict, generator) -> None:
+def set_rng_state(state: dict, generator: torch.Generator) -> None:
+    """Put back what `rng_state` saved (a state without Python/NumPy/CUDA parts leaves those as they are)."""
     torch.set_rng_state(state["torch"])
     generator.set_state(state["shuffle"])
-    random.setstate(state["python"])
-    kind, keys, position, has_gauss, gauss = state["numpy"]
-    np.random.set_state((kind, np.array(keys, dtype=np.uint32), position, has_gauss, gauss))
+    if "python" in state:
+        random.setstate(state["python"])
+    if "numpy" in state:
+        kind, keys, position, has_gauss, gauss = state["numpy"]
+        np.random.set_state((kind, np.array(keys, dtype=np.uint32), position, has_gauss, gauss))
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def has_state(root: Path) -> bool:
-    return (root / COMMIT).is_file()
+# -- the committed state -----------------------------------------------------------------------------------------
 
-
-def committed_epoch(root: Path) -> int:
-    """The epoch of the committed state (0: none)."""
+def write_by_path(path: Path, write: Callable[[str], None]) -> None:
+    """`write(scratch path)` (a writer that takes a path, like safetensors'), then rename it to `path`."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        return int(json.loads((root / COMMIT).read_text(encoding="utf-8"))["epoch"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0
+        write(str(tmp))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
-def save_state(root: Path, model, trainer: dict) -> None:
-    """Write the state after `trainer["epoch"]` into a new folder, then commit it by rewriting `root/current.json`
-    (atomically: the one step that makes it the state), then remove the folders it replaces."""
-    folder = root / f"epoch-{trainer['epoch']:04d}"
-    if folder.exists():  # a save of this epoch that was interrupted before its commit
-        shutil.rmtree(folder)
-    save_checkpoint(model, folder, training={"state": "last epoch, for --resume"})
-    tensors: dict = {}
-    encoded = encode_state(trainer, tensors)
-    tmp = folder / ".trainer.safetensors.tmp"
-    save_file(tensors, str(tmp))
-    os.replace(tmp, folder / "trainer.safetensors")
-    with atomic_write(folder / "trainer.json") as out:
-        json.dump(encoded, out)
-    files = {p.name: file_digest(p) for p in sorted(folder.iterdir()) if p.is_file()}
-    with atomic_write(root / COMMIT) as out:  # the commit point
-        json.dump({"folder": folder.name, "epoch": trainer["epoch"], "files": files}, out, indent=2)
-    sweep_state(root)
+@dataclass(frozen=True)
+class StateStore:
+    """The saved states under `root`, one folder `<unit>-<number>` each, the committed one named by current.json."""
 
+    root: Path
+    unit: str = "epoch"   # what a state is counted in: "epoch" (irpipe train) | "step" (pretrain-mlm)
+    width: int = 4        # digits of the folder's number
 
-def sweep_state(root: Path) -> None:
-    """Remove state folders that the commit does not name (older epochs, saves interrupted before their commit)."""
-    current = json.loads((root / COMMIT).read_text(encoding="utf-8"))["folder"] if has_state(root) else None
-    for folder in root.glob("epoch-*"):
-        if folder.name != current:
-            shutil.rmtree(folder, ignore_errors=True)
+    def exists(self) -> bool:
+        return (self.root / COMMIT).is_file()
 
+    def committed(self) -> int:
+        """The epoch (step) of the committed state; 0 without one."""
+        try:
+            return int(self._commit()[self.unit])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0
 
-def load_state(root: Path) -> tuple[torch.nn.Module, dict]:
-    """The committed state: every file checked against the digest recorded at its commit."""
-    commit = root / COMMIT
-    try:
-        record = json.loads(commit.read_text(encoding="utf-8"))
-        folder = root / record["folder"]
-        for name, digest in record["files"].items():
-            if file_digest(folder / name) != digest:
-                raise ValueError(f"{folder / name} changed after it was saved")
-        encoded = json.loads((folder / "trainer.json").read_text(encoding="utf-8"))
-        tensors = load_file(str(folder / "trainer.safetensors"))
-    except (OSError, ValueError, KeyError, TypeError, IrpipeError) as error:
-        raise ConfigError(f"{commit}: the training state is inconsistent ({error}); it cannot be resumed exactly: "
-                          "start afresh in a new --out folder (or delete this one)") from None
-    return load_checkpoint(folder), decode_state(encoded, tensors)
+    def save(self, number: int, write_model: Callable[[Path], None], trainer: dict) -> None:
+        """Write the state after epoch (step) `number` into a new folder -- `write_model(folder)` the model's files,
+        then `trainer` -- commit it by replacing current.json (the one step that makes it the state), then sweep."""
+        folder = self.root / f"{self.unit}-{number:0{self.width}d}"
+        if folder.exists():  # a save of this number that was killed before its commit
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        write_model(folder)
+        tensors: dict = {}
+        encoded = encode_state(trainer, tensors)
+        write_by_path(folder / TENSORS, lambda path: save_file(tensors, path))
+        with atomic_write(folder / RECORD) as out:
+            json.dump(encoded, out)
+        files = {p.name: file_digest(p) for p in sorted(folder.iterdir()) if p.is_file()}
+        with atomic_write(self.root / COMMIT) as out:  # the commit point
+            json.dump({"folder": folder.name, self.unit: number, "files": files}, out, indent=2)
+        self.sweep()
+
+    def load(self) -> tuple[Path, dict]:
+        """(folder, trainer) of the committed state, every file checked against the digest recorded at its commit;
+        the caller loads the model from the folder."""
+        try:
+            record = self._commit()
+            folder = self.root / record["folder"]
+            for name, digest in record["files"].items():
+                if file_digest(folder / name) != digest:
+                    raise ValueError(f"{folder / name} changed after it was saved")
+            encoded = json.loads((folder / RECORD).read_text(encoding="utf-8"))
+            return folder, decode_state(encoded, load_file(str(folder / TENSORS)))
+        except (OSError, ValueError, KeyError, TypeError, IrpipeError) as error:
+            raise self.inconsistent(error) from None
+
+    def inconsistent(self, error: Exception) -> ConfigError:
+        return ConfigError(f"{self.root / COMMIT}: the training state is inconsistent ({error}); it cannot be "
+                           "resumed exactly: start afresh in a new output folder (or delete this one)")
+
+    def sweep(self) -> None:
+        """Remove the state folders that the commit does not name (older states, saves killed before their
+        commit)."""
+        if not self.root.is_dir():
+            return
+        current = self._commit()["folder"] if self.exists() else None
+        for folder in self.root.glob(f"{self.unit}-*"):
+            if folder.name != current:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    def _commit(self) -> dict:
+        return json.loads((self.root / COMMIT).read_text(encoding="utf-8"))

@@ -81,9 +81,9 @@ def test_recipe_key_ignores_options_at_their_legacy_value(shared_data):
 
 def test_recipe_keys_are_pinned(shared_data, monkeypatch):
     """The keys of cached models do not move with a refactoring (here at irpipe 0.1.0): a changed key retrains."""
-    from pipeline.training import recipes
+    from pipeline.training import identity
 
-    monkeypatch.setattr(recipes, "__version__", "0.1.0")
+    monkeypatch.setattr(identity, "__version__", "0.1.0")
     assert Recipe("monobert", "wikiqa/train", "wikiqa/dev", {"epochs": 2}, {"max_length": 128}).key() == \
         "4a7cd8372043ff8e943f7ae6b179d51b5b22b497"
     assert Recipe("mrnn", "wikiqa/train", "wikiqa/dev", {"seed": 1}, {}, device="cpu", threads=2).key() == \

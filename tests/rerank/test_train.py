@@ -10,12 +10,12 @@ import torch
 from safetensors.torch import load_file
 
 from pipeline.errors import ConfigError
-from pipeline.training.examples import epoch_batches, examples_from
-from pipeline.training.loop import train
 from pipeline.rerank.losses import batch_hard_triplet, in_batch_softmax, pairwise_hinge
+from pipeline.training.examples import epoch_batches, examples_from
+from pipeline.training.identity import RecipeIdentity
+from pipeline.training.loop import train
 from pipeline.training.negatives import NegativeSampling
 from pipeline.training.options import TrainOptions, check_options
-from pipeline.training.recipes import RecipeIdentity
 
 
 def _options(**changes) -> dict:
