@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except IrpipeError as error:  # a flag's value refused as it is parsed (pipeline/validate.py flag_type)
+    except IrpipeError as error:  # a flag's value refused as it is parsed (commands/flags.py)
         print(f"irpipe: error: {error}", file=sys.stderr)
         return 2
     log.configure(quiet=args.quiet, verbose=args.verbose)

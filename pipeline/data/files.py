@@ -50,6 +50,11 @@ def output_error(path: str | Path, error: OSError) -> OutputError | None:
 _digests: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process
 
 
+def json_digest(obj) -> str:
+    """The sha1 of an object's canonical JSON: the fingerprint of topics and runs (stage cache keys)."""
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
 def file_sha256(path: Path) -> str:
     """The sha256 of a file, computed once per process for each (path, size, mtime)."""
     stat = path.stat()

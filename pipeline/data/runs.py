@@ -7,19 +7,15 @@ then docid ascending -- the order Anserini breaks ties in.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import Iterator, Mapping
 
-from pipeline.data.files import atomic_write, numbered_lines
+from pipeline.data.files import atomic_write, json_digest, numbered_lines
+from pipeline.data.topics import Topics
 from pipeline.errors import InputError
 from pipeline.validate import one_word
-
-if TYPE_CHECKING:  # annotations only: topics.py imports this module
-    from pipeline.data.topics import Topics
 
 RUN_FORMATS = ("trec", "msmarco")
 
@@ -101,11 +97,6 @@ class Run:
         """Write atomically; `digits` decimals for scores (6 = Pyserini's own output)."""
         write_run(self, path, format=format, tag=tag, digits=digits)
         return Path(path)
-
-
-def json_digest(obj) -> str:
-    """The sha1 of an object's canonical JSON: the fingerprint of topics and runs (stage cache keys)."""
-    return hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 def check_run_tag(owner: str, name: str, tag) -> None:
