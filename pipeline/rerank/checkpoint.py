@@ -87,7 +87,9 @@ def save_checkpoint(model: "RerankModel", directory: str | Path, training: dict 
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{WEIGHTS_FILE}.{os.getpid()}.tmp"
     try:
-        save_model(model, str(tmp), metadata={"format": "pt", "model": model.name})  # writes by path only
+        # One metadata key: safetensors writes a header map of several keys in a per-process order, so the same
+        # weights would give other bytes (and another checkpoint digest, another run-cache key) in each process.
+        save_model(model, str(tmp), metadata={"format": "pt"})  # writes by path only
         os.replace(tmp, directory / WEIGHTS_FILE)
     finally:
         tmp.unlink(missing_ok=True)

@@ -35,6 +35,26 @@ def test_round_trip_gives_identical_scores(checkpoint, tiny_bert):
     assert read_checkpoint_config(moved)["training"] == {"note": "test"}
 
 
+def test_the_same_weights_give_the_same_bytes_in_every_process(checkpoint, tmp_path):
+    """A checkpoint saved again by other processes is byte-identical, so its digest (a run-cache key) is stable:
+    its safetensors header holds one metadata key (a map of several is written in a per-process order)."""
+    import struct
+    import subprocess
+    import sys
+
+    from pipeline.rerank.checkpoint import checkpoint_digest
+
+    raw = (checkpoint / "model.safetensors").read_bytes()
+    header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+    assert header["__metadata__"] == {"format": "pt"}
+    code = ("import sys; from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint; "
+            "save_checkpoint(load_checkpoint(sys.argv[1]), sys.argv[2])")
+    for copy in ("a", "b"):
+        subprocess.run([sys.executable, "-c", code, str(checkpoint), str(tmp_path / copy)], check=True)
+    assert (tmp_path / "a" / "model.safetensors").read_bytes() == (tmp_path / "b" / "model.safetensors").read_bytes()
+    assert checkpoint_digest(tmp_path / "a") == checkpoint_digest(tmp_path / "b")
+
+
 def test_overrides_apply_before_building(checkpoint):
     assert load_checkpoint(checkpoint, {"max_length": 64}).config.max_length == 64
 
