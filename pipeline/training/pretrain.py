@@ -25,7 +25,7 @@ from safetensors.torch import load_model, save_model
 from pipeline.data.files import atomic_write
 from pipeline.errors import ConfigError
 from pipeline.log import logger, progress
-from pipeline.rerank.bert import new_bert_config, write_bert_folder
+from pipeline.rerank.bert import new_bert_config, pad_rows, write_bert_folder
 from pipeline.training.mlm import LOG, SPECIALS, MLMOptions, build_vocab, make_tokenizer
 from pipeline.training.optim import GradientStepper, LinearWarmupDecay, make_optimizer
 from pipeline.training.state import StateStore, rng_state, set_rng_state, write_by_path
@@ -93,15 +93,8 @@ class MaskedBatches:
                                          tok.mask_token_id, len(SPECIALS), generator)
             inputs.append([tok.cls_token_id, *masked, tok.sep_token_id])
             labels.append([-100, *target, -100])
-        length = max(map(len, inputs))
-        batch = {"input_ids": torch.full((len(rows), length), tok.pad_token_id),         # (B, L) each
-                 "labels": torch.full((len(rows), length), -100),
-                 "attention_mask": torch.zeros((len(rows), length), dtype=torch.long)}
-        for i, (row, target) in enumerate(zip(inputs, labels)):
-            batch["input_ids"][i, :len(row)] = torch.tensor(row)
-            batch["labels"][i, :len(row)] = torch.tensor(target)
-            batch["attention_mask"][i, :len(row)] = 1
-        return batch
+        ids, mask = pad_rows(inputs, tok.pad_token_id)                                   # (B, L) each
+        return {"input_ids": ids, "labels": pad_rows(labels, -100)[0], "attention_mask": mask}
 
     def epoch_order(self, epoch: int) -> list[int]:
         generator = torch.Generator().manual_seed(self.options.seed * 100003 + epoch)
