@@ -2,7 +2,12 @@
 significance tests and plots: pipeline/compare.py; the command `irpipe eval`: pipeline/commands/eval.py).
 
 Measures are ir-measures objects written the ir-measures way (`RR@10 AP P@10 nDCG@10 R@1000 AP(rel=2)`); no
-metric is computed here, and every measure prints as `str(measure)`.
+metric is computed here, and every measure prints as `str(measure)`. trec_eval's names are read too, through
+ir-measures' own translation (`ir_measures.parse_trec_measure`): `map` is AP, `ndcg_cut_10` and `ndcg_cut.10`
+nDCG@10, `P_10` and `P.10` P@10, `recip_rank` RR, `recall_100` R@100, `Rprec` Rprec, `P.5,10` P@5 and P@10, and
+the nicknames `official` / `all_trec` their measures (less those no ir-measures provider computes). A name both
+spell is ir-measures' measure where a provider computes it (`Rprec`), else trec_eval's (`P` alone: P at trec_eval's
+nine cutoffs, P@5 ... P@1000, as `trec_eval -m P` prints them).
 
 Relevance level: `rel_level=2` (the TREC DL convention for graded 0-3 qrels) gives every measure that takes a
 `rel` threshold (AP, RR, P, R, Success, Rprec, Bpref, ...) `rel=2`, unless the measure names its own `rel`;
@@ -29,13 +34,15 @@ from typing import Iterable, Mapping
 from pipeline.data.qrels import Qrels, read_qrels
 from pipeline.data.runs import Run, read_run
 from pipeline.errors import IrpipeError, UnknownNameError
+from pipeline.log import logger
 
 QUERY_SETS = {
     "qrels": "every judged query in the qrels; a query missing from a run scores 0 (trec_eval -c)",
     "run": "only the judged queries a run has hits for (trec_eval without -c)",
 }
 DEFAULT_MEASURES = ("RR@10", "AP", "P@10", "nDCG@10", "R@1000")
-EXPECTED_FORM = "an ir-measures measure such as RR@10, AP, P@10, nDCG@10, R@1000, AP(rel=2), Success@5"
+EXPECTED_FORM = ("an ir-measures measure such as RR@10, AP, P@10, nDCG@10, R@1000, AP(rel=2), Success@5, or trec_eval's "
+                 "name (map, ndcg_cut_10, P.10, recip_rank)")
 
 RunLike = Run | Mapping[str, Mapping[str, float]] | str | Path
 QrelsLike = Mapping[str, Mapping[str, int]] | str | Path
@@ -48,13 +55,15 @@ class EvalError(IrpipeError):
 # ---------------------------------------------------------------------------------------------- measures
 
 
-def _split_measures(text: str) -> list[str]:
-    """Split 'RR@10, AP nDCG(gains={0:0,1:1})@10' on commas/whitespace outside brackets."""
+def split_measures(text: str) -> list[str]:
+    """Split 'RR@10, AP nDCG(gains={0:0,1:1})@10' on commas/whitespace outside brackets; a comma before a digit
+    goes on a trec_eval list of cutoffs ('P.5,10')."""
     parts, depth, current = [], 0, []
-    for char in text:
+    for position, char in enumerate(text):
         depth += char in "([{"
         depth -= char in ")]}"
-        if depth <= 0 and (char == "," or char.isspace()):
+        continues = char == "," and text[position + 1: position + 2].isdigit()
+        if depth <= 0 and ((char == "," and not continues) or char.isspace()):
             parts.append("".join(current))
             current = []
         else:
@@ -63,20 +72,76 @@ def _split_measures(text: str) -> list[str]:
     return [p for p in parts if p]
 
 
-def parse_measure(text, rel_level: int = 1):
-    """One ir-measures measure from its string (or a measure object), with the relevance level applied."""
+def _trec_measures(text: str) -> list:
+    """The measures trec_eval's name `text` stands for (see the module docstring); [] when it is none of them."""
     import ir_measures
+    import pytrec_eval
+
+    nickname = text in pytrec_eval.supported_nicknames
+    names = sorted(pytrec_eval.supported_nicknames[text]) if nickname else [text]
+    found, skipped = [], []
+    for name in names:
+        try:
+            measures = ir_measures.parse_trec_measure(name)
+        except ValueError:  # not a trec_eval name, or one ir-measures does not compute
+            measures = []
+        computed = [m for m in measures if not nickname or _computed(m)]
+        found += computed
+        if not computed:
+            skipped.append(name)
+    if nickname and found and set(skipped) - {"runid"}:
+        logger.warning("trec_eval's %s: %s left out (no ir-measures provider computes them)", text,
+                       ", ".join(sorted(set(skipped) - {"runid"})))
+    return found
+
+
+def _computed(measure) -> bool:
+    """Whether an installed ir-measures provider computes the measure (ir-measures asserts on some it cannot, such
+    as P without a cutoff)."""
+    import ir_measures
+
+    try:
+        return ir_measures.DefaultPipeline.supports(measure)
+    except AssertionError:
+        return False
+
+
+def _measures_of(text: str) -> list:
+    """The measures a string names: one ir-measures measure, else trec_eval's name for one or several."""
+    import ir_measures
+    import pytrec_eval
+
+    text = str(text).strip()
+    try:
+        measure = ir_measures.parse_measure(text)
+        return [measure] if _computed(measure) else _trec_measures(text) or [measure]
+    except (NameError, ValueError, SyntaxError) as error:
+        found = _trec_measures(text)
+        if found:
+            return found
+        if isinstance(error, NameError):
+            name = text.split("@")[0].split("(")[0]
+            known = sorted({*ir_measures.measures.registry, *pytrec_eval.supported_measures} - {"runid"})
+            raise UnknownNameError("measure", name, known) from None
+        raise EvalError(f"cannot parse measure {text!r} ({error}); expected {EXPECTED_FORM}") from None
+
+
+def parse_measure(text, rel_level: int = 1):
+    """One ir-measures measure from its string (ir-measures' or trec_eval's name) or a measure object, with the
+    relevance level applied."""
     from ir_measures.measures.base import Measure
 
-    measure = text
-    if not isinstance(text, Measure):
-        try:
-            measure = ir_measures.parse_measure(str(text).strip())
-        except NameError:
-            name = str(text).strip().split("@")[0].split("(")[0]
-            raise UnknownNameError("measure", name, sorted(ir_measures.measures.registry)) from None
-        except (ValueError, SyntaxError) as error:
-            raise EvalError(f"cannot parse measure {text!r} ({error}); expected {EXPECTED_FORM}") from None
+    if isinstance(text, Measure):
+        return _checked(text, text, rel_level)
+    found = _measures_of(text)
+    if len(found) > 1:
+        shown = ", ".join(map(str, found[:4])) + (", ..." if len(found) > 4 else "")
+        raise EvalError(f"measure {text!r} names {len(found)} measures ({shown}); give one here, e.g. {found[0]}")
+    return _checked(found[0], text, rel_level)
+
+
+def _checked(measure, text, rel_level: int):
+    """The measure with its parameters checked and the relevance level applied; one a provider computes."""
     supported = type(measure).SUPPORTED_PARAMS
     for name, value in measure.params.items():
         if name not in supported:
@@ -86,21 +151,23 @@ def parse_measure(text, rel_level: int = 1):
             raise EvalError(f"measure {text!r}: invalid {name}={value!r}; expected {EXPECTED_FORM}")
     if rel_level != 1 and "rel" in supported and "rel" not in measure.params:
         measure = measure(rel=rel_level)
-    if not ir_measures.DefaultPipeline.supports(measure):
+    if not _computed(measure):
         raise EvalError(f"measure {measure}: no installed ir-measures provider computes it")
     return measure
 
 
 def parse_measures(measures: str | Iterable, rel_level: int = 1) -> list:
-    """Measures from strings ('RR@10 AP', 'RR@10,AP'), measure objects or a mix; duplicates dropped, order kept."""
+    """Measures from strings ('RR@10 AP', 'RR@10,AP', 'map ndcg_cut.10 P.5,10'), measure objects or a mix;
+    duplicates dropped, order kept."""
     _check_rel_level(rel_level)
     items = [measures] if isinstance(measures, str) else list(measures)
     parsed = []
     for item in items:
-        for text in _split_measures(item) if isinstance(item, str) else [item]:
-            measure = parse_measure(text, rel_level)
-            if measure not in parsed:
-                parsed.append(measure)
+        for text in split_measures(item) if isinstance(item, str) else [item]:
+            named = _measures_of(text) if isinstance(text, str) else [text]
+            for measure in (_checked(one, text, rel_level) for one in named):
+                if measure not in parsed:
+                    parsed.append(measure)
     if not parsed:
         raise EvalError(f"no measure given; expected {EXPECTED_FORM}")
     return parsed

@@ -101,8 +101,10 @@ class Experiment:
             value = data.get(key)
             if value is not None and (not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool))):
                 raise InputError(where, f"{key} must be {what}, got {value!r}", field=key)
+        from pipeline.evaluate import split_measures
+
         measures = data["measures"]
-        measures = [m.strip() for m in measures.split(",") if m.strip()] if isinstance(measures, str) else measures
+        measures = split_measures(measures) if isinstance(measures, str) else measures
         if not all(isinstance(m, str) for m in measures):
             raise InputError(where, f"measures are names such as AP or nDCG@10, got {measures!r}", field="measures")
         expected = data.get("expected") or {}

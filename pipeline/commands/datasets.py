@@ -12,7 +12,8 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     info.add_argument("name", metavar="NAME|DIR")
     fetch = actions.add_parser("fetch", help="resolve a dataset's files into the cache (mirror, then download)")
     fetch.add_argument("names", nargs="+", metavar="NAME")
-    add = actions.add_parser("add", help="give a dataset folder of your own (with a dataset.yaml) a name")
+    add = actions.add_parser("add", help="give a dataset folder of your own (a dataset.yaml, a BEIR folder or the MS "
+                                         "MARCO passage files) a name; NAME:SPLIT then picks a split")
     add.add_argument("name", metavar="NAME")
     add.add_argument("folder", metavar="DIR")
 
@@ -30,12 +31,13 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "list":
         datasets = [*map(get_dataset, dataset_names()), *map(get_dataset, local_datasets())]
         _table([(ds.name, ",".join(ds.provides), ds.description) for ds in datasets])
-        print("\n(and irds:<id> for any ir_datasets id, and the path of any dataset folder)")
+        print("\n(and irds:<id> for any ir_datasets id, and the path of any dataset folder; DIR:SPLIT for a "
+              "BEIR or MS MARCO folder's split)")
     elif args.action == "info":
         print(json.dumps(get_dataset(args.name).info(), indent=2, ensure_ascii=False))
     elif args.action == "add":
         dataset = add_local(args.name, args.folder)
-        print(f"{dataset.name}\t{','.join(dataset.provides)}\t{local_datasets()[dataset.name]}")
+        print(f"{dataset.name}\t{','.join(dataset.provides)}\t{local_datasets()[args.name]}")
     else:
         datasets = [get_dataset(name) for name in args.names]  # unknown names fail before any fetching
         for dataset in datasets:

@@ -1,4 +1,5 @@
-"""Streaming document readers: JSONL (Pyserini JsonCollection), TSV (`id<TAB>text`), TREC SGML, folders, .gz.
+"""Streaming document readers: JSONL (Pyserini JsonCollection `id`/`contents`, or BEIR's `_id`/`title`/`text`, whose
+contents are `title + " " + text`, as Pyserini's BEIR "flat" indexes join them), TSV (`id<TAB>text`), TREC SGML, folders, .gz.
 
 Every reader yields `{"id": str, "contents": str, ...extra fields}` one document at a time: a corpus is never
 held in memory. Malformed input raises `InputError` naming the file, the 1-based line and the field.
@@ -69,6 +70,9 @@ def detect_doc_format(path: str | Path) -> str:
 
 def _jsonl_docs(path: Path) -> Iterator[tuple[int, dict]]:
     for number, obj in json_lines(path):
+        if "_id" in obj and "id" not in obj:
+            yield number, _beir_doc(obj, path, number)
+            continue
         doc_id = obj.pop("id", None)
         if isinstance(doc_id, int) and not isinstance(doc_id, bool):
             doc_id = str(doc_id)
@@ -78,6 +82,26 @@ def _jsonl_docs(path: Path) -> Iterator[tuple[int, dict]]:
         if not isinstance(contents, str):
             raise InputError(path, "missing \"contents\" string", number, "contents")
         yield number, {"id": _check_id(doc_id, path, number, "id"), "contents": contents, **obj}
+
+
+def _beir_doc(obj: dict, path: Path, number: int) -> dict:
+    """A BEIR corpus line (`_id`, `title`, `text`): its contents are the title, a space and the text (the text alone
+    when the title is empty); the title is kept as a field."""
+    doc_id, title, text = obj.pop("_id"), obj.pop("title", ""), obj.pop("text", None)
+    if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+        doc_id = str(doc_id)
+    if not isinstance(doc_id, str) or not doc_id.strip():
+        raise InputError(path, "missing or empty document id", number, "_id")
+    if not isinstance(text, str):
+        raise InputError(path, "missing \"text\" string", number, "text")
+    if title is None:
+        title = ""
+    if not isinstance(title, str):
+        raise InputError(path, f"\"title\" is not a string: {title!r}", number, "title")
+    contents = f"{title} {text}" if title.strip() else text
+    if not obj.get("metadata"):
+        obj.pop("metadata", None)  # BEIR's empty metadata is no field
+    return {"id": _check_id(doc_id, path, number, "_id"), "contents": contents, "title": title, **obj}
 
 
 def _tsv_docs(path: Path) -> Iterator[tuple[int, dict]]:

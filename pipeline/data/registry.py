@@ -6,9 +6,11 @@
     >>> for doc in ds.docs(): ...
 
 Files resolve through the cache, the mirror (`$IRPIPE_MIRROR`) and the upstream download (see
-`pipeline.data.sets.base`). Datasets of your own: a folder with a `dataset.yaml` is a dataset by its path, or
-by a name given to it with `add_local` (kept in `<irpipe cache>/local-datasets.json`); see
-`pipeline.data.sets.local`. The CLI: `irpipe datasets list | info NAME | fetch NAME... | add NAME DIR`.
+`pipeline.data.sets.base`). Datasets of your own: a folder is a dataset by its path, or by a name given to it
+with `add_local` (kept in `<irpipe cache>/local-datasets.json`), when it has one of the `FOLDER_LAYOUTS`: a
+`dataset.yaml` (pipeline.data.sets.local), a BEIR folder (sets/beir.py) or the MS MARCO passage files
+(sets/msmarco_folder.py). `DIR:SPLIT` (or `NAME:SPLIT`) picks a split of a BEIR or MS MARCO folder.
+The CLI: `irpipe datasets list | info NAME | fetch NAME... | add NAME DIR`.
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ from pipeline.data.sets.base import DataFile, Dataset, DatasetLacksError, Labell
 from pipeline.data.sets.chinese import BqDataset, InsuranceQaZhDataset, LcqmcDataset, ThucnewsDataset
 from pipeline.data.sets.cranfield import CranfieldDataset
 from pipeline.data.sets.irds import PREFIX as IRDS_PREFIX, IrdsDataset
-from pipeline.data.sets.local import is_dataset_folder, load_dataset_folder
+from pipeline.data.sets import beir, msmarco_folder
+from pipeline.data.sets.local import SPEC_LAYOUT, FolderLayout
 from pipeline.data.sets.microblog import MicroblogDataset
 from pipeline.data.sets.msmarco import BM25TopDataset
 from pipeline.data.sets.questions import QuestionRetrievalDataset
@@ -29,7 +32,7 @@ from pipeline.data.sets.squad import SquadDataset
 from pipeline.data.sets.standard import StandardDataset
 from pipeline.data.files import cache_root
 from pipeline.data.files import atomic_write
-from pipeline.errors import ConfigError, UnknownNameError
+from pipeline.errors import ConfigError, MissingResourceError, UnknownNameError
 
 REGISTRY_FILE = Path(__file__).with_name("datasets.json")
 LOCAL_REGISTRY_FILE = "local-datasets.json"  # under the irpipe cache root: names given to dataset folders
@@ -47,6 +50,9 @@ FAMILIES: dict[str, type[Dataset]] = {
     "microblog": MicroblogDataset,
 }
 
+# how a folder is recognised as a dataset, in this order (the first that matches reads it)
+FOLDER_LAYOUTS: tuple[FolderLayout, ...] = (SPEC_LAYOUT, beir.LAYOUT, msmarco_folder.LAYOUT)
+
 
 @lru_cache(maxsize=1)
 def _registry() -> dict:
@@ -59,6 +65,13 @@ def dataset_names() -> list[str]:
     return list(_registry()["datasets"])
 
 
+def pyserini_topics() -> dict[str, tuple[str, str]]:
+    """Pyserini's `--topics` names of a registered dataset's topics: name -> (dataset, how they differ from
+    Pyserini's, or "" when they are the same)."""
+    return {topics: (name, note) for name, spec in _registry()["datasets"].items()
+            for topics, note in spec.get("pyserini_topics", {}).items()}
+
+
 def local_datasets() -> dict[str, str]:
     """Names given to dataset folders with `add_local` (`irpipe datasets add`): name -> folder."""
     path = cache_root() / LOCAL_REGISTRY_FILE
@@ -69,7 +82,7 @@ def add_local(name: str, folder: str | Path) -> Dataset:
     """Register the dataset folder `folder` as `name` (checked by loading it); returns the dataset."""
     if name in _registry()["datasets"] or name.startswith(IRDS_PREFIX):
         raise ConfigError(f"{name!r} is a registered dataset name (or irds:); choose another name")
-    dataset = load_dataset_folder(folder, name)
+    dataset = load_folder(Path(folder), None, name)
     names = {**local_datasets(), name: str(Path(folder).resolve())}
     with atomic_write(cache_root() / LOCAL_REGISTRY_FILE) as out:
         json.dump(names, out, indent=2)
@@ -77,18 +90,42 @@ def add_local(name: str, folder: str | Path) -> Dataset:
     return dataset
 
 
+def load_folder(folder: Path, split: str | None = None, name: str | None = None) -> Dataset:
+    """The dataset in `folder`, read by the first of FOLDER_LAYOUTS it matches (`split`: a BEIR or MS MARCO split)."""
+    for layout in FOLDER_LAYOUTS:
+        if layout.detect(folder):
+            return layout.load(folder, split, name)
+    known = "; ".join(f"{layout.name} ({layout.files})" for layout in FOLDER_LAYOUTS)
+    raise MissingResourceError(f"{folder}: not a dataset folder: it has none of the layouts irpipe reads: {known} "
+                               "(see `irpipe datasets add`)")
+
+
+def _folder_and_split(name: str, local: dict[str, str]) -> tuple[Path, str | None, str | None] | None:
+    """(folder, split, its registered name) that `name` means (`DIR`, `DIR:SPLIT`, `NAME`, `NAME:SPLIT`), or None."""
+    if name in local:
+        return Path(local[name]), None, name
+    if Path(name).is_dir():
+        return Path(name), None, None
+    base, colon, split = name.rpartition(":")
+    if colon and base and split:
+        if base in local:
+            return Path(local[base]), split, base
+        if Path(base).is_dir():
+            return Path(base), split, None
+    return None
+
+
 def get_dataset(name: str) -> Dataset:
     """The dataset called `name`: registered, `irds:<id>` (ir_datasets' `<id>`), a name given with `add_local`, or
-    the path of a dataset folder (one with a dataset.yaml). Nothing is read or fetched yet."""
+    the path of a dataset folder (FOLDER_LAYOUTS), either with `:SPLIT`. Nothing is read or fetched yet."""
     if name.startswith(IRDS_PREFIX):
         return IrdsDataset(name)
     registry = _registry()
     if name not in registry["datasets"]:
         local = local_datasets()
-        if name in local:
-            return load_dataset_folder(local[name], name)
-        if is_dataset_folder(name) or Path(name).is_dir():  # a folder without a dataset.yaml is told so
-            return load_dataset_folder(name)
+        found = _folder_and_split(name, local)
+        if found is not None:  # a folder of no known layout is told so
+            return load_folder(*found)
         raise UnknownNameError("dataset", name, dataset_names() + list(local))
     spec = registry["datasets"][name]
     files = {}

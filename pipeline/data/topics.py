@@ -1,5 +1,5 @@
 """`Topics` (qid -> query, in file order) and topic files: TSV (`qid<TAB>text`), TREC SGML (`<top><num>...`),
-CACM-style `<DOC><DOCNO>`, JSONL.
+CACM-style `<DOC><DOCNO>`, JSONL (`qid`/`query`, or BEIR's queries.jsonl: `_id`/`text`).
 
 `read_topics` returns `Topics` in file order, the query text whitespace-normalised for the SGML formats (what
 Anserini's TrecTopicReader / CacmTopicReader give, up to whitespace, which its analyzers ignore). Malformed
@@ -160,11 +160,14 @@ def _cacm(path: Path):
 
 def _jsonl(path: Path):
     for number, obj in json_lines(path):
-        qid, text = obj.pop("qid", None), obj.pop("query", None)
+        names = ("_id", "text") if "_id" in obj and "qid" not in obj else ("qid", "query")  # BEIR's, or ours
+        qid, text = obj.pop(names[0], None), obj.pop(names[1], None)
         if isinstance(qid, int) and not isinstance(qid, bool):
             qid = str(qid)
         if not isinstance(qid, str):
-            raise InputError(path, "missing \"qid\" string", number, "qid")
+            raise InputError(path, f"missing \"{names[0]}\" string", number, names[0])
         if not isinstance(text, str):
-            raise InputError(path, "missing \"query\" string", number, "query")
-        yield number, qid.strip(), text.strip(), obj, ("qid", "query")
+            raise InputError(path, f"missing \"{names[1]}\" string", number, names[1])
+        if names[0] == "_id" and not obj.get("metadata"):
+            obj.pop("metadata", None)  # BEIR's empty metadata is no query field
+        yield number, qid.strip(), text.strip(), obj, names

@@ -28,8 +28,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from pipeline.data.corpus import DOC_FORMATS
 from pipeline.data.files import load_yaml, numbered_lines, read_index_metadata
@@ -40,7 +41,7 @@ from pipeline.data.sets.base import DataFile, Dataset, LabelledPair, PairsAsRank
 from pipeline.data.sets.standard import StandardDataset
 from pipeline.data.topics import Topics
 from pipeline.data.topics import TOPIC_FORMATS
-from pipeline.errors import InputError, MissingResourceError
+from pipeline.errors import ConfigError, InputError, MissingResourceError
 
 SPEC_FILE = "dataset.yaml"
 KINDS = ("trec", "answer-selection", "pairs")
@@ -59,8 +60,29 @@ def checksum(path: Path) -> str:
     return file_sha256(path)
 
 
+@dataclass(frozen=True)
+class FolderLayout:
+    """A way a dataset folder is laid out, recognised without a dataset.yaml (`--dataset DIR`, `DIR:SPLIT`):
+    `detect(folder)` says whether the folder is one; `load(folder, split or None, name or None)` reads it."""
+
+    name: str
+    files: str  # what the layout's folder holds, for messages
+    detect: Callable[[Path], bool]
+    load: Callable[[Path, "str | None", "str | None"], Dataset]
+
+
 def is_dataset_folder(path: str | Path) -> bool:
     return (Path(path) / SPEC_FILE).is_file()
+
+
+def _load_spec_folder(folder: Path, split: str | None, name: str | None) -> Dataset:
+    if split is not None:
+        raise ConfigError(f"{folder}:{split}: a folder with a {SPEC_FILE} has no splits (give the folder alone, or "
+                          "one folder per split)")
+    return load_dataset_folder(folder, name)
+
+
+SPEC_LAYOUT = FolderLayout("dataset.yaml", f"a {SPEC_FILE} naming its files", is_dataset_folder, _load_spec_folder)
 
 
 def load_dataset_folder(folder: str | Path, name: str | None = None) -> Dataset:
@@ -84,9 +106,10 @@ def local_dataset_from_files(files: dict[str, str], name: str | None = None, rel
 
 
 def local_dataset(spec: dict, folder: Path, where: str | Path, name: str | None = None,
-                  complete: bool = True) -> Dataset:
+                  complete: bool = True, family: type | None = None) -> Dataset:
     """Validate a dataset spec (dataset.yaml's mapping) and build the dataset of its kind (`complete`: with every
-    file its kind requires; command-line files may be completed by a named dataset, see `WithFiles`)."""
+    file its kind requires; command-line files may be completed by a named dataset, see `WithFiles`; `family`: a
+    subclass of the kind's class that reads the files its own way, e.g. a BEIR folder's)."""
     if not isinstance(spec, dict):
         raise InputError(where, "a dataset.yaml is a mapping (name, kind, files, ...)")
     unknown = set(spec) - _SPEC_KEYS
@@ -112,7 +135,7 @@ def local_dataset(spec: dict, folder: Path, where: str | Path, name: str | None 
         files[key] = (DataFile(str(path), "local", "", str(path), checksum(path), _size(path)), None)
         if fmt:
             formats[key] = fmt
-    family = {"trec": LocalCollection, "answer-selection": LocalAnswerSelection, "pairs": LocalPairs}[kind]
+    family = family or {"trec": LocalCollection, "answer-selection": LocalAnswerSelection, "pairs": LocalPairs}[kind]
     name = name or spec.get("name") or folder.resolve().name
     full = {"description": spec.get("description", f"local dataset ({kind}) in {folder}"), "family": f"local-{kind}",
             "rel_level": level, "language": spec.get("language", "en"), "formats": formats}
