@@ -63,17 +63,6 @@ def one_word(owner: str, name: str, value, why: str = "") -> None:
         raise problem(owner, name, f"{name}={value!r}; expected one word (no spaces, tabs or newlines){why}")
 
 
-def flag_type(check: Callable, owner: str, flag: str) -> Callable[[str], str]:
-    """An argparse `type=` that runs `check(owner, flag, text)` as the flag is parsed, before any work; its
-    ConfigError reaches the command line's handler (one line, exit 2)."""
-    def checked(text: str) -> str:
-        check(owner, flag, text)
-        return text
-
-    checked.__name__ = flag
-    return checked
-
-
 def default_of(field: dataclasses.Field):
     """A dataclass field's default (its factory's value), or dataclasses.MISSING."""
     if field.default is not dataclasses.MISSING:

@@ -12,9 +12,10 @@ import argparse
 
 from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
+from pipeline.commands.flags import checked
 from pipeline.data.runs import RUN_FORMATS, check_run_tag
 from pipeline.log import logger
-from pipeline.validate import at_least, flag_type
+from pipeline.validate import at_least
 from pipeline.retrieve.index import CHINESE_TERMS, DEFAULT_CHINESE_TERMS
 from pipeline.stages.bm25 import BM25
 
@@ -41,7 +42,7 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--segment", choices=CHINESE_TERMS, help=f"Chinese --dataset: index jieba words or CJK bigrams "
                                                                  f"(default {DEFAULT_CHINESE_TERMS})")
     parser.add_argument("--output-format", choices=RUN_FORMATS, default="trec", help="trec (default) or msmarco")
-    parser.add_argument("--run-tag", default="bm25", metavar="TAG", type=flag_type(check_run_tag, "search", "--run-tag"),
+    parser.add_argument("--run-tag", default="bm25", metavar="TAG", type=checked(check_run_tag, "search", "--run-tag"),
                         help="run tag in the TREC file, one word (default bm25)")
     add_engine_args(parser, shards=("queries",))
 

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from pipeline.data.corpus import collapse_whitespace, sgml_blocks
-from pipeline.data.files import atomic_write, first_line, json_lines, numbered_lines, plain_suffix
-from pipeline.data.runs import json_digest
+from pipeline.data.files import atomic_write, first_line, json_digest, json_lines, numbered_lines, plain_suffix
 from pipeline.errors import InputError
 
 TOPIC_FORMATS = ("tsv", "trec", "cacm", "jsonl")
