@@ -115,9 +115,12 @@ def _folder_and_split(name: str, local: dict[str, str]) -> tuple[Path, str | Non
     return None
 
 
-def get_dataset(name: str) -> Dataset:
+def get_dataset(name: str | Dataset) -> Dataset:
     """The dataset called `name`: registered, `irds:<id>` (ir_datasets' `<id>`), a name given with `add_local`, or
-    the path of a dataset folder (FOLDER_LAYOUTS), either with `:SPLIT`. Nothing is read or fetched yet."""
+    the path of a dataset folder (FOLDER_LAYOUTS), either with `:SPLIT`; a `Dataset` is itself. Nothing is read or
+    fetched yet."""
+    if isinstance(name, Dataset):
+        return name
     if name.startswith(IRDS_PREFIX):
         return IrdsDataset(name)
     registry = _registry()

@@ -196,8 +196,8 @@ class DevSet:
 
         pairs = [replace(p, label=float(self.qrels.get(p.qid, {}).get(p.docid, 0) >= self.rel_level))
                  for p in pairs_of(self.topics, self.run, self.run.texts)]
-        scored = predict(model, pairs, options.eval_batch_size, device, options.amp, with_loss=True,
-                         desc=f"dev {self.name}")
+        scored = predict(model, pairs, options.eval_batch_size, device, options.amp or "none", with_loss=True,
+                         desc=f"dev {self.name}")  # the training's own precision (none: fp32 on CUDA too)
         scores = scores_by_query(pairs, scored.scores)
         measures = ["AP", "RR@10", "nDCG@10"] + ([options.measure] if options.measure != "loss" else [])
         result = evaluate(Run.from_scores(scores), self.qrels, list(dict.fromkeys(measures)), rel_level=self.rel_level)
@@ -215,14 +215,5 @@ class DevSet:
 
 def dataset_fingerprint(dataset) -> str:
     """What a dataset's contents are, from the checksums of its files (no file is read)."""
-    files = sorted((key, file.sha256, member or "") for key, (file, member) in getattr(dataset, "files", {}).items())
+    files = sorted((key, file.sha256, member or "") for key, (file, member) in dataset.files.items())
     return hashlib.sha1(json.dumps([dataset.name, files]).encode()).hexdigest()
-
-
-def get_dataset(value):
-    """A dataset object from a name (or the object itself)."""
-    if isinstance(value, str):
-        from pipeline.data.registry import get_dataset as lookup
-
-        return lookup(value)
-    return value

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline import __version__
+from pipeline.data.registry import get_dataset
 from pipeline.rerank import models
 from pipeline.rerank.config import config_to_dict, make_config, recipe_fields
-from pipeline.training.examples import dataset_fingerprint, get_dataset
+from pipeline.training.examples import dataset_fingerprint
 from pipeline.training.options import RUNTIME_OPTIONS, TrainOptions, resolve_options
 
 

@@ -7,10 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
-    """Softmax over `dim` where `mask` (broadcastable, True = real) is False gets -inf, i.e. weight 0."""
-    return torch.softmax(x.masked_fill(~mask, float("-inf")), dim=dim)
+from pipeline.rerank.layers import masked_softmax
 
 
 # -- multi-resolution feature maps: (B, L, w) + (B, L) mask -> G (B, N, L, s) -----------------------------------

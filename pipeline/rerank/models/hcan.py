@@ -46,11 +46,17 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from pipeline.errors import ConfigError
+from pipeline.rerank.layers import masked_softmax
+from pipeline.rerank.losses import pairwise_hinge
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
-from pipeline.rerank.models._hcan_inputs import load_inputs, pair_batch, save_inputs, training_inputs
+from pipeline.rerank.models._hcan_inputs import (
+    load_inputs,
+    pair_batch,
+    save_inputs,
+    training_inputs,
+)
 from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary
-from pipeline.rerank.losses import pairwise_hinge
 from pipeline.validate import at_least, choice
 
 # -- config -----------------------------------------------------------------------------------------------------------
@@ -133,11 +139,6 @@ class HCANConfig:
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------------
-def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
-    """Softmax over `dim` where `mask` (broadcastable, True = real) is False gets -inf, i.e. weight 0."""
-    return torch.softmax(x.masked_fill(~mask, float("-inf")), dim=dim)
-
-
 def run_lstm(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor):
     """A batch-first (Bi)LSTM over the real steps only: (B, T, 2h) outputs, zero at padding, and h_n."""
     packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
