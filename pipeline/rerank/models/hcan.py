@@ -50,12 +50,7 @@ from pipeline.rerank.layers import masked_softmax
 from pipeline.rerank.losses import pairwise_hinge
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
-from pipeline.rerank.models._hcan_inputs import (
-    load_inputs,
-    pair_batch,
-    save_inputs,
-    training_inputs,
-)
+from pipeline.rerank.models._hcan_inputs import load_inputs, pair_batch, save_inputs, training_inputs
 from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary
 from pipeline.validate import at_least, choice
 
