@@ -264,7 +264,10 @@ def test_sigterm_during_indexing_stops_java_and_removes_scratch(tmp_path):
     child.send_signal(signal.SIGTERM)
     _, err = child.communicate(timeout=60)
     assert child.returncode == 143 and "Traceback" not in err, err
-    assert _gone(java, timeout=0)
+    # gone at once when irpipe reaped it; a JVM that outlived the reap by a moment (seen once in three runs on a
+    # loaded machine) must still be gone within seconds (its parent-death signal): waiting 10 s, not 0, so that
+    # the test says whether Java outlives irpipe, not how busy the machine is
+    assert _gone(java, timeout=10)
     assert [p.name for p in tmp_path.iterdir()] == ["docs.jsonl"]  # no scratch folder, no index
 
 
