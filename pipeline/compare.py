@@ -24,7 +24,7 @@ from typing import Mapping
 from pipeline import log
 from pipeline.data.files import atomic_write
 from pipeline.errors import UnknownNameError
-from pipeline.evaluate import (QUERY_SETS, EvalError, QrelsLike, RunLike, as_qrels, evaluation_inputs,
+from pipeline.evaluate import (QUERY_SETS, EvalError, QrelsLike, RunLike, as_qrels, evaluation_inputs, evaluator,
                                parse_measures)
 
 CORRECTIONS = ("holm", "bonferroni")
@@ -204,7 +204,6 @@ def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: s
     per measure, the p-values of the runs compared with the baseline. `seed_mean`: the seeds of a system are one
     row, scored per query by their mean (the module's docstring); `baseline` is then any one of its seeds' runs.
     """
-    import ir_measures
 
     measures = parse_measures(measures, rel_level)
     names = [str(m) for m in measures]
@@ -218,7 +217,7 @@ def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: s
         raise UnknownNameError("correction", str(correction), list(CORRECTIONS))
     qrels = as_qrels(qrels)
     order = ([baseline] if baseline is not None else []) + [name for name in runs if name != baseline]
-    shared = ir_measures.evaluator(measures, qrels) if queries == "qrels" else None
+    shared = evaluator(measures, qrels) if queries == "qrels" else None
     result = Comparison(names, {}, {}, {}, baseline, correction, {}, queries)
     for name in log.progress(order, desc="evaluating", unit="run") if len(order) > 1 else order:
         run, run_qrels, qids = evaluation_inputs(runs[name], qrels, queries)
@@ -227,8 +226,7 @@ def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: s
             log.logger.warning("%s has no hits for %d of %d judged queries; they score 0 "
                                "(--queries run / queries='run' evaluates only the queries a run answers)",
                                name, missing, len(qrels))
-        evaluator = shared or ir_measures.evaluator(measures, run_qrels)
-        aggregate, metrics = evaluator.calc(run)
+        aggregate, metrics = (shared or evaluator(measures, run_qrels)).calc(run)
         table: dict[str, dict[str, float]] = {m: {} for m in names}
         for metric in metrics:
             table[str(metric.measure)][metric.query_id] = float(metric.value)

@@ -10,8 +10,12 @@ spell is ir-measures' measure where a provider computes it (`Rprec`), else trec_
 nine cutoffs, P@5 ... P@1000, as `trec_eval -m P` prints them).
 
 Relevance level: `rel_level=2` (the TREC DL convention for graded 0-3 qrels) gives every measure that takes a
-`rel` threshold (AP, RR, P, R, Success, Rprec, Bpref, ...) `rel=2`, unless the measure names its own `rel`;
-nDCG has no threshold and keeps the graded gains. Such a measure prints with it: `AP` becomes `AP(rel=2)`.
+`rel` threshold (AP, RR, P, R, Success, Rprec, Bpref, ...) `rel=2`, unless the measure names its own `rel`
+(`AP(rel=1)`); nDCG has no threshold and keeps the graded gains. Such a measure prints with it: `AP` becomes
+`AP(rel=2)`. The count measures keep trec_eval's meaning under `-l N`: num_ret (`NumRet`) counts every retrieved
+document at any level, num_rel (`NumRel`) and num_rel_ret (`NumRelRet`, `NumRet(rel=1)`) the documents judged
+>= N (`NumRel(rel=N)`, `NumRet(rel=N)`): a trec_eval name or an alias never names its own `rel`. No ir-measures
+provider counts NumRel(rel=N>1); it is NumRel over the qrels judged >= N (`evaluator`).
 
 Which queries count (`queries=`):
   "qrels" (default): every query in the qrels (each has at least one judgement); a query the run lacks scores
@@ -97,9 +101,11 @@ def _trec_measures(text: str) -> list:
 
 def _computed(measure) -> bool:
     """Whether an installed ir-measures provider computes the measure (ir-measures asserts on some it cannot, such
-    as P without a cutoff)."""
+    as P without a cutoff); NumRel(rel=N) is computed as NumRel (see `evaluator`)."""
     import ir_measures
 
+    if _num_rel_level(measure) > 1:
+        measure = measure(rel=1)
     try:
         return ir_measures.DefaultPipeline.supports(measure)
     except AssertionError:
@@ -126,6 +132,11 @@ def _measures_of(text: str) -> list:
         raise EvalError(f"cannot parse measure {text!r} ({error}); expected {EXPECTED_FORM}") from None
 
 
+def _num_rel_level(measure) -> int:
+    """N of NumRel(rel=N) (1 for NumRel); 0 for any other measure."""
+    return int(measure.params.get("rel", 1)) if measure.NAME == "NumRel" else 0
+
+
 def parse_measure(text, rel_level: int = 1):
     """One ir-measures measure from its string (ir-measures' or trec_eval's name) or a measure object, with the
     relevance level applied."""
@@ -141,7 +152,10 @@ def parse_measure(text, rel_level: int = 1):
 
 
 def _checked(measure, text, rel_level: int):
-    """The measure with its parameters checked and the relevance level applied; one a provider computes."""
+    """The measure with its parameters checked and the relevance level applied; one a provider computes. The level
+    goes to a measure that does not name its own `rel` in `text` (a trec_eval name or an alias like NumRelRet, whose
+    translation carries rel=1, names none), except NumRet without `rel`: trec_eval's num_ret, every retrieved
+    document at any level (NumRet(rel=N) is num_rel_ret)."""
     supported = type(measure).SUPPORTED_PARAMS
     for name, value in measure.params.items():
         if name not in supported:
@@ -149,7 +163,9 @@ def _checked(measure, text, rel_level: int):
                             f"(it takes: {', '.join(supported) or 'none'}); expected {EXPECTED_FORM}")
         if not supported[name].validate(value):
             raise EvalError(f"measure {text!r}: invalid {name}={value!r}; expected {EXPECTED_FORM}")
-    if rel_level != 1 and "rel" in supported and "rel" not in measure.params:
+    named = "rel=" in text.replace(" ", "") if isinstance(text, str) else "rel" in measure.params
+    num_ret = measure.NAME == "NumRet" and "rel" not in measure.params
+    if rel_level != 1 and "rel" in supported and not named and not num_ret:
         measure = measure(rel=rel_level)
     if not _computed(measure):
         raise EvalError(f"measure {measure}: no installed ir-measures provider computes it")
@@ -239,24 +255,49 @@ def evaluation_inputs(run: RunLike, qrels: QrelsLike, queries: str) -> tuple[dic
 # ------------------------------------------------------------------------------------------- evaluation
 
 
-def evaluate(run: RunLike, qrels: QrelsLike, measures, rel_level: int = 1, queries: str = "qrels") -> dict[str, float]:
-    """Aggregate score per measure (ir_measures.calc_aggregate), keyed by `str(measure)`."""
-    import ir_measures
+class Evaluator:
+    """`ir_measures.evaluator(measures, qrels)`, and NumRel(rel=N>1) -- trec_eval's num_rel at -l N, which no
+    ir-measures provider counts -- as NumRel over the qrels with each label made 1 where it is >= N, else 0."""
 
+    def __init__(self, measures, qrels: Qrels):
+        import ir_measures
+
+        plain = [m for m in measures if _num_rel_level(m) <= 1]
+        self.parts = [(ir_measures.evaluator(plain, qrels), {})] if plain else []
+        for measure in (m for m in measures if _num_rel_level(m) > 1):
+            level = _num_rel_level(measure)
+            binary = {qid: {d: int(r >= level) for d, r in judged.items()} for qid, judged in qrels.items()}
+            self.parts.append((ir_measures.evaluator([ir_measures.NumRel], binary), {ir_measures.NumRel: measure}))
+
+    def calc(self, run) -> tuple[dict, list]:
+        """(measure -> aggregate, the per-query metrics), as ir-measures' evaluator.calc gives them."""
+        aggregate, metrics = {}, []
+        for evaluator, renamed in self.parts:
+            scores, found = evaluator.calc(run)
+            aggregate.update({renamed.get(m, m): value for m, value in scores.items()})
+            metrics += [metric._replace(measure=renamed.get(metric.measure, metric.measure)) for metric in found]
+        return aggregate, metrics
+
+
+def evaluator(measures, qrels: Qrels) -> Evaluator:
+    """The evaluator of parsed `measures` on `qrels` (compare.py scores every run with one)."""
+    return Evaluator(measures, qrels)
+
+
+def evaluate(run: RunLike, qrels: QrelsLike, measures, rel_level: int = 1, queries: str = "qrels") -> dict[str, float]:
+    """Aggregate score per measure (as ir_measures.calc_aggregate), keyed by `str(measure)`."""
     measures = parse_measures(measures, rel_level)
     run, qrels, _ = evaluation_inputs(run, qrels, queries)
-    scores = ir_measures.calc_aggregate(measures, qrels, run)
+    scores, _ = evaluator(measures, qrels).calc(run)
     return {str(m): float(scores[m]) for m in measures}
 
 
 def per_query(run: RunLike, qrels: QrelsLike, measures, rel_level: int = 1,
               queries: str = "qrels") -> dict[str, dict[str, float]]:
-    """measure -> qid -> score (ir_measures.iter_calc), over the evaluated queries."""
-    import ir_measures
-
+    """measure -> qid -> score (as ir_measures.iter_calc), over the evaluated queries."""
     measures = parse_measures(measures, rel_level)
     run, qrels, _ = evaluation_inputs(run, qrels, queries)
     table: dict[str, dict[str, float]] = {str(m): {} for m in measures}
-    for metric in ir_measures.iter_calc(measures, qrels, run):
+    for metric in evaluator(measures, qrels).calc(run)[1]:
         table[str(metric.measure)][metric.query_id] = float(metric.value)
     return table

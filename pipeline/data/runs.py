@@ -119,30 +119,81 @@ def write_run(run: Run, path: str | Path, format: str = "trec", tag: str | None 
 
 
 def read_run(path: str | Path, format: str | None = None) -> Run:
-    """Read a TREC (6 columns) or MS MARCO (3 columns, tab-separated) run; the format is detected if not given.
+    """Read a TREC (6 columns) or MS MARCO (3 columns, tab-separated) run; the format is the first line's if not
+    given, and every line must have it (trec_eval stops at a line of another format too).
 
-    MS MARCO runs have no scores: a hit's score is minus its rank, which keeps the file's order.
+    MS MARCO runs have no scores: a hit's score is minus its rank, so hits are placed by rank, in any line order, as
+    the official MS MARCO script places them. A rank it would place elsewhere -- repeated (it keeps the later line),
+    missing (it leaves the slot empty) or below 1 (rank 0 goes to its last slot) -- is an InputError naming the line.
     """
     scores: dict[str, dict[str, float]] = {}
+    ranks: dict[str, dict[int, int]] = {}  # MS MARCO: qid -> rank -> line
     tag = None
     for number, line in numbered_lines(path):
         parts = line.split()
-        fmt = format or ("trec" if len(parts) == 6 else "msmarco" if len(parts) == 3 else None)
-        if fmt == "trec" and len(parts) == 6:
+        format = format or _detected(parts, path, number)
+        if len(parts) != FORMAT_COLUMNS[format][0]:
+            raise InputError(path, _columns_message(format, parts), number, "columns")
+        if format == "trec":
             qid, _, docid, rank, score_text, tag = parts
             score = _number(score_text, path, number, "score", float)
             _number(rank, path, number, "rank", int)
-        elif fmt == "msmarco" and len(parts) == 3:
-            qid, docid, rank = parts
-            score = -float(_number(rank, path, number, "rank", int))
         else:
-            expected = {"trec": "6 (qid Q0 docid rank score tag)", "msmarco": "3 (qid pid rank)"}.get(fmt, "6 or 3")
-            raise InputError(path, f"expected {expected} columns, found {len(parts)}", number, "columns")
+            qid, docid, rank_text = parts
+            rank = _number(rank_text, path, number, "rank", int)
+            score = -float(_placed(ranks.setdefault(qid, {}), rank, qid, path, number))
         docs = scores.setdefault(qid, {})
         if docid in docs:
             raise InputError(path, f"docid {docid!r} appears twice for query {qid!r}", number, "docid")
         docs[docid] = score
+    for qid, lines in ranks.items():
+        _no_missing_rank(lines, qid, path)
     return Run.from_scores(scores, tag=tag or "irpipe")
+
+
+FORMAT_COLUMNS = {"trec": (6, "a TREC line", "qid Q0 docid rank score tag"),
+                  "msmarco": (3, "an MS MARCO line", "qid pid rank")}
+
+
+def _detected(parts: list[str], path, line: int) -> str:
+    for name, (columns, _, _) in FORMAT_COLUMNS.items():
+        if len(parts) == columns:
+            return name
+    raise InputError(path, f"expected 6 (qid Q0 docid rank score tag) or 3 (qid pid rank) columns, found "
+                           f"{len(parts)}", line, "columns")
+
+
+def _columns_message(format: str, parts: list[str]) -> str:
+    columns, _, names = FORMAT_COLUMNS[format]
+    run = "a TREC run" if format == "trec" else "an MS MARCO run"
+    other = [kind for n, kind, _ in FORMAT_COLUMNS.values() if n == len(parts)]
+    if other:  # a line of the other format
+        return (f"{len(parts)} columns ({other[0]}) in {run} (the first line's format, {columns} columns: {names}): "
+                "one run file holds one format")
+    return f"expected {columns} ({names}) columns, found {len(parts)}"
+
+
+def _placed(lines: dict[int, int], rank: int, qid: str, path, line: int) -> int:
+    """`rank`, recorded for its query; a rank below 1 or given twice is an InputError."""
+    if rank < 1:
+        raise InputError(path, f"rank {rank} is not positive: MS MARCO ranks start at 1 (the official script would "
+                               f"put rank {rank} in slot {1000 + rank} of 1000)", line, "rank")
+    if rank in lines:
+        raise InputError(path, f"rank {rank} of query {qid!r} is given twice (lines {lines[rank]} and {line}): the "
+                               "official script would keep only the later passage", line, "rank")
+    lines[rank] = line
+    return rank
+
+
+def _no_missing_rank(lines: dict[int, int], qid: str, path) -> None:
+    """An InputError when the query's ranks are not 1..n: at the line of the first rank past a missing one."""
+    if len(lines) == max(lines):
+        return
+    missing = next(rank for rank in range(1, max(lines)) if rank not in lines)
+    after = min(rank for rank in lines if rank > missing)
+    raise InputError(path, f"query {qid!r} has no rank {missing} but a rank {after}: the official script would "
+                           f"leave rank {missing} empty and keep this passage at {after}; number the query's ranks "
+                           "1, 2, 3, ...", lines[after], "rank")
 
 
 def _number(text: str, path, line: int, name: str, kind):
