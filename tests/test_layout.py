@@ -18,7 +18,7 @@ LAYERS = [
     {"training"},                                 # examples, negatives, the loop, recipes
     {"cache", "engine", "binding"},               # the stage cache; where work runs; what a pipeline is bound to
     {"stage", "stages"},                          # the algebra, and the stages (bind resolves, transform computes)
-    {"spec", "compare", "experiment", "tune", "leaderboard"},  # specs, experiments, tables
+    {"spec", "compare", "experiment", "tune", "leaderboard", "pyterrier"},  # specs, experiments, tables, PyTerrier
     {"commands", "cli", "benchmarks"},            # the command line and the benchmark commands
 ]
 LAYER_OF = {unit: number for number, units in enumerate(LAYERS) for unit in units}
