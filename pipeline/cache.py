@@ -5,6 +5,11 @@ indexes/, stages/, models/). A stage whose output depends only on its config and
 is looked up by key = sha1(stage repr + the stage's own fingerprint, e.g. the index it searches + topics + input
 run); a hit is read back instead of recomputed, so re-running a pipeline whose BM25 step is unchanged does not
 search again. Caching is on inside `using(StageCache(...))` and off elsewhere (`--no-cache` on the CLI).
+
+Two processes that need the same missing entry at once (`fill`): one computes it, under the entry's lock
+(pipeline/data/locks.py), and publishes it whole (atomic_write); the other waits, then reads it back. An entry is
+gzip, whose CRC-32 and length are checked on every read: a damaged one (a flipped byte, a truncated file) is
+removed and recomputed -- the result of a fault-free run, never a wrong one.
 """
 from __future__ import annotations
 
@@ -14,9 +19,10 @@ import gzip
 import hashlib
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from pipeline.data.files import atomic_write, cache_root
+from pipeline.data.locks import file_lock
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.log import logger
@@ -38,9 +44,28 @@ class StageCache:
         return self.root / key[:2] / f"{key}.json.gz"
 
     def get(self, key: str) -> Run | None:
+        run = self._read(key)
+        self.hits, self.misses = self.hits + (run is not None), self.misses + (run is None)
+        return run
+
+    def fill(self, key: str, stage, compute: Callable[[], Run]) -> tuple[Run, bool]:
+        """(the entry `key`, whether this process computed it): read back, else `compute()`-d and stored by one
+        process at a time -- a process that waited for another's reads back what that one stored."""
+        run = self._read(key)
+        if run is None:
+            with file_lock(self._path(key), f"stage cache: {stage!r}"):
+                run = self._read(key)  # stored while this process waited
+                if run is None:
+                    self.misses += 1
+                    run = compute()
+                    self.put(key, stage, run)
+                    return run, True
+        self.hits += 1
+        return run, False
+
+    def _read(self, key: str) -> Run | None:
         path = self._path(key)
         if not path.is_file():
-            self.misses += 1
             return None
         try:
             with gzip.open(path, "rt", encoding="utf-8") as handle:
@@ -50,9 +75,7 @@ class StageCache:
         except (OSError, EOFError, ValueError, KeyError, TypeError) as error:  # truncated, corrupt, not a run
             logger.warning("stage cache: damaged entry %s (%s): recomputed", path, type(error).__name__)
             path.unlink(missing_ok=True)  # a damaged entry is recomputed, never trusted
-            self.misses += 1
             return None
-        self.hits += 1
         return run
 
     def put(self, key: str, stage, run: Run) -> None:

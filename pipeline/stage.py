@@ -81,18 +81,21 @@ class Stage:
             return self.bind(Binding(candidates=run))(topics, run)
         start = time.perf_counter()
         stage_cache = cache.current() if self.cacheable else None
-        key = stage_cache.key(self, topics, run) if stage_cache else None
-        output = stage_cache.get(key) if stage_cache else None
-        source = "from cache" if output is not None else "computed"
-        if output is None:
-            output = self.transform(topics, run)
-            if not isinstance(output, Run):
-                raise StageError(f"{self!r} returned {type(output).__name__}, not a Run")
-            if stage_cache:
-                stage_cache.put(key, self, output)
+        if stage_cache:  # one process computes a missing entry; another that needs it at once waits and reuses it
+            output, computed = stage_cache.fill(stage_cache.key(self, topics, run), self,
+                                                lambda: self._transformed(topics, run))
+        else:
+            output, computed = self._transformed(topics, run), True
+        source = "computed" if computed else "from cache"
         if not isinstance(self, Compose):
             logger.info("%s: %d queries, %d hits, %s in %.2fs", self, len(output), output.num_hits(), source,
                         time.perf_counter() - start)
+        return output
+
+    def _transformed(self, topics: Topics, run: Run | None) -> Run:
+        output = self.transform(topics, run)
+        if not isinstance(output, Run):
+            raise StageError(f"{self!r} returned {type(output).__name__}, not a Run")
         return output
 
     # -- operators ----------------------------------------------------------------------------------------

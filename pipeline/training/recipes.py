@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pipeline.data.locks import file_lock
 from pipeline.log import logger
 from pipeline.training.identity import RecipeIdentity
 from pipeline.training.loop import train
@@ -37,12 +38,22 @@ class Recipe:
         return cache_root() / "models" / f"{self.model}-{self.key()[:20]}"
 
     def ensure_trained(self) -> Path:
+        """The recipe's trained model folder, trained now if the cache lacks it: by one process at a time (the
+        folder's lock, pipeline/data/locks.py); another process that needs it meanwhile waits, then loads it."""
         directory = self.directory()
-        config = directory / "config.json"
-        if config.is_file() and json.loads(config.read_text(encoding="utf-8")).get("training", {}).get("finished"):
-            logger.info("%s: trained model from the cache, %s", self.model, directory)
-            return directory
-        logger.info("%s: training on %s (recipe not in the cache yet) into %s", self.model, self.train, directory)
-        train(self.model, self.train, directory, dev=self.dev, options=self.options, overrides=self.overrides,
-              resume=True)
+        if not _finished(directory):
+            with file_lock(directory, f"{self.model}: training recipe {directory.name}"):
+                if not _finished(directory):  # (another process may have trained it while this one waited)
+                    logger.info("%s: training on %s (recipe not in the cache yet) into %s", self.model, self.train,
+                                directory)
+                    train(self.model, self.train, directory, dev=self.dev, options=self.options,
+                          overrides=self.overrides, resume=True)
+                    return directory
+        logger.info("%s: trained model from the cache, %s", self.model, directory)
         return directory
+
+
+def _finished(directory: Path) -> bool:
+    """Whether the folder holds a finished training (what `train` marks last, in config.json)."""
+    config = directory / "config.json"
+    return config.is_file() and bool(json.loads(config.read_text(encoding="utf-8")).get("training", {}).get("finished"))
