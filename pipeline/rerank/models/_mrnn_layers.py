@@ -76,8 +76,11 @@ class DocumentAwareQueryAttention(nn.Module):
             nn.init.zeros_(self.fc.bias)
         self.act = nn.PReLU()
 
-    def forward(self, q, q_mask, d, d_mask) -> tuple[torch.Tensor, torch.Tensor]:
-        """q (..., n, s), q_mask (..., n), d (..., m, s), d_mask (..., m) -> dist (...) and aw' (..., n, m)."""
+    def forward(self, q, q_mask, d, d_mask, chunk: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """q (..., n, s), q_mask (..., n), d (..., m, s), d_mask (..., m) -> dist (...) and aw' (..., n, m).
+        chunk > 0 and m > chunk: the document axis `chunk` positions at a time (`chunked`), aw' not kept (None)."""
+        if chunk and d.size(-2) > chunk:
+            return self.chunked(q, q_mask, d, d_mask, chunk), None
         m = d.size(-2)
         e = q @ d.transpose(-1, -2)                                        # (..., n, m)  e_i = MRA_d mra_q,i, (5)
         if self.length:                                                    # FC over the padded document axis
@@ -86,5 +89,40 @@ class DocumentAwareQueryAttention(nn.Module):
             logits = self.fc(e.unsqueeze(-1)).squeeze(-1)                  # (..., n, m)
         aw = masked_softmax(self.act(logits), d_mask.unsqueeze(-2), -1)   # (..., n, m)  real j only, (6)
         sae = aw @ d                                                       # (..., n, s)  (7)
+        return self.distance(sae, q, q_mask), aw
+
+    @staticmethod
+    def distance(sae, q, q_mask) -> torch.Tensor:
         qe = ((sae - q) ** 2).sum(-1).add(1e-12).sqrt()                    # (..., n)     ‖sae_i - mra_q,i‖ (8)
-        return (qe * q_mask).sum(-1), aw                                   # (...)        Σ over real i
+        return (qe * q_mask).sum(-1)                                       # (...)        Σ over real i
+
+    def mixed(self, d) -> tuple[torch.Tensor, torch.Tensor]:
+        """The map of eq. (6) moved onto the documents: FC(e_i)_j = Σ_k W_jk (mra_q,i · d_k) + b_j = mra_q,i · d'_j + b_j
+        with d'_j = Σ_{k<m} W_jk d_k (padding d_k is zero; e_k = 0 past m): d' (..., m, s), b (m,). Length-free:
+        d' = a d, b = b. Per document, not per pair, and no (n, L_d) row per query position."""
+        m = d.size(-2)
+        if self.length:
+            return torch.einsum("jk,...ks->...js", self.fc.weight[:m, :m], d), self.fc.bias[:m]
+        return self.fc.weight[0, 0] * d, self.fc.bias.expand(m)
+
+    def chunked(self, q, q_mask, d, d_mask, chunk: int) -> torch.Tensor:
+        """Eqs. (5)-(8) with the softmax of eq. (6) run over the document axis `chunk` positions at a time (a running
+        maximum, normaliser and weighted sum, as in streaming softmax): the attention held at once is (..., n, chunk)
+        whatever the document length; the distances equal the unchunked ones up to float rounding."""
+        mixed, bias = self.mixed(d)                                         # (..., m, s), (m,)
+        shape = torch.broadcast_shapes(q.shape[:-2], d.shape[:-2])
+        top = q.new_full((*shape, q.size(-2), 1), float("-inf"))           # running max of the logits (..., n, 1)
+        norm = q.new_zeros((*shape, q.size(-2), 1))                        # running Σ exp (..., n, 1)
+        total = q.new_zeros((*shape, q.size(-2), d.size(-1)))              # running Σ exp · d_j (..., n, s)
+        for start in range(0, d.size(-2), chunk):
+            part = slice(start, start + chunk)
+            logits = self.act(q @ mixed[..., part, :].transpose(-1, -2) + bias[part])          # (..., n, c)
+            logits = logits.masked_fill(~d_mask[..., part].unsqueeze(-2), float("-inf"))     # real j only, (6)
+            new_top = torch.maximum(top, logits.amax(-1, keepdim=True))
+            safe = new_top.masked_fill(torch.isinf(new_top), 0.0)        # no real position yet: nothing to rescale
+            weights = torch.exp(logits - safe)                                                 # (..., n, c)
+            rescale = torch.exp(top - safe)
+            norm = norm * rescale + weights.sum(-1, keepdim=True)
+            total = total * rescale + weights @ d[..., part, :]                                # (7), unnormalised
+            top = new_top
+        return self.distance(total / norm, q, q_mask)

@@ -120,6 +120,21 @@ def input_idf(token_lists: list[list[str]], ids: dict[str, int], size: int) -> t
     return weights
 
 
+def position_groups(rows: list, budget: int) -> list[list]:
+    """`rows` in order, cut into runs whose padded size (count x longest) stays within `budget` positions (a row
+    longer than the budget alone)."""
+    groups: list[list] = []
+    longest = 0
+    for row in rows:
+        if groups and (len(groups[-1]) + 1) * max(longest, len(row)) <= budget:
+            groups[-1].append(row)
+            longest = max(longest, len(row))
+        else:
+            groups.append([row])
+            longest = len(row)
+    return groups
+
+
 # -- the model ---------------------------------------------------------------------------------------------------
 @register_model
 class MRNN(RerankModel):
@@ -128,6 +143,8 @@ class MRNN(RerankModel):
     # lr 1e-2 [R] (paper 1e-4): Adam moves a parameter by ~lr a step, and at 27-33 steps an epoch (WikiQA) 1e-4 held
     # sc_n, BN, PReLU and the attention FC within +-0.003 an epoch. Best WikiQA dev AP (summary=mean, own negatives,
     # s = 128, seed 0): lr 1e-4 0.571 (epoch 1 of 3), 1e-3 0.624 (3 of 8), 3e-3 0.662 (5 of 8), 1e-2 0.666 (6 of 6)
+    attention_chunk = 128   # document positions per step of eqs. (5)-(8) (0: all at once); not in the config: it
+    map_positions = 16_384  # moves distances by float rounding only. Evaluation: text positions per feature-map pass
     training_defaults = {"optimizer": "adam", "lr": 1e-2, "weight_decay": 1e-3, "schedule": "constant",
                          "train_batch_size": 32, "negatives_per_positive": 8, "epochs": 10, "max_grad_norm": None,
                          "measure": "AP"}
@@ -296,8 +313,9 @@ class MRNN(RerankModel):
         rows = [tuple(row[row != pad].tolist()) for row in ids.cpu()]
 
         def maps(missing: list[tuple[int, ...]]):
-            fresh, _ = self.multi_resolution(pad_rows([list(row) for row in missing], pad)[0].to(ids.device))
-            return [fresh[k, :len(row)] for k, row in enumerate(missing)]                    # (L_k, s) each
+            for group in position_groups(missing, self.map_positions):     # bounded feature maps (K, N, L, s)
+                fresh, _ = self.multi_resolution(pad_rows([list(row) for row in group], pad)[0].to(ids.device))
+                yield from (fresh[k, :len(row)] for k, row in enumerate(group))              # (L_k, s) each
 
         mra = torch.zeros(*ids.shape, self.config.filters, device=ids.device)
         for b, (row, value) in enumerate(zip(rows, self._mra.lookup(rows, maps))):
@@ -307,7 +325,8 @@ class MRNN(RerankModel):
     def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_index: torch.Tensor) -> MRNNOutput:
         """(U, n) distinct queries, (B, m) documents, (B,) query row of each pair -> distances and representations."""
         queries, query_mask, docs, doc_mask = self.represent(query_ids, doc_ids)   # (U, n, s), (B, m, s) + masks
-        distance, _ = self.query_attention(queries[query_index], query_mask[query_index], docs, doc_mask)  # (B,)
+        distance, _ = self.query_attention(queries[query_index], query_mask[query_index], docs, doc_mask,
+                                           self.attention_chunk)                                          # (B,)
         return MRNNOutput(distance, queries, query_mask, docs, doc_mask, query_index)
 
     def score(self, output: MRNNOutput) -> torch.Tensor:
@@ -319,7 +338,7 @@ class MRNN(RerankModel):
         docs, doc_mask = (output.docs, output.doc_mask) if columns is None else \
             (output.docs[columns], output.doc_mask[columns])
         distances, _ = self.query_attention(output.queries.unsqueeze(1), output.query_mask.unsqueeze(1),
-                                            docs.unsqueeze(0), doc_mask.unsqueeze(0))
+                                            docs.unsqueeze(0), doc_mask.unsqueeze(0), self.attention_chunk)
         return distances
 
     def triplet_masks(self, output: MRNNOutput, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
