@@ -158,7 +158,9 @@ def _subset(run: Run, topics: Topics) -> Run:
 
 
 def _share_the_jvm() -> None:
-    """Anserini's jar, Java home and options in PyTerrier's Java configuration, while no JVM runs yet."""
+    """Anserini's jar, Java home and options in PyTerrier's Java configuration, while no JVM runs yet. Without a
+    Java >= 21 there is no home to hand over: PyTerrier's Python API needs none, and irpipe's Lucene stages say
+    what is missing when they start (pipeline/java.py)."""
     import jnius_config
 
     from pipeline import java
@@ -166,9 +168,13 @@ def _share_the_jvm() -> None:
     if jnius_config.vm_running or pt.java.started():
         return
     pt.java.add_jar(str(java.anserini_jar()))
+    try:
+        home, options = java.java_home(), java.jvm_options()
+    except MissingResourceError:
+        return
     if not pt.java.configure["java_home"]:
-        pt.java.set_java_home(str(java.java_home()))
-    for option in [*java.jvm_options(), "-Xrs"]:  # the options java.start() gives the JVM it starts
+        pt.java.set_java_home(str(home))
+    for option in [*options, "-Xrs"]:  # the options java.start() gives the JVM it starts
         if option not in pt.java.configure["options"]:
             pt.java.add_option(option)
 

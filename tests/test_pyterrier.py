@@ -127,7 +127,8 @@ from pipeline.data.registry import get_dataset
 from pipeline.evaluate import parse_measures
 from pipeline.pyterrier import IrpipeTransformer, qrels_frame
 
-registered = str(java.anserini_jar()) in pt.java.configure["jars"]
+registered = (str(java.anserini_jar()) in pt.java.configure["jars"] and "-Xrs" in pt.java.configure["options"]
+              and pt.java.configure["java_home"] == str(java.java_home()))
 before = jnius_config.vm_running or pt.java.started()
 tiny = get_dataset(sys.argv[1])
 bm25 = IrpipeTransformer("bm25()", dataset=tiny, cache=False)
@@ -139,7 +140,8 @@ print(json.dumps({"registered": registered, "before": before, "vm": jnius_config
 
 def test_pyterrier_and_pyserini_share_one_process(folder, tiny):
     """Importing pyterrier (and this adapter) starts no JVM; irpipe's BM25 starts the one JVM with Anserini's jar
-    inside pt.Experiment; PyTerrier's Java configuration holds that jar (for a JVM PyTerrier would start first)."""
+    inside pt.Experiment; PyTerrier's Java configuration holds that jar, Java and options (for a JVM PyTerrier would
+    start first: not run here, Terrier's own jars come from Maven)."""
     done = subprocess.run([sys.executable, "-c", _ONE_PROCESS, str(folder)], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -148,6 +150,14 @@ def test_pyterrier_and_pyserini_share_one_process(folder, tiny):
 
     expected = evaluate(run_pipeline("bm25()", tiny, use_cache=False)[0], tiny.qrels(), ["AP"])["AP"]
     assert result == {"registered": True, "before": False, "vm": True, "pt_started": False, "AP": expected}
+
+
+def test_without_pyterrier_the_adapter_says_how_to_install_it():
+    code = ("import sys; sys.modules['pyterrier'] = None\n"
+            "from pipeline.errors import MissingResourceError\n"
+            "try:\n    import pipeline.pyterrier\nexcept MissingResourceError as error:\n    print(error)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == 'pipeline.pyterrier needs PyTerrier: pip install -e ".[pyterrier]"', done.stderr
 
 
 # The cheap reranker for DL19: BM25 interpolated with IDF word overlap, each z-scored per query. Its run has no
