@@ -31,10 +31,10 @@ class LargestOutput(TorchDispatchMode):
         return out
 
 
-def layer(doc_attention: str, length: int = 64) -> DocumentAwareQueryAttention:
+def layer(doc_attention: str, length: int = 64, logits: str = "dot") -> DocumentAwareQueryAttention:
     torch.manual_seed(0)
     cfg = MRNNConfig(embeddings="random", embedding_dim=4, filters=4, doc_attention=doc_attention,
-                     max_doc_length=length, attention_init="random")
+                     max_doc_length=length, attention_init="random", attention_logits=logits)
     return DocumentAwareQueryAttention(cfg)
 
 
@@ -47,9 +47,10 @@ def inputs(pairs: int, n: int, m: int, s: int = 4):
 
 
 @pytest.mark.parametrize("doc_attention", ["fixed", "length_free"])
+@pytest.mark.parametrize("logits", ["dot", "scaled", "distance"])
 @pytest.mark.parametrize("chunk", [1, 3, 16])
-def test_chunked_attention_gives_the_unchunked_distances(doc_attention, chunk):
-    attention = layer(doc_attention)
+def test_chunked_attention_gives_the_unchunked_distances(doc_attention, logits, chunk):
+    attention = layer(doc_attention, logits=logits)
     q, q_mask, d, d_mask = inputs(6, 5, 40)
     with torch.inference_mode():
         whole, weights = attention(q, q_mask, d, d_mask)
@@ -98,9 +99,11 @@ def test_position_groups_keep_order_and_the_budget():
 
 
 @pytest.mark.parametrize("doc_attention", ["fixed", "length_free"])
-def test_the_model_scores_the_same_chunked_and_unchunked(doc_attention):
+@pytest.mark.parametrize("logits", ["dot", "distance"])
+def test_the_model_scores_the_same_chunked_and_unchunked(doc_attention, logits):
     torch.manual_seed(0)
-    config = MRNNConfig(embeddings="random", embedding_dim=8, filters=6, max_doc_length=24, doc_attention=doc_attention)
+    config = MRNNConfig(embeddings="random", embedding_dim=8, filters=6, max_doc_length=24, doc_attention=doc_attention,
+                        attention_logits=logits)
     model = MRNN.from_training_data(config, QUERIES, DOCS).eval()
     pairs = make_pairs([q for q in QUERIES for _ in DOCS], DOCS * len(QUERIES))
     batch = model.prepare(pairs)

@@ -67,3 +67,18 @@ def test_eq6_prelu_scales_negative_logits_before_the_softmax():
     d = torch.tensor([[[-4.0, 0.0], [0.0, 1.0]]])             # e = (-4, 0) -> PReLU (-1, 0)
     _, aw = layer(q, torch.tensor([[True]]), d, torch.tensor([[True, True]]))
     torch.testing.assert_close(aw[0, 0], torch.tensor([1 / (1 + math.e), math.e / (1 + math.e)]))
+
+
+@pytest.mark.parametrize("logits, expected", [
+    # s = 2: q = (1, 0); d_1 = (2, 0), d_2 = (1, 0.5). dot: e = (2, 1); scaled: e / sqrt(2);
+    # distance: (2 q.d - ‖d‖²) / sqrt(2) = ((4 - 4), (2 - 1.25)) / sqrt(2) = (0, 0.5303): the nearer d_2 wins
+    ("dot", (2.0, 1.0)), ("scaled", (2 / math.sqrt(2), 1 / math.sqrt(2))), ("distance", (0.0, 0.75 / math.sqrt(2)))])
+def test_eq5_attention_logits(logits, expected):
+    layer = DocumentAwareQueryAttention(config(doc_attention="length_free", attention_logits=logits))
+    q, d = torch.tensor([[[1.0, 0.0]]]), torch.tensor([[[2.0, 0.0], [1.0, 0.5]]])
+    dist, aw = layer(q, torch.tensor([[True]]), d, torch.tensor([[True, True]]))
+    e = torch.tensor(expected)
+    w = torch.exp(e) / torch.exp(e).sum()                     # positive logits: PReLU leaves them
+    torch.testing.assert_close(aw[0, 0], w)
+    sae = w[0] * d[0, 0] + w[1] * d[0, 1]
+    torch.testing.assert_close(dist, (sae - q[0, 0]).norm().reshape(1))

@@ -75,6 +75,17 @@ class DocumentAwareQueryAttention(nn.Module):
             nn.init.eye_(self.fc.weight)
             nn.init.zeros_(self.fc.bias)
         self.act = nn.PReLU()
+        # e_ij = γ (α mra_q,i · d_j - β ‖d_j‖²): dot (paper) α = 1, β = 0, γ = 1; scaled γ = 1/√s; distance [R]
+        # α = 2, β = 1, γ = 1/√s, i.e. (‖q_i‖² - ‖q_i - d_j‖²)/√s: the attention ranks positions by the distance of (8)
+        self.alpha, self.beta = (2.0, 1.0) if c.attention_logits == "distance" else (1.0, 0.0)
+        self.gamma = 1.0 if c.attention_logits == "dot" else c.filters ** -0.5
+
+    def similarity(self, q, d) -> torch.Tensor:
+        """q (..., n, s), d (..., m, s) -> e (..., n, m), eq. (5)."""
+        e = q @ d.transpose(-1, -2)
+        if self.beta:
+            e = self.alpha * e - self.beta * d.pow(2).sum(-1).unsqueeze(-2)
+        return e * self.gamma if self.gamma != 1.0 else e
 
     def forward(self, q, q_mask, d, d_mask, chunk: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
         """q (..., n, s), q_mask (..., n), d (..., m, s), d_mask (..., m) -> dist (...) and aw' (..., n, m).
@@ -82,7 +93,7 @@ class DocumentAwareQueryAttention(nn.Module):
         if chunk and d.size(-2) > chunk:
             return self.chunked(q, q_mask, d, d_mask, chunk), None
         m = d.size(-2)
-        e = q @ d.transpose(-1, -2)                                        # (..., n, m)  e_i = MRA_d mra_q,i, (5)
+        e = self.similarity(q, d)                                          # (..., n, m)  e_i = MRA_d mra_q,i, (5)
         if self.length:                                                    # FC over the padded document axis
             logits = self.fc(F.pad(e, (0, self.length - m)))[..., :m]      # (..., n, m)
         else:                                                              # a e_ij + b, per position
@@ -96,27 +107,32 @@ class DocumentAwareQueryAttention(nn.Module):
         qe = ((sae - q) ** 2).sum(-1).add(1e-12).sqrt()                    # (..., n)     ‖sae_i - mra_q,i‖ (8)
         return (qe * q_mask).sum(-1)                                       # (...)        Σ over real i
 
-    def mixed(self, d) -> tuple[torch.Tensor, torch.Tensor]:
-        """The map of eq. (6) moved onto the documents: FC(e_i)_j = Σ_k W_jk (mra_q,i · d_k) + b_j = mra_q,i · d'_j + b_j
-        with d'_j = Σ_{k<m} W_jk d_k (padding d_k is zero; e_k = 0 past m): d' (..., m, s), b (m,). Length-free:
-        d' = a d, b = b. Per document, not per pair, and no (n, L_d) row per query position."""
-        m = d.size(-2)
+    def mixed(self, d) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The map of eq. (6) moved onto the documents: FC(e_i)_j = Σ_k W_jk e_ik + b_j = γ (α mra_q,i · d'_j - β n'_j)
+        + b_j with d'_j = Σ_{k<m} W_jk d_k, n'_j = Σ_{k<m} W_jk ‖d_k‖² (padding d_k is zero; e_k = 0 past m):
+        d' (..., m, s), n' (..., m), b (m,). Length-free: W = a. Per document, not per pair: no (n, m) row."""
+        m, squares = d.size(-2), d.pow(2).sum(-1) if self.beta else None
         if self.length:
-            return torch.einsum("jk,...ks->...js", self.fc.weight[:m, :m], d), self.fc.bias[:m]
-        return self.fc.weight[0, 0] * d, self.fc.bias.expand(m)
+            w = self.fc.weight[:m, :m]
+            return (torch.einsum("jk,...ks->...js", w, d), squares @ w.T if self.beta else None, self.fc.bias[:m])
+        a = self.fc.weight[0, 0]
+        return a * d, a * squares if self.beta else None, self.fc.bias.expand(m)
 
     def chunked(self, q, q_mask, d, d_mask, chunk: int) -> torch.Tensor:
         """Eqs. (5)-(8) with the softmax of eq. (6) run over the document axis `chunk` positions at a time (a running
         maximum, normaliser and weighted sum, as in streaming softmax): the attention held at once is (..., n, chunk)
         whatever the document length; the distances equal the unchunked ones up to float rounding."""
-        mixed, bias = self.mixed(d)                                         # (..., m, s), (m,)
+        mixed, squares, bias = self.mixed(d)                                # (..., m, s), (..., m), (m,)
         shape = torch.broadcast_shapes(q.shape[:-2], d.shape[:-2])
         top = q.new_full((*shape, q.size(-2), 1), float("-inf"))           # running max of the logits (..., n, 1)
         norm = q.new_zeros((*shape, q.size(-2), 1))                        # running Σ exp (..., n, 1)
         total = q.new_zeros((*shape, q.size(-2), d.size(-1)))              # running Σ exp · d_j (..., n, s)
         for start in range(0, d.size(-2), chunk):
             part = slice(start, start + chunk)
-            logits = self.act(q @ mixed[..., part, :].transpose(-1, -2) + bias[part])          # (..., n, c)
+            e = q @ mixed[..., part, :].transpose(-1, -2)                                      # (..., n, c)
+            if self.beta:
+                e = self.alpha * e - self.beta * squares[..., part].unsqueeze(-2)
+            logits = self.act(e * self.gamma + bias[part])                                     # (..., n, c)
             logits = logits.masked_fill(~d_mask[..., part].unsqueeze(-2), float("-inf"))     # real j only, (6)
             new_top = torch.maximum(top, logits.amax(-1, keepdim=True))
             safe = new_top.masked_fill(torch.isinf(new_top), 0.0)        # no real position yet: nothing to rescale

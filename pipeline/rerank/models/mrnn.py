@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +60,8 @@ from pipeline.rerank.losses import hardest_triplets
 
 CONTEXTUAL = "contextual"  # frozen BERT token features: the closest thing here to the paper's BERT/ELMo features
 _CHOICES = {"embeddings": (*SOURCES, CONTEXTUAL), "pooling": ("identity", "max"), "summary": ("sum", "mean"),
-            "doc_attention": ("fixed", "length_free"), "attention_init": ("identity", "random")}
+            "doc_attention": ("fixed", "length_free"), "attention_init": ("identity", "random"),
+            "attention_logits": ("dot", "scaled", "distance")}
 
 
 @dataclass
@@ -81,11 +83,15 @@ class MRNNConfig:
     doc_attention: str = "fixed"    # fixed: FC over the document axis padded to max_doc_length (paper) [R]
                                     # | length_free: a per-position scalar affine map [R]
     attention_init: str = "identity"  # the FC of eq. (6) starts as the identity (dot-product attention) [R] | random
+    attention_logits: str = "dot"   # e of eq. (5): dot (paper) | scaled (dot / sqrt(s)) | distance [R]: (‖q_i‖² -
+                                    # ‖q_i - d_j‖²) / sqrt(s), the attention picks the positions nearest in eq. (8)
     max_query_length: int = 40      # words kept (contextual: positions, [CLS] and [SEP] included)
     max_doc_length: int = 100       # L_d of the fixed-length document attention (as max_query_length)
     margin: float = 0.5             # triplet margin: 0.5 WikiQA/TrecQA, 0.8 QUASAR-T, 1 SQuAD
     own_negatives: bool = False     # also mine the question's own labelled negatives [R] (else other questions' only)
     seed: int = 0                   # unknown-word rows and word2vec (`mrnn(seed=N)` also seeds the training run)
+
+    LEGACY: ClassVar[dict] = {"attention_logits": "dot"}  # recipes and checkpoints from before the field
 
     def check(self) -> None:
         for name, allowed in _CHOICES.items():
