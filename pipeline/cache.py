@@ -18,6 +18,7 @@ import contextvars
 import gzip
 import hashlib
 import json
+import zlib
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -72,7 +73,7 @@ class StageCache:
                 data = json.load(handle)
             run = Run({q: [(d, s) for d, s in hits] for q, hits in data["ranking"].items()}, data["texts"], data["tag"],
                       data.get("doc_fields", {}))
-        except (OSError, EOFError, ValueError, KeyError, TypeError) as error:  # truncated, corrupt, not a run
+        except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as error:  # cut short, rotten
             logger.warning("stage cache: damaged entry %s (%s): recomputed", path, type(error).__name__)
             path.unlink(missing_ok=True)  # a damaged entry is recomputed, never trusted
             return None

@@ -111,7 +111,8 @@ def test_msmarco_runs_agree_with_the_official_script_or_are_refused(tmp_path):
     for trial in range(300):
         qrels, lines = {}, []
         queries = rng.randint(1, 4)
-        spoilt, spoil = rng.randrange(queries), rng.choice(["shuffled", "shuffled", "gap", "repeat", "zero", "negative"])
+        spoilt = rng.randrange(queries)
+        spoil = rng.choice(["shuffled", "shuffled", "gap", "repeat", "zero", "negative"])
         for q in range(queries):
             pids = [f"p{i}" for i in range(rng.randint(1, 14))]
             ranks = list(range(1, len(pids) + 1))

@@ -1,7 +1,9 @@
 """Checkpoints: a folder from which a reranker model rebuilds alone, with no code unpickled.
 
     DIR/config.json          {"format": 1, "model": "monobert", "config": {dataclass fields}, "irpipe": "0.1.0",
-                              "training": {recipe, epochs, dev scores, ...}}
+                              "training": {recipe, epochs, dev scores, ...},
+                              "files": {"model.safetensors": {"bytes": N, "sha256": HEX}, asset: {...}},
+                              "digest": sha1 of model + config + files}
     DIR/model.safetensors    the weights (safetensors only: `torch.load` is never called)
     DIR/...                  the model's assets (vocabularies, IDF tables, tokenizer files: `save_assets`)
 
@@ -10,6 +12,12 @@ the model registry (pipeline/rerank/models) by the name in config.json, the conf
 `load_assets`, then the weights. Whatever is wrong -- a missing file, bad JSON, an unknown model, a config field
 the model does not have or of the wrong type, a tensor missing, unexpected or of the wrong shape -- raises a
 `CheckpointError` naming the file and the problem. Other files in DIR (a training log, resume state) are ignored.
+
+Integrity: config.json records the size and sha256 of every file the save wrote (`files`) and a digest of the model,
+its config and that list (`digest`); loading checks them (the sizes always, each file's sha256 once per process), so a
+flipped byte or a truncated file anywhere is a CheckpointError naming the file and how to rebuild it (a trained
+recipe of the cache: remove the folder and run the same command again), never a model that scores wrongly.
+Checkpoints saved before these records load unchecked.
 """
 from __future__ import annotations
 
@@ -22,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline import __version__
-from pipeline.data.files import atomic_write, file_sha256
+from pipeline.data.files import atomic_write, cache_root, file_sha256, json_digest
 from pipeline.errors import ConfigError, InputError, UnknownNameError
 from pipeline.log import logger
 from pipeline.rerank import models
@@ -85,6 +93,7 @@ def save_checkpoint(model: "RerankModel", directory: str | Path, training: dict 
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    before = _file_stats(directory)
     tmp = directory / f".{WEIGHTS_FILE}.{os.getpid()}.tmp"
     try:
         # One metadata key: safetensors writes a header map of several keys in a per-process order, so the same
@@ -94,11 +103,71 @@ def save_checkpoint(model: "RerankModel", directory: str | Path, training: dict 
     finally:
         tmp.unlink(missing_ok=True)
     model.save_assets(directory)
+    written = {name for name, stat in _file_stats(directory).items() if before.get(name) != stat} | {WEIGHTS_FILE}
+    files = {name: {"bytes": (directory / name).stat().st_size, "sha256": file_sha256(directory / name)}
+             for name in sorted(written)}
+    record = {"format": FORMAT, "model": model.name, "config": config_to_dict(model.config), "irpipe": __version__,
+              "training": training or {}, "files": files}
+    record["digest"] = _digest(record)
     with atomic_write(directory / CONFIG_FILE) as out:
-        json.dump({"format": FORMAT, "model": model.name, "config": config_to_dict(model.config), "irpipe": __version__,
-                   "training": training or {}}, out, indent=2, ensure_ascii=False)
+        json.dump(record, out, indent=2, ensure_ascii=False)
         out.write("\n")
     return directory
+
+
+def _file_stats(directory: Path) -> dict[str, tuple]:
+    """name (relative, '/'-separated) -> (size, mtime, inode) of the files under `directory`, less config.json and
+    scratch (dot) files: what a save wrote is what changed between two of these."""
+    stats = {}
+    for path in directory.rglob("*"):
+        name = path.relative_to(directory).as_posix()
+        if name != CONFIG_FILE and not any(part.startswith(".") for part in name.split("/")) and path.is_file():
+            stat = path.stat()
+            stats[name] = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    return stats
+
+
+def _digest(record: dict) -> str:
+    return json_digest({key: record.get(key) for key in ("model", "config", "files")})
+
+
+def verify_checkpoint(directory: str | Path, data: dict | None = None) -> None:
+    """Check a checkpoint against the records its save left in config.json (see the module docstring): each file
+    there with its size, and its sha256 (computed once per process and file version); a CheckpointError naming the
+    damaged file and how to rebuild it otherwise."""
+    directory = Path(directory)
+    data = data if data is not None else read_checkpoint_config(directory)
+    files = data.get("files")
+    if files is None:
+        return  # saved before checkpoints carried these records
+    config_path = directory / CONFIG_FILE
+    if not isinstance(files, dict) or data.get("digest") != _digest(data):
+        raise CheckpointError(config_path, "damaged: its model, config or file records differ from those it was saved "
+                              f"with (a changed byte?); {rebuild_hint(directory, data)}", field="digest")
+    for name, record in files.items():
+        path = directory / name
+        if not path.is_file():
+            raise CheckpointError(path, f"missing: the checkpoint was saved with it; {rebuild_hint(directory, data)}")
+        size = path.stat().st_size
+        if size != record["bytes"]:
+            raise CheckpointError(path, f"damaged: {size} bytes where it was saved with {record['bytes']} (truncated "
+                                  f"or overwritten); {rebuild_hint(directory, data)}")
+        if file_sha256(path) != record["sha256"]:
+            raise CheckpointError(path, "damaged: its content differs from what was saved (sha256 mismatch: a changed "
+                                  f"byte); {rebuild_hint(directory, data)}")
+
+
+def rebuild_hint(directory: Path, data: dict | None = None) -> str:
+    """How to get a sound copy of the checkpoint in `directory` back."""
+    if Path(directory).resolve().parent == (cache_root() / "models").resolve():
+        return (f"it is a trained recipe of the cache: remove it (rm -r {directory}) and run the same command again, "
+                "which trains it anew")
+    recipe = ((data or {}).get("training") or {}).get("recipe") or {}
+    if recipe.get("model") and recipe.get("train"):
+        dev = f" --dev {recipe['dev']}" if recipe.get("dev") else ""
+        return (f"restore it from a copy, or train it again: irpipe train {recipe['model']} --train {recipe['train']}"
+                f"{dev} --output NEW_FOLDER, with the options config.json records under training.recipe.options")
+    return "restore it from a copy, or train it again"
 
 
 def read_checkpoint_config(directory: str | Path) -> dict:
@@ -111,9 +180,10 @@ def read_checkpoint_config(directory: str | Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
-        raise CheckpointError(path, f"not valid JSON: {error.msg}", line=error.lineno) from None
+        raise CheckpointError(path, f"not valid JSON: {error.msg}; {rebuild_hint(Path(directory))}",
+                              line=error.lineno) from None
     except UnicodeDecodeError:
-        raise CheckpointError(path, "not UTF-8 text") from None
+        raise CheckpointError(path, f"not UTF-8 text; {rebuild_hint(Path(directory))}") from None
     if not isinstance(data, dict):
         raise CheckpointError(path, "expected a JSON object")
     for key, kind in (("model", str), ("config", dict)):
@@ -133,6 +203,7 @@ def load_checkpoint(directory: str | Path, overrides: dict[str, Any] | None = No
     config_path = directory / CONFIG_FILE
     cls = checkpoint_model_class(data["model"], config_path)
     config = checkpoint_config(cls.config_class, data["config"], config_path, overrides)
+    verify_checkpoint(directory, data)  # (after the config's own checks, which say more about a hand-edited one)
     weights = directory / WEIGHTS_FILE
     if not weights.is_file():
         raise CheckpointError(weights, "missing: the model's weights")

@@ -8,11 +8,11 @@ training options (less how it runs), the resolved model config, the data's check
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pipeline.data.locks import file_lock
 from pipeline.log import logger
+from pipeline.rerank.checkpoint import CONFIG_FILE, read_checkpoint_config
 from pipeline.training.identity import RecipeIdentity
 from pipeline.training.loop import train
 
@@ -55,5 +55,7 @@ class Recipe:
 
 def _finished(directory: Path) -> bool:
     """Whether the folder holds a finished training (what `train` marks last, in config.json)."""
-    config = directory / "config.json"
-    return config.is_file() and bool(json.loads(config.read_text(encoding="utf-8")).get("training", {}).get("finished"))
+    if not (directory / CONFIG_FILE).is_file():
+        return False
+    training = read_checkpoint_config(directory).get("training")  # a damaged one: a CheckpointError saying what to do
+    return isinstance(training, dict) and bool(training.get("finished"))

@@ -60,7 +60,12 @@ def test_overrides_apply_before_building(checkpoint):
 
 
 def _broken(checkpoint: Path, tmp_path: Path, edit) -> Path:
+    """A copy of the checkpoint without its integrity records (as saved before them, or made by hand: the checks
+    here are the rest; a damaged file of a checkpoint with records: tests/rerank/test_integrity.py), then `edit`."""
     folder = Path(shutil.copytree(checkpoint, tmp_path / "broken"))
+    data = json.loads((folder / "config.json").read_text())
+    del data["files"], data["digest"]
+    (folder / "config.json").write_text(json.dumps(data))
     edit(folder)
     return folder
 
