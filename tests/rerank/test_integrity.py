@@ -144,3 +144,29 @@ def test_a_damaged_stage_cache_entry_gives_the_fault_free_result(tmp_path, damag
         assert Counted.calls == calls + 1  # recomputed, and stored whole again
         with gzip.open(entry) as handle:
             handle.read()
+
+
+def test_a_damaged_recipe_model_end_to_end(tmp_path, monkeypatch, capsys):
+    """`irpipe run` with a training recipe, its cached model damaged: exit 2 naming the file and what to run; after
+    `rm -r` of the folder the same command trains it again and writes the same run."""
+    from pipeline import cli
+    from test_local_training import COLOURS, answer_selection_folder
+
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    answer_selection_folder(tmp_path / "train", COLOURS[:6], "t")
+    answer_selection_folder(tmp_path / "dev", COLOURS[6:], "d")
+    spec = ("candidates() >> hcan(train=./train, epochs=1, embeddings=random, embedding_dim=8, filters=8, "
+            "max_query_length=12, max_doc_length=16, threads=1)")
+    command = ["-q", "run", spec, "--dataset", "./dev", "--output", "runs/x.trec", "--no-cache"]
+    assert cli.main(command) == 0, capsys.readouterr().err
+    first = (tmp_path / "runs" / "x.trec").read_bytes()
+    folder = next((tmp_path / "cache" / "models").iterdir())
+    flip(folder / "model.safetensors")
+    capsys.readouterr()
+    assert cli.main(command) == 2
+    err = capsys.readouterr().err
+    assert f"{folder / 'model.safetensors'}: damaged" in err and f"rm -r {folder}" in err
+    shutil.rmtree(folder)
+    assert cli.main(command) == 0, capsys.readouterr().err
+    assert (tmp_path / "runs" / "x.trec").read_bytes() == first
