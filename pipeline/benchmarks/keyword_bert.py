@@ -2,15 +2,25 @@
 
     python -m pipeline.benchmarks.keyword_bert --dataset lcqmc --bert models/zh-bert-2l-128 --seeds 0 1 2 --record
 
-Each system is trained (a training recipe: cached under <irpipe cache>/models) on `<dataset>/dev` with the seed,
-then measured on what it was not trained on:
-- accuracy on `<dataset>/test`: a pair is called a match when the model's score z_1 - z_0 > 0 (P(match) > 0.5);
+Each system is trained (a training recipe: cached under <irpipe cache>/models) with the seed, then measured on what
+it was not trained on:
+- accuracy on `<dataset>/test`, of the system trained on the labelled pairs of `<dataset>/dev`: a pair is called a
+  match when the model's score z_1 - z_0 > 0 (P(match) > 0.5);
 - ranking on `<dataset>/questions-test`: BM25's top `--depth` (jieba index) less the query's own question,
-  reranked by the model; Success@1 and Success@10 (is the paired question first / in the top 10).
+  reranked; Success@1 and Success@10 (is the paired question first / in the top 10). The ranker is the same system
+  trained for ranking (`--ranking-train questions`, the default): on `<dataset>/questions-dev` with BM25's top
+  `--train-depth` as negatives (or the system's sampled ones). `--ranking-train pairs` ranks with the pair
+  classifier instead, which on LCQMC ranks worse than a random order: LCQMC dev's labels follow the pairs' length
+  (Spearman 0.275; 0.063 on test), the small BERTs learn that length instead of the overlap, and among BM25's hits
+  the paired question is the short one (eval/KEYWORD_BERT.md section 4). `shortcuts` records each ranker's mean
+  per-query Spearman correlation with the candidate's length and its character overlap with the query;
+- `--fusion`: BM25 + w x the ranker, both z-normalised per query (as `fusion(..., method=weighted, norm=zscore)`),
+  w picked by Success@1 on the first `--tune-queries` queries of `<dataset>/questions-dev` (the ranker's own
+  training queries with --ranking-train questions: the weight is tuned on training data), then applied to the test.
 Numbers are mean ± sd over the seeds; each comparison (kwbert vs monobert; kwbert's code fusion vs the paper's;
-keyword vs random negatives) has a two-sided paired t-test over the test pairs (correct or not, averaged over the
-seeds) and over the queries (Success@k averaged over the seeds). `--record` writes
-eval/benchmarks/keyword-bert-<dataset>.json (or --output).
+keyword vs random negatives; every ranker, alone and fused, against BM25) has a two-sided paired t-test over the test
+pairs (correct or not, averaged over the seeds) and over the queries (Success@k averaged over the seeds). `--record`
+writes eval/benchmarks/keyword-bert-<dataset>.json (or --output).
 """
 from __future__ import annotations
 
@@ -19,7 +29,7 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.benchmarks import run_main
@@ -45,7 +55,10 @@ PAPER = {"accuracy, 2 / 4 / 6 / 12 layers (private Q-Q set, Table 4-5)": {"bert"
                                                                                            "keyword": 93.9}}
 
 
-def train_system(name: str, args, seed: int) -> Path:
+def recipe_of(name: str, args, seed: int, ranking: bool = False):
+    """The training recipe of a system: on the labelled pairs of `<dataset>/dev`, or, for ranking with
+    `--ranking-train questions`, on `<dataset>/questions-dev` with BM25's top `--train-depth` as negatives (the
+    system's sampled negatives replace them) -- the recipe of eval/lcqmc-questions-test-{kwbert,monobert}.yaml."""
     from pipeline.commands.train import key_values
     from pipeline.training.recipes import Recipe
 
@@ -54,10 +67,12 @@ def train_system(name: str, args, seed: int) -> Path:
     if "negatives" in extra:  # only what differs from the defaults: the same recipe as the eval/ configs' specs
         options |= {"negatives_dict": args.dict, "negatives_per_positive": args.negatives_per_positive}
         options |= {"replace_ratio": args.replace_ratio} if extra["negatives"] == "keyword" else {}
+    train = f"{args.dataset}/dev"
+    if ranking and args.ranking_train == "questions":
+        train, options = f"{args.dataset}/questions-dev", {"negatives": "bm25", "depth": args.train_depth} | options
     overrides = {"bert": args.bert, "max_length": args.max_length} | ({"dict": args.dict} if model == "kwbert" else {})
     overrides |= fields | key_values(args.set, "--set")
-    recipe = Recipe(model, f"{args.dataset}/dev", None, options, overrides, device="cpu", threads=args.threads)
-    return recipe.ensure_trained()
+    return Recipe(model, train, None, options, overrides, device="cpu", threads=args.threads)
 
 
 def scores_of(model, pairs, batch_size: int) -> list[float]:
@@ -66,55 +81,144 @@ def scores_of(model, pairs, batch_size: int) -> list[float]:
     return predict(model, pairs, batch_size, "cpu", desc="scoring").scores
 
 
-def measure(checkpoint: Path, test_pairs, ranking_pairs, qrels, batch_size: int) -> dict:
-    """Accuracy (and per-pair correctness) on the test pairs; Success@k (and per query) of the reranked run."""
-    from pipeline.data.runs import Run
-    from pipeline.evaluate import per_query
+@dataclass
+class Ranking:
+    """BM25's top `depth` (less the query's own question) of some question-retrieval queries, as pairs."""
+
+    pairs: list
+    bm25: list[float]                       # BM25's score of each pair
+    qrels: dict[str, dict[str, int]]
+
+    def per_query(self, scores: list[float]) -> dict[str, dict[str, float]]:
+        """measure -> qid -> value of the run that `scores` (one a pair) make."""
+        from pipeline.data.runs import Run
+        from pipeline.evaluate import per_query
+        from pipeline.rerank.pairs import scores_by_query
+
+        return per_query(Run.from_scores(scores_by_query(self.pairs, scores)), self.qrels, list(MEASURES))
+
+    def random_order(self) -> dict[str, float]:
+        """The expected Success@k of a random order of each query's candidates (0 where the paired one is absent)."""
+        by_query: dict[str, list] = {}
+        for pair in self.pairs:
+            by_query.setdefault(pair.qid, []).append(self.qrels.get(pair.qid, {}).get(pair.docid, 0) > 0)
+        k = {m: int(m.split("@")[1]) for m in MEASURES}
+        return {m: round(statistics.fmean(min(1.0, any(rel) * k[m] / len(rel)) for rel in by_query.values()), 4)
+                for m in MEASURES}
+
+    def fused(self, scores: list[float], weight: float) -> list[float]:
+        """z(BM25) + weight z(scores), both z-normalised per query (fusion(..., method=weighted, norm=zscore))."""
+        from pipeline.stage import NORMS
+
+        fused, by_query = [0.0] * len(self.pairs), {}
+        for i, pair in enumerate(self.pairs):
+            by_query.setdefault(pair.qid, []).append(i)
+        for rows in by_query.values():
+            bm25, model = NORMS["zscore"]([self.bm25[i] for i in rows]), NORMS["zscore"]([scores[i] for i in rows])
+            for i, b, m in zip(rows, bm25, model):
+                fused[i] = b + weight * m
+        return fused
+
+    def shortcuts(self, scores: list[float]) -> dict[str, float]:
+        """Mean per-query Spearman correlation of the scores with the candidate's length (characters) and with its
+        character Jaccard overlap with the query (queries whose scores or feature are all equal left out)."""
+        from scipy.stats import spearmanr
+
+        by_query: dict[str, list[tuple]] = {}
+        for pair, score in zip(self.pairs, scores):
+            a, b = set(pair.query), set(pair.text)
+            by_query.setdefault(pair.qid, []).append((score, len(pair.text), len(a & b) / max(1, len(a | b))))
+        out = {}
+        for k, feature in ((1, "length"), (2, "overlap")):
+            rhos = [spearmanr([r[0] for r in rows], [r[k] for r in rows])[0] for rows in by_query.values()
+                    if len({r[0] for r in rows}) > 1 and len({r[k] for r in rows}) > 1]
+            out[feature] = round(statistics.fmean(rhos), 4) if rhos else float("nan")
+        return out
+
+
+def tune_weight(ranking: Ranking, scores: list[float], grid: list[float]) -> tuple[float, dict[str, float]]:
+    """The weight of `grid` whose fusion has the best mean Success@1 on `ranking` (the smaller on a tie), and the
+    Success@1 of each weight."""
+    values = {w: statistics.fmean(ranking.per_query(ranking.fused(scores, w))["Success@1"].values()) for w in grid}
+    best = max(sorted(values), key=lambda w: values[w])   # sorted: max keeps the first (smallest) of equal ones
+    return best, {str(w): round(v, 4) for w, v in values.items()}
+
+
+def measure(checkpoint: Path, ranker: Path, test_pairs, ranking: Ranking, batch_size: int, tuning: Ranking | None,
+            grid: list[float]) -> dict:
+    """Accuracy (and per-pair correctness) of `checkpoint` on the test pairs; Success@k (and per query), shortcuts
+    and, with `tuning`, the dev-tuned fusion with BM25 of `ranker` on the ranking."""
     from pipeline.rerank.checkpoint import load_checkpoint
-    from pipeline.rerank.pairs import scores_by_query
 
     model = load_checkpoint(checkpoint)
     correct = {f"{p.qid}/{p.docid}": float((s > 0) == (p.label > 0))
                for p, s in zip(test_pairs, scores_of(model, test_pairs, batch_size))}
-    scores = scores_by_query(ranking_pairs, scores_of(model, ranking_pairs, batch_size))
-    table = per_query(Run.from_scores(scores), qrels, list(MEASURES))
-    return {"accuracy": statistics.fmean(correct.values()), "correct": correct,
-            **{m: statistics.fmean(table[m].values()) for m in MEASURES}, "per_query": table}
+    model = load_checkpoint(ranker) if ranker != checkpoint else model
+    scores = scores_of(model, ranking.pairs, batch_size)
+    table = ranking.per_query(scores)
+    result = {"accuracy": statistics.fmean(correct.values()), "correct": correct,
+              **{m: statistics.fmean(table[m].values()) for m in MEASURES}, "per_query": table,
+              "shortcuts": ranking.shortcuts(scores)}
+    if tuning is not None:
+        weight, by_weight = tune_weight(tuning, scores_of(model, tuning.pairs, batch_size), grid)
+        fused = ranking.per_query(ranking.fused(scores, weight))
+        result["fusion"] = {"weight": weight, "dev Success@1 by weight": by_weight,
+                            **{m: statistics.fmean(fused[m].values()) for m in MEASURES}, "per_query": fused}
+    return result
 
 
-def evaluation_data(dataset: str, depth: int, queries: int | None):
-    """(labelled test pairs, pairs of BM25's top `depth` on the first `queries` test queries (all: None), their
-    qrels, BM25's own scores)."""
+def ranking_of(dataset_name: str, depth: int, queries: int | None) -> Ranking:
+    """BM25's top `depth` less the query's own question (as the eval/ configs' specs) on the first `queries`."""
     from pipeline.data.registry import get_dataset
-    from pipeline.evaluate import evaluate
     from pipeline.rerank.pairs import pairs_of
     from pipeline.spec import parse
 
-    test = get_dataset(f"{dataset}/test")
-    qrels = test.qrels()
-    test_pairs = [replace(p, label=float(qrels[p.qid][p.docid])) for p in pairs_of(test.topics(), test.run(), test.run().texts)]
-    questions = get_dataset(f"{dataset}/questions-test")
+    questions = get_dataset(dataset_name)
     topics = questions.topics()
     topics = topics.subset(list(topics)[:queries]) if queries else topics
-    run = parse(f"bm25(hits={depth}) >> exclude()").bind(questions)(topics)  # as the eval/ configs' specs
+    run = parse(f"bm25(hits={depth}) >> exclude()").bind(questions)(topics)
     texts = {doc["id"]: doc["contents"] for doc in questions.docs()}
     qrels = {qid: judged for qid, judged in questions.qrels().items() if qid in topics}
-    return test_pairs, pairs_of(topics, run, texts), qrels, evaluate(run, qrels, list(MEASURES))
+    return Ranking(pairs_of(topics, run, texts), [s for hits in run.ranking.values() for _, s in hits], qrels)
 
 
-def summarise(results: dict[str, list[dict]]) -> dict:
+def evaluation_data(dataset: str, depth: int, queries: int | None):
+    """(labelled test pairs, the ranking of the first `queries` test queries (all: None))."""
+    from pipeline.data.registry import get_dataset
+    from pipeline.rerank.pairs import pairs_of
+
+    test = get_dataset(f"{dataset}/test")
+    qrels, run = test.qrels(), test.run()
+    test_pairs = [replace(p, label=float(qrels[p.qid][p.docid])) for p in pairs_of(test.topics(), run, run.texts)]
+    return test_pairs, ranking_of(f"{dataset}/questions-test", depth, queries)
+
+
+def summarise(results: dict[str, list[dict]], bm25: dict[str, dict[str, float]]) -> dict:
+    """Mean ± sd and seeds of each system's numbers (`fusion`: of its dev-tuned fusion with BM25), its mean
+    shortcuts, and the paired t-tests: the COMPARISONS, and each ranker (alone and fused) against BM25 (`bm25`:
+    measure -> qid -> value)."""
     from pipeline.compare import paired_ttest
 
-    def mean_of(runs: list[dict], key: str) -> dict[str, float]:  # per pair / per query, averaged over seeds
-        keys = runs[0][key] if key == "correct" else runs[0]["per_query"][key]
-        get = (lambda r, k: r["correct"][k]) if key == "correct" else (lambda r, k: r["per_query"][key][k])
-        return {k: statistics.fmean(get(r, k) for r in runs) for k in keys}
+    def spread(values: list[float]) -> dict:
+        return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+                "seeds": [round(v, 4) for v in values]}
 
-    summary = {name: {m: {"mean": statistics.fmean(r[m] for r in runs),
-                          "sd": statistics.stdev([r[m] for r in runs]) if len(runs) > 1 else 0.0,
-                          "seeds": [round(r[m], 4) for r in runs]} for m in ("accuracy", *MEASURES)}
-               for name, runs in results.items()}
-    tests = {}
+    def mean_of(runs: list[dict], key: str) -> dict[str, float]:  # per pair / per query, averaged over seeds
+        if key == "correct":
+            return {k: statistics.fmean(r["correct"][k] for r in runs) for k in runs[0]["correct"]}
+        return {k: statistics.fmean(r["per_query"][key][k] for r in runs) for k in runs[0]["per_query"][key]}
+
+    summary, tests = {}, {}
+    for name, runs in results.items():
+        summary[name] = {m: spread([r[m] for r in runs]) for m in ("accuracy", *MEASURES)}
+        summary[name]["shortcuts"] = {k: round(statistics.fmean(r["shortcuts"][k] for r in runs), 4)
+                                      for k in runs[0]["shortcuts"]}
+        tests[f"{name} vs bm25"] = {m: paired_ttest(mean_of(runs, m), bm25[m]) for m in MEASURES}
+        if "fusion" in runs[0]:
+            fused = [r["fusion"] for r in runs]
+            summary[name]["fusion"] = {m: spread([f[m] for f in fused]) for m in MEASURES}
+            summary[name]["fusion"]["weights"] = [f["weight"] for f in fused]
+            tests[f"{name} + bm25 vs bm25"] = {m: paired_ttest(mean_of(fused, m), bm25[m]) for m in MEASURES}
     for a, b in COMPARISONS:
         if a in results and b in results:
             tests[f"{a} vs {b}"] = {m: paired_ttest(mean_of(results[a], "correct" if m == "accuracy" else m),
@@ -138,6 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replace-ratio", type=float, default=0.1)
     parser.add_argument("--depth", type=int, default=20, help="BM25 hits reranked per query")
     parser.add_argument("--ranking-queries", type=int, metavar="N", help="rank only the first N test queries")
+    parser.add_argument("--ranking-train", choices=("questions", "pairs"), default="questions",
+                        help="the ranker: trained on <dataset>/questions-dev with BM25 negatives, or the pair "
+                             "classifier")
+    parser.add_argument("--train-depth", type=int, default=10, help="BM25 negatives per questions-dev query")
+    parser.add_argument("--fusion", action="store_true", help="also BM25 + w x ranker, w tuned on questions-dev")
+    parser.add_argument("--fusion-grid", type=float, nargs="+", default=[0, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2])
+    parser.add_argument("--tune-queries", type=int, default=1000, metavar="N",
+                        help="questions-dev queries the fusion weight is tuned on")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a model config field for every system (e.g. pooling=cls); repeatable")
     parser.add_argument("--threads", type=int, default=1)
@@ -150,19 +262,26 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     started = time.monotonic()
-    test_pairs, ranking_pairs, qrels, bm25 = evaluation_data(args.dataset, args.depth, args.ranking_queries)
+    test_pairs, ranking = evaluation_data(args.dataset, args.depth, args.ranking_queries)
+    bm25 = ranking.per_query(ranking.bm25)
+    tuning = ranking_of(f"{args.dataset}/questions-dev", args.depth, args.tune_queries) if args.fusion else None
     results: dict[str, list[dict]] = {}
     for name in args.systems:
         for seed in args.seeds:
             tick = time.monotonic()
-            result = measure(train_system(name, args, seed), test_pairs, ranking_pairs, qrels, args.eval_batch_size)
+            checkpoint = recipe_of(name, args, seed).ensure_trained()
+            ranker = recipe_of(name, args, seed, ranking=True).ensure_trained()
+            result = measure(checkpoint, ranker, test_pairs, ranking, args.eval_batch_size, tuning, args.fusion_grid)
             results.setdefault(name, []).append(result)
+            fusion = result.get("fusion")
             print(f"{name} seed {seed}: accuracy {result['accuracy']:.4f}, "
-                  + ", ".join(f"{m} {result[m]:.4f}" for m in MEASURES) + f" ({time.monotonic() - tick:.0f} s)",
-                  flush=True)
+                  + ", ".join(f"{m} {result[m]:.4f}" for m in MEASURES) + f", shortcuts {result['shortcuts']}"
+                  + (f", fused (w {fusion['weight']}) Success@1 {fusion['Success@1']:.4f}" if fusion else "")
+                  + f" ({time.monotonic() - tick:.0f} s)", flush=True)
     summary = {"command": "python -m pipeline.benchmarks.keyword_bert " + " ".join(argv or sys.argv[1:]),
                "settings": {k: v for k, v in vars(args).items() if k not in ("record", "output")},
-               "bm25": bm25, **summarise(results), "paper": PAPER,
+               "bm25": {m: statistics.fmean(bm25[m].values()) for m in MEASURES},
+               "random order": ranking.random_order(), **summarise(results, bm25), "paper": PAPER,
                "minutes": round((time.monotonic() - started) / 60, 1)}
     print(json.dumps({k: summary[k] for k in ("bm25", "systems", "paired_t_test_p")}, indent=1))
     if args.record:
