@@ -1,5 +1,5 @@
-"""Two processes at once on the same stage-cache entry, the same training recipe, the same run file (issue 33, item
-2): exactly one result is published, whole; the other process waits and reuses it. A lock held by a killed process
+"""Two processes at once on the same stage-cache entry, the same training recipe, the same run file: exactly one
+result is published, whole; the other process waits and reuses it. A lock held by a killed process
 does not block the next one. Each test starts real processes (`python -c`), released together."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Integrity (issue 33, item 1): a checkpoint -- a recipe-cache model too -- whose files rot or are cut short is an
+"""Integrity: a checkpoint -- a recipe-cache model too -- whose files rot or are cut short is an
 error naming the file and how to rebuild it, never a model that scores otherwise; a damaged stage-cache entry is
 recomputed, giving the fault-free result. (The training state checks its own digests on --resume:
 tests/rerank/test_train.py.)"""
