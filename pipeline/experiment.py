@@ -17,6 +17,7 @@ and the expected scores with a tolerance (published numbers live in eval/referen
     engine: local       # or ray: the stages' work on a Ray cluster (pipeline/engine/), the same output
     baseline: bm25(k1=0.9, b=0.4, hits=1000)   # optional: a second pipeline to compare with
     seeds: [0, 1, 2]    # optional: run the pipeline once per seed, put in for `{seed}` in its spec
+    beside: {biencoder: "bm25() % 100 >> biencoder()"}   # optional, with a baseline: more rows in its table
 
 With `seeds`, the pipeline spec names `{seed}` (e.g. `hcan(train=trecqa/train, seed={seed})`); each seed's run is
 written as runs/<name>.seed<N>.trec, the scores are the mean over the seeds with their sample sd beside, and the
@@ -28,7 +29,9 @@ Running it writes runs/<name>.trec and eval/results/<name>.json; each expected s
 OKISH (within 10x tolerance: a warning) or FAIL, and `--check` exits 1 on any FAIL. With a `baseline`, the
 baseline's run is written too (runs/<name>.baseline.trec), the table shows both pipelines with paired t-test
 p-values (pipeline.compare), and the per-query win/loss plot of the first measure goes beside the run
-(runs/<name>.png).
+(runs/<name>.png). `beside` names more pipelines (label: spec) run after the others and compared with the same
+baseline: each is a row of the table with its p-values and a panel of the plot, its run written as
+runs/<name>.<label>.trec; the expected scores stay the pipeline's.
 """
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ DEFAULT_EXPERIMENT = Path(__file__).resolve().parent.parent / "eval" / "main-job
 OKISH_FACTOR = 10
 BASELINE = "baseline"  # the baseline pipeline's row in the comparison table
 _KEYS = {"name", "dataset", "pipeline", "measures", "expected", "tolerance", "rel_level", "queries",
-         "output_format", "description", "ci", "baseline", "seeds", "engine"}
+         "output_format", "description", "ci", "baseline", "seeds", "engine", "beside"}
 # (key, accepted YAML types, as said in the error) for the optional and required fields
 _FIELD_KINDS = [("name", (str,), "a string"), ("dataset", (str,), "a dataset name or folder (a string)"),
                 ("pipeline", (str,), "a pipeline spec (a string)"), ("measures", (str, list), "a list of measures"),
@@ -61,7 +64,8 @@ _FIELD_KINDS = [("name", (str,), "a string"), ("dataset", (str,), "a dataset nam
                 ("rel_level", (int,), "an integer"), ("queries", (str,), "qrels or run"),
                 ("output_format", (str,), "trec or msmarco"), ("description", (str,), "a string"),
                 ("ci", (bool,), "true or false"), ("baseline", (str,), "a pipeline spec (a string)"),
-                ("seeds", (list,), "a list of integer seeds, e.g. [0, 1, 2]"), ("engine", (str,), "local or ray")]
+                ("seeds", (list,), "a list of integer seeds, e.g. [0, 1, 2]"), ("engine", (str,), "local or ray"),
+                ("beside", (dict,), "a mapping label: pipeline spec")]
 SEED = "{seed}"  # where each of an experiment's seeds goes in its pipeline spec
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # no path separators, no leading dot (no `..`)
 
@@ -82,6 +86,7 @@ class Experiment:
     baseline: str | None = None  # a second pipeline spec, compared with `pipeline` (paired t-tests, win/loss plot)
     seeds: list[int] | None = None  # run the pipeline once per seed (SEED in its spec); scores are mean ± sd
     engine: str = "local"  # where the stages run: here, or on a Ray cluster (pipeline/engine/; the same output)
+    beside: dict[str, str] | None = None  # label -> pipeline spec: more rows compared with the baseline
     path: str | None = None
 
     @classmethod
@@ -118,7 +123,7 @@ class Experiment:
                          rel_level=data.get("rel_level"), queries=data.get("queries", "qrels"),
                          output_format=data.get("output_format", "trec"), description=data.get("description", ""),
                          ci=data.get("ci", True), baseline=data.get("baseline"), seeds=data.get("seeds"),
-                         engine=data.get("engine", "local"),
+                         engine=data.get("engine", "local"), beside=data.get("beside"),
                          path=path)
         experiment.check()
         return experiment
@@ -148,6 +153,15 @@ class Experiment:
             raise problem(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}", "engine")
         if self.baseline is not None and not self.baseline.strip():
             raise problem("baseline is a pipeline spec (a string)", "baseline")
+        for label, spec in (self.beside or {}).items():
+            if not isinstance(label, str) or not _SAFE_NAME.fullmatch(label) or label in (BASELINE, self.name, *self.pipelines()):
+                raise problem(f"beside: label {label!r} must be letters, digits, '_', '-', '.' (not first), not "
+                              f"{BASELINE!r} nor a run's name: it names a row and runs/<name>.<label>.trec",
+                              f"beside.{label}")
+            if not isinstance(spec, str) or not spec.strip():
+                raise problem(f"beside: {label} must be a pipeline spec (a string), got {spec!r}", f"beside.{label}")
+        if self.beside and not self.baseline:
+            raise problem("beside pipelines are compared with the baseline: add `baseline: SPEC`", "beside")
         if self.seeds is not None:
             if (len(self.seeds) < 2 or len(set(map(str, self.seeds))) != len(self.seeds)
                     or not all(isinstance(s, int) and not isinstance(s, bool) for s in self.seeds)):
@@ -171,7 +185,8 @@ class Experiment:
             if key not in measures:
                 raise problem(f"expected score for {measure}, which is not among the measures "
                               f"({', '.join(self.measures)})", f"expected.{measure}")
-        for key, spec in [*(("pipeline", spec) for spec in self.pipelines().values()), ("baseline", self.baseline)]:
+        for key, spec in [*(("pipeline", spec) for spec in self.pipelines().values()), ("baseline", self.baseline),
+                          *((f"beside.{label}", spec) for label, spec in (self.beside or {}).items())]:
             if spec:
                 try:
                     parse(spec)
@@ -264,6 +279,11 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
         baseline_run.write(baseline_output, format=experiment.output_format,
                            tag=f"{experiment.name.replace(' ', '_')}.baseline")
         runs = {BASELINE: baseline_run, **runs}
+    beside = {}
+    for label, spec in (experiment.beside or {}).items():  # rows beside the pipeline's, compared with the baseline
+        beside[label] = output.with_suffix(f".{label}{output.suffix}")
+        runs[label] = run_pipeline(spec, dataset, use_cache, options)[0]
+        runs[label].write(beside[label], format=experiment.output_format, tag=f"{experiment.name}.{label}")
     comparison = compare(runs, qrels, experiment.measures, baseline=BASELINE if experiment.baseline else None,
                          rel_level=rel_level, queries=experiment.queries)
     first = next(iter(outputs))  # the experiment's run, or its first seed's
@@ -299,6 +319,10 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
         result["baseline"] = {"spec": experiment.baseline, "measures": comparison.scores[BASELINE],
                               "run": str(baseline_output), "pvalues": pvalues,
                               "plot": str(plot), "table": comparison.to_table()}
+        result["beside"] = {label: {"spec": experiment.beside[label], "measures": comparison.scores[label],
+                                    "run": str(path), "pvalues": {m: None if math.isnan(p) else p for m, p in
+                                                                  comparison.pvalues[label].items()}}
+                            for label, path in beside.items()}
     result["seconds"] = round(time.perf_counter() - start, 2)
     if experiment.path:
         with atomic_write(Path(results_dir) / f"{experiment.name}.json") as out:
@@ -337,7 +361,10 @@ def format_result(result: dict) -> str:
         lines.append(f"  {measure:<{width}}  {score:.4f}{spread}{note}")
     if "baseline" in result:
         baseline = result["baseline"]
+        beside = result.get("beside", {})
         lines += ["", f"{result['name']} = {result['spec']}", f"{BASELINE} = {baseline['spec']}",
-                  baseline["table"].rstrip("\n"),
-                  f"runs: {baseline['run']} (baseline), {_listed(result['run'])}; per-query wins and losses: {baseline['plot']}"]
+                  *(f"{label} = {row['spec']}" for label, row in beside.items()), baseline["table"].rstrip("\n"),
+                  f"runs: {baseline['run']} (baseline), {_listed(result['run'])}"
+                  + "".join(f", {row['run']} ({label})" for label, row in beside.items())
+                  + f"; per-query wins and losses: {baseline['plot']}"]
     return "\n".join(lines)

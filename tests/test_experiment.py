@@ -103,6 +103,13 @@ def test_comparator(score, expected, verdict):
     ("dataset: cacm\npipeline: bm25(k1={seed}, b=2)\nmeasures: [AP]\nseeds: [1, 2]\n", "pipeline", None),
     ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nengine: spark\n", "engine", None),
     ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nengine: true\n", "engine", None),
+    ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nbeside: {b: bm25(b=0.7)}\n", "beside", None),  # no baseline
+    ("dataset: cacm\npipeline: bm25()\nbaseline: bm25()\nmeasures: [AP]\nbeside: [bm25()]\n", "beside", None),
+    ("dataset: cacm\npipeline: bm25()\nbaseline: bm25()\nmeasures: [AP]\nbeside: {baseline: bm25()}\n",
+     "beside.baseline", None),
+    ("dataset: cacm\npipeline: bm25()\nbaseline: bm25()\nmeasures: [AP]\nbeside: {../x: bm25()}\n", "beside.../x", None),
+    ("dataset: cacm\npipeline: bm25()\nbaseline: bm25()\nmeasures: [AP]\nbeside: {b: bm25(b=2)}\n", "beside.b", None),
+    ("dataset: cacm\npipeline: bm25()\nbaseline: bm25()\nmeasures: [AP]\nbeside: {b: 3}\n", "beside.b", None),
 ])
 def test_bad_experiment_files(tmp_path, content, field, line):
     path = tmp_path / "bad.yaml"
@@ -152,16 +159,24 @@ def test_the_main_job_is_the_default_experiment(tmp_path, monkeypatch, capsys):
 
     main_job = Experiment.load(DEFAULT_EXPERIMENT)
     assert DEFAULT_EXPERIMENT == REPO / "eval" / "main-job.yaml" and main_job.name == "main-job"
-    assert "biencoder()" in main_job.pipeline and main_job.baseline == "candidates()"
+    # a seed reranker (ADDAX) against BM25's candidates, the zero-shot bi-encoder as a third row
+    assert main_job.pipeline.startswith("candidates() >> addax(") and main_job.baseline == "candidates()"
+    assert main_job.beside == {"biencoder": "candidates() >> biencoder()"} and main_job.dataset == "dl19-passage"
     # `irpipe run` alone runs the default experiment file; here a cheap one of the same shape on data of our own
     data = write_collection(tmp_path / "data")
     (tmp_path / "main-job.yaml").write_text(f"dataset: {data}\npipeline: bm25() % 10 >> overlap()\n"
-                                            "baseline: bm25() % 10\nmeasures: [nDCG@10, AP]\n")
+                                            "baseline: bm25() % 10\nmeasures: [nDCG@10, AP]\n"
+                                            "beside: {plain: bm25() % 10 >> overlap(idf=false)}\n")
     monkeypatch.setattr(run_command, "DEFAULT_EXPERIMENT", tmp_path / "main-job.yaml")
     monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     assert main(["-q", "run"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("main-job  tiny-trec") and "nDCG@10 p-value" in out
+    header, *rows = out.split("plain = bm25() % 10 >> overlap(idf=false)\n")[1].splitlines()[:4]
+    assert "AP p-value" in header and [row.split()[0] for row in rows] == ["baseline", "main-job", "plain"]
     assert {p.name for p in (tmp_path / "runs").iterdir()} == {"main-job.trec", "main-job.baseline.trec",
-                                                                "main-job.png"}
+                                                                "main-job.plain.trec", "main-job.png"}
+    result = json.loads((tmp_path / "eval" / "results" / "main-job.json").read_text())
+    assert set(result["beside"]["plain"]["pvalues"]) == {"nDCG@10", "AP"}
+    assert (tmp_path / "runs" / "main-job.plain.trec").read_text().split("\n")[0].endswith(" main-job.plain")
