@@ -85,7 +85,7 @@ def test_sigterm_cleans_up_like_ctrl_c_and_exits_143(tmp_path, jvm):
 
 
 BENCHMARKS = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "pipeline" / "benchmarks").glob("*.py")
-                    if p.stem != "__init__")
+                    if not p.stem.startswith("_"))  # _name.py: a module the benchmarks share, not a command
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)

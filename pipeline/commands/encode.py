@@ -16,7 +16,7 @@ from typing import Iterator
 
 from pipeline.commands.data_args import add_data_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
-from pipeline.commands.rerank import add_model_args
+from pipeline.commands.rerank import add_model_args, model_runtime
 from pipeline.errors import ConfigError
 
 
@@ -28,8 +28,7 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", required=True, metavar="STORE", help="store folder (created, or resumed)")
     parser.add_argument("--dtype", choices=("fp16", "fp32"), default="fp16", help="stored precision (default fp16)")
     parser.add_argument("--shard-size", type=int, default=10_000, metavar="N", help="documents per shard (default 10,000)")
-    parser.add_argument("--batch-size", type=int, default=64, metavar="N", help="documents per batch (default 64)")
-    add_model_args(parser)
+    add_model_args(parser, what="documents")
     add_engine_args(parser, shards=())  # a store shard (--shard-size) is the unit of work
 
 
@@ -68,12 +67,11 @@ def main(args: argparse.Namespace) -> int:
     from pipeline.stages.neural import reranker_for_model
 
     options = engine_from_args(args)  # checked before any work
-    stage = reranker_for_model(args.model, batch_size=args.batch_size, device=args.device, amp=args.amp,
-                               threads=args.threads, **key_values(args.config, "--set"))
+    stage = reranker_for_model(args.model, **model_runtime(args), **key_values(args.config, "--set"))
     if not issubclass(stage.model_class, LateInteraction):
         raise ConfigError(f"{stage.name} scores query and document together: it has no document encodings to store")
-    if args.shard_size < 1 or args.batch_size < 1:
-        raise ConfigError("--shard-size and --batch-size must be >= 1")
+    if args.shard_size < 1:
+        raise ConfigError("--shard-size must be >= 1")
     stage.resolve_model(load=options.kind == "local")  # the model alone: a recipe is trained first
     if options.kind == "ray":
         from pipeline.engine.tasks import encode_on_cluster
@@ -82,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
                                         _documents(args), args.dtype, args.shard_size, options)
     else:
         manifest = write_store(args.output, stage.model, stage.model_digest(), _documents(args), args.dtype,
-                               args.shard_size, args.batch_size, stage.runtime().start(), stage.amp)
+                               args.shard_size, args.batch_size, stage.runtime().start(), stage.amp, args.batch_tokens)
     print(f"{args.output}: {manifest['count']} documents, {manifest['rows']} rows of {manifest['dims']} dims "
           f"({manifest['dtype']}), {len(manifest['shards'])} shards, model {manifest['model']}")
     return 0

@@ -13,13 +13,27 @@ from pipeline.errors import ConfigError
 from pipeline.log import logger
 
 
-def add_model_args(parser: argparse.ArgumentParser) -> None:
-    """How a model is set up and run: config fields, device, autocast, threads (rerank and encode)."""
+def add_model_args(parser: argparse.ArgumentParser, what: str = "pairs") -> None:
+    """How a model is set up and run: config fields, batches, device, autocast, int8, threads (rerank and encode)."""
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="config",
                         help="a model config field (max_length=512, ...); repeatable")
+    parser.add_argument("--batch-size", type=int, metavar="N",
+                        help=f"{what} per batch at most (default: 64 on the CPU, 512 on CUDA)")
+    parser.add_argument("--batch-tokens", type=int, metavar="N",
+                        help="padded word pieces per batch at most, batches sorted by length (default: 2048 on the "
+                             "CPU, 65536 on CUDA; 0: no budget)")
     parser.add_argument("--device", default="auto", metavar="DEV", help="auto (default: CUDA when present), cpu, cuda, cuda:N")
-    parser.add_argument("--amp", choices=("bf16", "fp16"), help="autocast dtype (bf16 on CPU or CUDA, fp16 on CUDA)")
+    parser.add_argument("--amp", choices=("auto", "none", "bf16", "fp16"), default="auto",
+                        help="autocast: auto (default: bf16 on CUDA, none on the CPU), none, bf16 (CPU or CUDA), fp16 (CUDA)")
+    parser.add_argument("--quantize", choices=("none", "int8"), default="none",
+                        help="int8: the linear layers dynamically quantised (CPU inference; not with --amp bf16)")
     parser.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: all cores)")
+
+
+def model_runtime(args: argparse.Namespace) -> dict:
+    """The stage's keyword arguments of how it runs, from `add_model_args`' flags."""
+    return {"batch_size": args.batch_size, "batch_tokens": args.batch_tokens, "device": args.device, "amp": args.amp,
+            "quantize": None if args.quantize == "none" else args.quantize, "threads": args.threads}
 
 
 def define_args(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +45,6 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", required=True, metavar="RUN", help="reranked run file")
     parser.add_argument("--output-format", choices=RUN_FORMATS, default="trec")
     parser.add_argument("--store", metavar="DIR", help="stored document encodings (late-interaction models: irpipe encode)")
-    parser.add_argument("--batch-size", type=int, default=64, metavar="N", help="pairs per batch (default 64)")
     add_model_args(parser)
     parser.add_argument("--eval", metavar="MEASURES", help="evaluate the output with the qrels (e.g. RR@10,AP,nDCG@10)")
     add_engine_args(parser, shards=("pairs",))
@@ -49,8 +62,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("nothing to rerank: give --run FILE (or a dataset that ships candidates)")
     if args.eval and "qrels" not in dataset.provides:
         raise ConfigError("--eval needs qrels: --qrels FILE or a dataset that has them")
-    reranker = reranker_for_model(args.model, batch_size=args.batch_size, device=args.device, amp=args.amp,
-                                  threads=args.threads, store=args.store, **key_values(args.config, "--set"))
+    reranker = reranker_for_model(args.model, store=args.store, **model_runtime(args), **key_values(args.config, "--set"))
     output, _, _ = run_pipeline(reranker, dataset, use_cache=False, engine=options)
     output.write(args.output, format=args.output_format, tag=reranker.name)
     logger.info("wrote %s", args.output)

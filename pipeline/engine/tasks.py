@@ -4,9 +4,11 @@ cuts the work into shards in a fixed order and merges their results in the local
 
     search_on_cluster   the topics in file order, `shard_queries` to a shard; each worker opens the same Lucene
                         index read-only (shared storage, or a copy at the same path on every node)
-    score_on_cluster    the pairs in `predict`'s length order, cut into its batches, whole batches to a shard: every
-                        batch a worker scores is the very batch a local run scores (padding, and so the float
-                        rounding, included), so the scores are bit-identical, not merely close
+    score_on_cluster    the pairs in `predict`'s length order, cut into its batches (`scoring_batches`: the same
+                        word-piece lengths, batch_size and batch_tokens), whole batches to a shard: every batch a
+                        worker scores is the very batch a local run scores (padding, and so the float rounding,
+                        included), so the scores are bit-identical, not merely close. The driver loads the model
+                        once for this (its tokenizer counts the word pieces)
     encode_on_cluster   `irpipe encode`'s store shards, one Ray shard each, written into the store as they come
 
 Workers get what they need to load a model again (its `ModelSource`: a checkpoint folder, a trained recipe's
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
@@ -42,7 +43,7 @@ class _ModelTask:
     def setup(self, threads: int) -> None:
         self.runtime = replace(self.runtime, threads=self.runtime.threads or threads)
         self.device = self.runtime.start()
-        self.model = self.source.load().to(self.device)
+        self.model = self.runtime.place(self.source.load(), self.device)
 
 
 class ScoreTask(_ModelTask):
@@ -50,7 +51,8 @@ class ScoreTask(_ModelTask):
         from pipeline.rerank.scoring import predict
 
         scored = predict(self.model, pairs, self.runtime.batch_size, self.device, self.runtime.amp,
-                         desc=self.source.name, order=list(range(len(pairs))))  # in scoring order, batch-aligned
+                         desc=self.source.name, order=list(range(len(pairs))),  # in scoring order, from a batch's
+                         batch_tokens=self.runtime.batch_tokens)               # start: cut into the same batches
         return {"scores": scored.scores, "truncated": scored.truncated}, len(pairs)
 
 
@@ -62,7 +64,8 @@ class EncodeTask(_ModelTask):
     def run(self, texts: list[str]):
         from pipeline.rerank.store import encode_shard
 
-        rows = encode_shard(self.model, texts, self.dtype, self.runtime.batch_size, self.device, self.runtime.amp)
+        rows = encode_shard(self.model, texts, self.dtype, self.runtime.batch_size, self.device, self.runtime.amp,
+                            batch_tokens=self.runtime.batch_tokens)
         return rows, len(texts)
 
 
@@ -100,12 +103,12 @@ def search_on_cluster(stage, topics: Topics, options: EngineOptions) -> tuple[Ru
 def score_on_cluster(source: ModelSource, runtime: Runtime, model_digest: str, pairs: list[Pair],
                      options: EngineOptions) -> tuple[list[float], int, dict]:
     """(scores in input order, pairs truncated, stats) of a cross-encoder (loaded from `source`) over `pairs`."""
-    from pipeline.rerank.scoring import length_order
+    from pipeline.rerank.scoring import scoring_batches
 
-    order = length_order(pairs)
-    size = math.ceil(options.shard_pairs / runtime.batch_size) * runtime.batch_size  # whole batches of `order`
-    shards = [order[start:start + size] for start in range(0, len(order), size)]
-    job = JobFolder(source.name, [model_digest, repr(source), repr(runtime), size, pairs_digest(pairs)])
+    runtime = worker_runtime(runtime, options)
+    order, cuts = scoring_batches(source.load(), pairs, runtime.batch_size, runtime.batch_tokens)
+    shards = batch_shards(order, cuts, options.shard_pairs)
+    job = JobFolder(source.name, [model_digest, repr(source), repr(runtime), options.shard_pairs, pairs_digest(pairs)])
     stats = run_shards(options, ScoreTask(source, runtime), len(shards),
                        lambda number: [pairs[i] for i in shards[number]], job.done, job.save, source.name, "pairs")
     scores, truncated = [0.0] * len(pairs), 0
@@ -116,6 +119,27 @@ def score_on_cluster(source: ModelSource, runtime: Runtime, model_digest: str, p
             scores[i] = score
     job.remove()
     return scores, truncated, stats
+
+
+def worker_runtime(runtime: Runtime, options: EngineOptions) -> Runtime:
+    """`runtime` with its batch limits made explicit for the workers' device (CUDA when they get GPUs and the device
+    is "auto"): the driver cuts the very batches the workers then score."""
+    from pipeline.rerank.batching import batch_limits
+
+    device = runtime.device if runtime.device != "auto" else ("cuda" if options.gpus_per_worker > 0 else "cpu")
+    size, tokens = batch_limits(device, runtime.batch_size, runtime.batch_tokens)
+    return replace(runtime, batch_size=size, batch_tokens=tokens)
+
+
+def batch_shards(order: list[int], cuts: list[slice], shard_pairs: int) -> list[list[int]]:
+    """Shards of `order` made of whole batches (`cuts`), each of at least `shard_pairs` pairs (the last: the rest)."""
+    shards, shard = [], []
+    for cut in cuts:
+        shard.extend(order[cut])
+        if len(shard) >= shard_pairs:
+            shards.append(shard)
+            shard = []
+    return shards + ([shard] if shard else [])
 
 
 def pairs_digest(pairs: list[Pair]) -> str:
@@ -161,7 +185,7 @@ def encode_on_cluster(directory: str | Path, source: ModelSource, runtime: Runti
         written[number] = int(rows.shape[0])
         list_ready()
 
-    task = EncodeTask(source, runtime, dtype)
+    task = EncodeTask(source, worker_runtime(runtime, options), dtype)
     stats = run_shards(options, task, len(chunks), lambda number: [text for _, text in chunks[number]], done, save,
                        f"encode {source.name}", "docs")
     list_ready()

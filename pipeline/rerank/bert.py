@@ -10,7 +10,9 @@ MLM pretraining's tokenizer and output folder).
 
     ids, mask, cut = single_inputs(tokenizer, texts, max_length)          # "[CLS] t [SEP]"        (B, L) each
     tensors, cut = pair_inputs(tokenizer, a, b, max_length, max_a=64)     # "[CLS] a [SEP] b [SEP]" (B, L) each
+    single_lengths(tokenizer, texts, max_length); pair_lengths(tokenizer, a_texts, b_texts, max_length, max_a=64)
     h = cls_pool(bert(**tensors), "pooler");  u = mean_pool(last_layer(bert, ids, mask), mask)   # (B, H)
+    cls, penultimate = cls_forward(bert, **tensors)  # inference: the last layer for [CLS] alone, same numbers
 
 A BERT folder is what transformers' `save_pretrained` writes: config.json, model.safetensors, tokenizer files
 (vocab.txt, tokenizer.json). Lengths count word pieces, [CLS] and [SEP] included; a text longer than its room loses
@@ -200,6 +202,7 @@ class BertBackbone:
             bert, tokenizer = load_bert(self.config.bert, pooler=self.uses_pooler(self.config))
         check_positions(self.name, self.config, bert, self.length_fields)
         self.bert, self.tokenizer = bert, tokenizer
+        self.cls_only = supports_cls_forward(bert)  # inference may run the last layer for [CLS] alone (cls_forward)
 
     def save_assets(self, directory: Path) -> None:
         save_bert_assets(self.bert, self.tokenizer, directory)
@@ -215,12 +218,9 @@ def pad_rows(rows: list[list[int]], pad_id: int) -> tuple["torch.Tensor", "torch
     import torch
 
     length = max(map(len, rows), default=1)
-    ids = torch.full((len(rows), length), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), length), dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
-        mask[i, :len(row)] = 1
-    return ids, mask
+    ids = torch.tensor([row + [pad_id] * (length - len(row)) for row in rows], dtype=torch.long).view(-1, length)
+    mask = torch.tensor([[1] * len(row) + [0] * (length - len(row)) for row in rows], dtype=torch.long)
+    return ids, mask.view(-1, length)
 
 
 def single_inputs(tokenizer, texts: list[str], length: int, unk_if_empty: bool = False):
@@ -233,6 +233,29 @@ def single_inputs(tokenizer, texts: list[str], length: int, unk_if_empty: bool =
     ids, mask = pad_rows([[tok.cls_token_id, *(p[:room] or empty), tok.sep_token_id] for p in pieces],
                          tok.pad_token_id)
     return ids, mask, sum(len(p) > room for p in pieces)
+
+
+def piece_counts(tokenizer, texts: list[str]) -> list[int]:
+    """Each text's number of word pieces (no special tokens); a text repeated is tokenised once."""
+    unique = list(dict.fromkeys(texts))
+    counts = {}
+    for start in range(0, len(unique), 8192):  # in chunks: the ids of millions of texts are not kept
+        chunk = unique[start:start + 8192]
+        encoded = tokenizer(chunk, add_special_tokens=False, return_attention_mask=False,
+                            return_token_type_ids=False)["input_ids"]
+        counts.update(zip(chunk, map(len, encoded)))
+    return [counts[text] for text in texts]
+
+
+def single_lengths(tokenizer, texts: list[str], length: int) -> list[int]:
+    """The positions `single_inputs` gives each text: "[CLS] pieces [SEP]", cut to `length`."""
+    return [min(n, length - 2) + 2 for n in piece_counts(tokenizer, texts)]
+
+
+def pair_lengths(tokenizer, a: list[str], b: list[str], max_length: int, max_a: int | None = None) -> list[int]:
+    """The positions `pair_inputs` gives each pair of texts, "[CLS] A [SEP] B [SEP]" cut by `fit_pair`."""
+    return [sum(fit_pair(n_a, n_b, max_length, max_a)) + 3
+            for n_a, n_b in zip(piece_counts(tokenizer, a), piece_counts(tokenizer, b))]
 
 
 def fit_pair(n_a: int, n_b: int, max_length: int, max_a: int | None = None) -> tuple[int, int]:
@@ -272,6 +295,43 @@ def pair_inputs(tokenizer, a: list[list[int]], b: list[list[int]], max_length: i
 def last_layer(bert, ids: "torch.Tensor", mask: "torch.Tensor") -> "torch.Tensor":
     """(B, L) ids and mask of single texts -> (B, L, H) BERT's last-layer token states."""
     return bert(input_ids=ids, attention_mask=mask).last_hidden_state
+
+
+def cls_forward(bert, input_ids: "torch.Tensor", token_type_ids: "torch.Tensor",
+                attention_mask: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:
+    """For inference (no dropout) of a model that reads BERT's last layer at [CLS] only: (the last layer's [CLS]
+    state (B, 1, H), the last layer's input (B, L, H), i.e. hidden_states[-2]). The same numbers as BERT's forward,
+    but the last layer's query, attention output and feed-forward run for the [CLS] row alone (its keys and values
+    still over every position): 1/6 less work on a 6-layer BERT."""
+    import torch.nn.functional as F
+
+    def layer_forward(layer, rows, x, mask):  # BertLayer, eval: `rows` (B, R, H) attend over x (B, L, H)
+        attention = layer.attention.self
+        heads = lambda t: t.view(*t.shape[:2], attention.num_attention_heads, -1).transpose(1, 2)  # noqa: E731
+        q, k, v = heads(attention.query(rows)), heads(attention.key(x)), heads(attention.value(x))  # (B, h, ., d)
+        if rows.shape[1] == x.shape[1]:
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=attention.scaling)  # (B, h, L, d)
+        else:  # [CLS] alone: spelled out, as SDPA's CPU kernel splits one query row by thread count (other floats)
+            logits = (q @ k.transpose(-1, -2)) * attention.scaling                                   # (B, h, R, L)
+            context = logits.masked_fill(~mask, float("-inf")).softmax(-1) @ v                       # (B, h, R, d)
+        context = context.transpose(1, 2).reshape(rows.shape)                                       # (B, R, H)
+        a = layer.attention.output.LayerNorm(layer.attention.output.dense(context) + rows)
+        return layer.output.LayerNorm(layer.output.dense(layer.intermediate(a)) + a)                 # (B, R, H)
+
+    x = bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)                          # (B, L, H)
+    mask = attention_mask.bool()[:, None, None, :]                                                   # (B, 1, 1, L)
+    *layers, last = bert.encoder.layer
+    for layer in layers:
+        x = layer_forward(layer, x, x, mask)
+    return layer_forward(last, x[:, :1], x, mask), x
+
+
+def supports_cls_forward(bert) -> bool:
+    """Whether `cls_forward` computes what this BERT's own forward does: an encoder with absolute positions."""
+    config = bert.config
+    return (not config.is_decoder and not getattr(config, "add_cross_attention", False)
+            and getattr(config, "position_embedding_type", "absolute") in (None, "absolute")
+            and all(hasattr(layer.attention.self, "scaling") for layer in bert.encoder.layer))
 
 
 def cls_pool(output, pooling: str = "pooler") -> "torch.Tensor":

@@ -23,6 +23,11 @@ encodings stored once (`irpipe encode`, pipeline/rerank/store.py) and scored lat
     model.encode_documents(texts) -> list of (rows_i, dims) float tensors
     model.encode_queries(texts)   -> list of query encodings (whatever `score_encoded` takes)
     model.score_encoded(query, documents) -> (n,) scores of one query against n stored document encodings
+
+and, so that the batched path (pipeline/rerank/batching.py) sorts texts by length and tokenises the next batch while
+this one computes, optionally: `text_lengths(texts, side)`, `prepare_texts(texts, side)` (CPU tensors) and
+`encode_prepared(prepared, side)` (side: "query" or "document"); by default the words of a text, the texts
+themselves, and `encode_queries` / `encode_documents` of them.
 """
 from __future__ import annotations
 
@@ -52,9 +57,9 @@ class Batch:
     def size(self) -> int:
         return len(self.pairs)
 
-    def to(self, device: torch.device | str) -> "Batch":
-        move = lambda t: t.to(device) if t is not None else None  # noqa: E731
-        return Batch({k: v.to(device) for k, v in self.tensors.items()}, self.truncated, self.pairs,
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
+        move = lambda t: t.to(device, non_blocking=non_blocking) if t is not None else None  # noqa: E731
+        return Batch({k: move(v) for k, v in self.tensors.items()}, self.truncated, self.pairs,
                      move(self.labels), move(self.groups))
 
 
@@ -93,6 +98,11 @@ class RerankModel(nn.Module):
     def prepare(self, pairs: list[Pair]) -> Batch:
         raise NotImplementedError
 
+    def input_lengths(self, pairs: list[Pair]) -> list[int]:
+        """The positions each pair takes in a batch (what batches are sorted and budgeted by, pipeline/rerank/
+        batching.py); default: the words of query and text. BERT models count their word pieces, as laid out."""
+        return [len(p.query.split()) + len(p.text.split()) for p in pairs]
+
     def score(self, output) -> torch.Tensor:
         """(B,) ranking scores from the forward output."""
         raise NotImplementedError
@@ -120,3 +130,12 @@ class LateInteraction:
 
     def score_encoded(self, query: torch.Tensor, documents: list[torch.Tensor]) -> torch.Tensor:
         raise NotImplementedError
+
+    def text_lengths(self, texts: list[str], side: str) -> list[int]:
+        return [len(text.split()) for text in texts]
+
+    def prepare_texts(self, texts: list[str], side: str):
+        return texts
+
+    def encode_prepared(self, prepared, side: str) -> list[torch.Tensor]:
+        return (self.encode_queries if side == "query" else self.encode_documents)(prepared)

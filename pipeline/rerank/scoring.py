@@ -1,9 +1,16 @@
-"""Running a model: devices, autocast, and batched scoring of pairs (`predict`) shared by reranking and training.
+"""Running a model: devices, autocast, int8 quantisation, and batched scoring of pairs (`predict`) shared by
+reranking and training.
 
-`predict` sorts the pairs by length so that a batch holds similar lengths (less padding), runs under
-`torch.inference_mode` (and autocast when asked), counts the pairs the model had to truncate, and, with
-`with_loss=True`, also returns the mean of the model's own loss over labelled pairs (dev loss; pairs of one query
-form one group).
+`predict` scores pairs through the one batched path (pipeline/rerank/batching.py): sorted by length (the model's
+`input_lengths`, word pieces for the BERT models), cut into batches of at most `batch_size` pairs and
+`batch_tokens` padded positions, tokenised on a background thread while the model computes, scores gathered on the
+device and copied back once, in input order; a CUDA out-of-memory halves the batch. It runs in eval mode under
+`torch.inference_mode` (and autocast: `amp`, by default bf16 on CUDA and none on the CPU), counts the pairs the
+model had to truncate, and, with `with_loss=True`, also returns the mean of the model's own loss over labelled
+pairs (dev loss; pairs of one query form one group).
+
+How a model runs (not what it computes) is a `Runtime`: batch limits, device, autocast, int8 quantisation (CPU:
+`quantize="int8"`, the linear layers dynamically quantised; scores move by about 1e-2, rankings barely), threads.
 """
 from __future__ import annotations
 
@@ -13,29 +20,39 @@ from dataclasses import dataclass
 import torch
 
 from pipeline.errors import ConfigError
-from pipeline.log import progress
+from pipeline.rerank.batching import PREFETCH, batch_cuts, batch_limits, in_input_order, length_order, run_batches
 from pipeline.rerank.model import Batch, RerankModel
 from pipeline.rerank.pairs import Pair
 
 AMP_DTYPES = ("bf16", "fp16")
+AMP_CHOICES = ("auto", "none", *AMP_DTYPES)   # auto: bf16 on CUDA, none on the CPU
+QUANTIZE = ("int8",)
 DEVICES = ("auto", "cpu", "cuda")
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """How a model runs (not what it computes): pairs a batch, device ("auto": CUDA when present), autocast,
-    torch CPU threads (None: torch's default)."""
+    """How a model runs (not what it computes): at most `batch_size` pairs and `batch_tokens` padded positions a
+    batch (None: the device's defaults, pipeline/rerank/batching.py `batch_limits`), device ("auto": CUDA when
+    present), autocast ("auto": bf16 on CUDA, none on the CPU), int8 quantisation (CPU), torch CPU threads (None:
+    torch's default)."""
 
-    batch_size: int = 64
+    batch_size: int | None = None
     device: str = "auto"
-    amp: str | None = None
+    amp: str | None = "auto"
     threads: int | None = None
+    batch_tokens: int | None = None
+    quantize: str | None = None
 
     def start(self) -> torch.device:
         """Set the thread count; the device to run on."""
         if self.threads:
             torch.set_num_threads(self.threads)
         return resolve_device(self.device)
+
+    def place(self, model: RerankModel, device: torch.device) -> RerankModel:
+        """`model` on `device`, int8-quantised when asked (for inference only)."""
+        return quantized(model.to(device), self.quantize, device, self.amp)
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -52,22 +69,62 @@ def resolve_device(device: str = "auto") -> torch.device:
     return resolved
 
 
-def check_amp(amp: str | None) -> str | None:
-    if amp in (None, "", "none", "no", False):
-        return None
+def check_amp(amp: str | None) -> str:
+    """"auto" (not given: None, "" or "auto"), "none" (off: "none", "no", false) or a dtype (bf16, fp16)."""
+    if amp in (None, "", "auto"):
+        return "auto"
+    if amp in ("none", "no", False):
+        return "none"
     if amp not in AMP_DTYPES:
-        raise ConfigError(f"amp={amp!r}; choose one of {', '.join(AMP_DTYPES)} or none", field="amp")
+        raise ConfigError(f"amp={amp!r}; choose one of {', '.join(AMP_CHOICES)}", field="amp")
     return amp
 
 
-def autocast(device: torch.device, amp: str | None):
-    """torch.autocast for `amp` on `device`, or a no-op context. fp16 needs CUDA; bf16 works on both."""
+def resolve_amp(amp: str | None, device: torch.device) -> str | None:
+    """The autocast dtype inference runs under (None: none). "auto" is bf16 on CUDA and none on the CPU (where bf16
+    changes scores, and is slower than fp32 without AVX512-BF16 or AMX); "none" is off."""
     amp = check_amp(amp)
-    if amp is None:
+    if amp == "auto":
+        return "bf16" if device.type == "cuda" else None
+    return None if amp == "none" else amp
+
+
+def autocast(device: torch.device, amp: str | None):
+    """torch.autocast for `amp` (a dtype) on `device`, or a no-op context (None, "none"; "auto" too: resolve it
+    first with `resolve_amp`). fp16 needs CUDA; bf16 works on both."""
+    if check_amp(amp) in ("none", "auto"):
         return contextlib.nullcontext()
     if amp == "fp16" and device.type != "cuda":
         raise ConfigError("fp16 autocast needs a CUDA device; use amp=bf16 or no amp on the CPU", field="amp")
     return torch.autocast(device.type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
+
+
+def check_quantize(quantize: str | None) -> str | None:
+    if quantize in (None, "", "none", False):
+        return None
+    if quantize not in QUANTIZE:
+        raise ConfigError(f"quantize={quantize!r}; choose one of {', '.join(QUANTIZE)} or none", field="quantize")
+    return quantize
+
+
+def quantized(model: RerankModel, quantize: str | None, device: torch.device, amp: str | None = None) -> RerankModel:
+    """`model` with its linear layers dynamically quantised to int8 (weights int8, activations quantised per batch;
+    torch.ao.quantization.quantize_dynamic), in place, for CPU inference; unchanged when `quantize` is None."""
+    if check_quantize(quantize) is None:
+        return model
+    if device.type != "cpu":
+        raise ConfigError(f"quantize={quantize} is for the CPU (int8 linears); on CUDA use amp=bf16", field="quantize")
+    if resolve_amp(amp, device) is not None:
+        raise ConfigError(f"quantize={quantize} runs the linear layers in int8: it does not combine with amp={amp}",
+                          field="quantize")
+    import warnings
+
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():  # torch 2.13 marks torch.ao.quantization deprecated (for torchao); it works
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        return quantize_dynamic(model.eval(), {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
 
 
 def labelled(batch: Batch, device: torch.device | str, groups: list[int] | None = None) -> Batch:
@@ -92,34 +149,54 @@ class Scored:
     loss_parts: dict[str, float] | None = None
 
 
-def length_order(pairs: list[Pair]) -> list[int]:
-    """The order `predict` scores pairs in: longest first (query + text characters), ties in input order."""
-    return sorted(range(len(pairs)), key=lambda i: len(pairs[i].query) + len(pairs[i].text), reverse=True)
+def scoring_batches(model: RerankModel, pairs: list[Pair], batch_size: int,
+                    batch_tokens: int) -> tuple[list[int], list[slice]]:
+    """The order `predict` scores `pairs` in (longest first, by the model's `input_lengths`) and its batches
+    (slices of that order): the ray engine cuts its shards from them."""
+    lengths = model.input_lengths(pairs)
+    order = length_order(lengths)
+    return order, list(batch_cuts([lengths[i] for i in order], batch_size, batch_tokens))
 
 
-def predict(model: RerankModel, pairs: list[Pair], batch_size: int = 64, device: torch.device | str = "cpu",
-            amp: str | None = None, with_loss: bool = False, desc: str = "scoring",
-            order: list[int] | None = None) -> Scored:
-    """Score pairs with `model` in length-sorted batches (`order`, default `length_order(pairs)`: the i-th batch is
-    `order[i * batch_size:(i + 1) * batch_size]`), in eval mode and under inference_mode."""
+def predict(model: RerankModel, pairs: list[Pair], batch_size: int | None = None,
+            device: torch.device | str = "cpu", amp: str | None = "auto", with_loss: bool = False,
+            desc: str = "scoring", order: list[int] | None = None, batch_tokens: int | None = None,
+            prefetch: int = PREFETCH) -> Scored:
+    """Score pairs with `model` in length-sorted batches (`order`, default `scoring_batches`' order, cut by
+    `batch_cuts`; limits None: the device's defaults; batch_tokens 0: no budget), in eval mode and under
+    inference_mode (see the module docstring)."""
     device = torch.device(device) if isinstance(device, str) else device
-    order = length_order(pairs) if order is None else order
-    scores = torch.zeros(len(pairs), dtype=torch.float32)
-    truncated, loss_sum, part_sums = 0, 0.0, {}
+    batch_size, batch_tokens = batch_limits(device, batch_size, batch_tokens)
+    lengths = model.input_lengths(pairs)
+    order = length_order(lengths) if order is None else order
+    cuts = list(batch_cuts([lengths[i] for i in order], batch_size, batch_tokens))
+    truncated = 0
+
+    def prepare(chunk: list[Pair]) -> Batch:
+        batch = model.prepare(chunk)
+        return labelled(batch, "cpu") if with_loss else batch
+
+    def compute(batch: Batch):
+        nonlocal truncated
+        cut, batch = batch.truncated, batch.to(device, non_blocking=True)
+        output = model(**batch.tensors)
+        scores = model.score(output).float()                                  # (B,), left on the device
+        if with_loss:
+            loss, size = model.loss(output, batch), len(batch.pairs)
+            scores = scores, loss.total.detach().float() * size, {k: v.detach().float() * size
+                                                                  for k, v in loss.parts.items()}
+        truncated += cut  # once the batch is scored (a batch cut in halves after running out of memory counts once)
+        return scores
+
     model.eval().to(device)
-    with torch.inference_mode(), autocast(device, amp), progress(desc=desc, total=len(order), unit="pair") as bar:
-        for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
-            batch = model.prepare([pairs[i] for i in chunk]).to(device)
-            truncated += batch.truncated
-            output = model(**batch.tensors)
-            scores[chunk] = model.score(output).float().cpu()
-            if with_loss:
-                loss = model.loss(output, labelled(batch, device))
-                loss_sum += float(loss.total) * len(chunk)
-                for name, part in loss.parts.items():
-                    part_sums[name] = part_sums.get(name, 0.0) + float(part) * len(chunk)
-            bar.update(len(chunk))
-    if not with_loss or not order:
-        return Scored(scores.tolist(), truncated)
-    return Scored(scores.tolist(), truncated, loss_sum / len(order), {k: v / len(order) for k, v in part_sums.items()})
+    with torch.inference_mode(), autocast(device, resolve_amp(amp, device)):
+        pieces = run_batches(pairs, order, cuts, prepare, compute, device, desc=desc, unit="pair", prefetch=prefetch,
+                             lengths=lengths)
+    if not with_loss:
+        return Scored(in_input_order(pieces, len(pairs)).cpu().tolist(), truncated)
+    scores = in_input_order([(indices, out[0]) for indices, out in pieces], len(pairs)).cpu().tolist()
+    if not pairs:
+        return Scored(scores, truncated)
+    loss = float(sum(out[1] for _, out in pieces)) / len(pairs)
+    parts = {name: float(sum(out[2][name] for _, out in pieces)) / len(pairs) for name in pieces[0][1][2]}
+    return Scored(scores, truncated, loss, parts)

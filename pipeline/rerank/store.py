@@ -31,7 +31,8 @@ from pipeline.errors import ConfigError, InputError
 from pipeline.log import logger, progress
 from pipeline.rerank.model import LateInteraction
 from pipeline.rerank.pairs import Pair
-from pipeline.rerank.scoring import autocast
+from pipeline.rerank.batching import PREFETCH, batch_cuts, batch_limits, in_input_order, length_order, run_batches
+from pipeline.rerank.scoring import autocast, resolve_amp
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -117,29 +118,48 @@ def read_manifest(directory: Path) -> dict | None:
     return manifest
 
 
-def _encode_in_batches(encode, texts: list[str], batch_size: int, device, amp, desc: str) -> list[torch.Tensor]:
-    """`encode(texts)` over length-sorted batches, results in input order, under inference_mode."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+def encode_texts(model: LateInteraction, texts: list[str], side: str, batch_size: int | None = None, device=None,
+                 amp: str | None = "auto", desc: str = "encode", batch_tokens: int | None = None,
+                 prefetch: int = PREFETCH) -> list[torch.Tensor]:
+    """Each text's encoding (side "document" or "query"), float32 on the CPU, in input order: the batched path of
+    pipeline/rerank/batching.py (sorted by the model's `text_lengths`, tokenised ahead on a background thread, one
+    copy back per batch that does not block, one wait at the end), under inference_mode and autocast."""
+    device = device if device is not None else torch.device("cpu")
+    batch_size, batch_tokens = batch_limits(device, batch_size, batch_tokens)
+    lengths = model.text_lengths(texts, side)
+    order = length_order(lengths)
+    cuts = list(batch_cuts([lengths[i] for i in order], batch_size, batch_tokens))
+
+    def compute(prepared) -> tuple[torch.Tensor, list[int]]:
+        encodings = model.encode_prepared(prepared, side)                          # B x (rows_i, dims), on device
+        rows = [int(e.shape[0]) if e.dim() > 1 else 0 for e in encodings]          # 0: a vector, (dims,)
+        flat = torch.cat([e if e.dim() > 1 else e[None] for e in encodings]).float()
+        return flat.to("cpu", non_blocking=True), rows                             # pinned on the host, from CUDA
+
+    with torch.inference_mode(), autocast(device, resolve_amp(amp, device)):
+        pieces = run_batches(texts, order, cuts, lambda chunk: model.prepare_texts(chunk, side), compute, device,
+                             desc=desc, unit="text", prefetch=prefetch, lengths=lengths)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # the copies to the host have landed
     out: list[torch.Tensor | None] = [None] * len(texts)
-    with torch.inference_mode(), autocast(device, amp), progress(desc=desc, total=len(texts), unit="doc") as bar:
-        for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
-            for i, encoding in zip(chunk, encode([texts[i] for i in chunk])):
-                out[i] = encoding.float()
-            bar.update(len(chunk))
+    for indices, (flat, rows) in pieces:
+        for i, n, encoding in zip(indices, rows, flat.split([max(1, n) for n in rows])):
+            out[i] = encoding if n else encoding[0]
     return out
 
 
 def write_store(directory: str | Path, model: LateInteraction, model_digest: str,
                 documents: Iterable[tuple[str, str]], dtype: str = "fp16", shard_size: int = 10_000,
-                batch_size: int = 64, device: torch.device = torch.device("cpu"), amp: str | None = None) -> dict:
+                batch_size: int | None = None, device: torch.device = torch.device("cpu"),
+                amp: str | None = "auto", batch_tokens: int | None = None) -> dict:
     """Encode `documents` ((docid, text) pairs) into the store at `directory`, resuming what is there."""
     directory = Path(directory)
     manifest, chunks = plan_store(directory, model.name, model_digest, documents, dtype, shard_size)
     model.eval().to(device)
     for chunk in chunks:
         name = shard_name(len(manifest["shards"]))
-        rows, lengths = encode_shard(model, [text for _, text in chunk], dtype, batch_size, device, amp, desc=f"encode {name}")
+        rows, lengths = encode_shard(model, [text for _, text in chunk], dtype, batch_size, device, amp,
+                                     desc=f"encode {name}", batch_tokens=batch_tokens)
         save_shard(directory, manifest, name, [docid for docid, _ in chunk], rows, lengths)
         list_shard(directory, manifest, name, len(chunk), rows)
     return manifest
@@ -170,10 +190,11 @@ def shard_name(number: int) -> str:
     return f"shard-{number:05d}"
 
 
-def encode_shard(model: LateInteraction, texts: list[str], dtype: str, batch_size: int, device: torch.device,
-                 amp: str | None = None, desc: str = "encode") -> tuple[np.ndarray, list[int]]:
+def encode_shard(model: LateInteraction, texts: list[str], dtype: str, batch_size: int | None, device: torch.device,
+                 amp: str | None = "auto", desc: str = "encode",
+                 batch_tokens: int | None = None) -> tuple[np.ndarray, list[int]]:
     """A shard's rows ((rows, dims) in `dtype`, documents one after another) and each document's number of rows."""
-    encodings = _encode_in_batches(model.encode_documents, texts, batch_size, device, amp, desc=desc)
+    encodings = encode_texts(model, texts, "document", batch_size, device, amp, desc, batch_tokens)
     return torch.cat(encodings).cpu().numpy().astype(DTYPES[dtype]), [int(e.shape[0]) for e in encodings]
 
 
@@ -217,9 +238,11 @@ def list_shard(directory: Path, manifest: dict, name: str, count: int, rows: np.
         out.write("\n")
 
 
-def score_late_interaction(model: LateInteraction, pairs: list[Pair], store: EncodingStore | None, batch_size: int,
-                           device: torch.device, amp: str | None = None, desc: str = "scoring") -> list[float]:
-    """Scores of `pairs`: documents from `store` (the rest encoded on the fly, counted), each query encoded once."""
+def score_late_interaction(model: LateInteraction, pairs: list[Pair], store: EncodingStore | None,
+                           batch_size: int | None, device: torch.device, amp: str | None = "auto",
+                           desc: str = "scoring", batch_tokens: int | None = None) -> list[float]:
+    """Scores of `pairs`: documents from `store` (the rest encoded on the fly, counted), each query encoded once;
+    each query's candidates moved to the device in one block, the scores copied back once."""
     model.eval().to(device)
     docids = list(dict.fromkeys(p.docid for p in pairs))
     texts = {p.docid: p.text for p in pairs}
@@ -229,18 +252,19 @@ def score_late_interaction(model: LateInteraction, pairs: list[Pair], store: Enc
         log = logger.info if not missing else logger.warning
         log("%s: %d of %d documents from the store, %d encoded on the fly", desc, len(documents), len(docids),
             len(missing))
-    documents.update(zip(missing, _encode_in_batches(model.encode_documents, [texts[d] for d in missing], batch_size,
-                                                     device, amp, desc=f"{desc} documents")))
+    documents.update(zip(missing, encode_texts(model, [texts[d] for d in missing], "document", batch_size, device,
+                                               amp, f"{desc} documents", batch_tokens)))
     queries = list(dict.fromkeys(p.query for p in pairs))
-    encoded = dict(zip(queries, _encode_in_batches(model.encode_queries, queries, batch_size, device, amp,
-                                                   desc=f"{desc} queries")))
+    encoded = dict(zip(queries, encode_texts(model, queries, "query", batch_size, device, amp, f"{desc} queries",
+                                             batch_tokens)))
     by_query: dict[str, list[int]] = {}
     for i, pair in enumerate(pairs):
         by_query.setdefault(pair.query, []).append(i)
-    scores = [0.0] * len(pairs)
+    pieces = []
     with torch.inference_mode():
         for query, rows in by_query.items():
-            values = model.score_encoded(encoded[query].to(device), [documents[pairs[i].docid].to(device) for i in rows])
-            for i, value in zip(rows, values.float().cpu().tolist()):
-                scores[i] = value
-    return scores
+            candidates = [documents[pairs[i].docid] for i in rows]
+            block = torch.cat(candidates).to(device, non_blocking=True)            # (sum of rows, dims): one copy
+            values = model.score_encoded(encoded[query].to(device), list(block.split([len(c) for c in candidates])))
+            pieces.append((rows, values.float()))
+    return in_input_order(pieces, len(pairs)).cpu().tolist()

@@ -9,9 +9,13 @@
 With `train=DATASET` (+ `dev=`, and any `TrainOptions` field: epochs, lr, seed, negatives, measure...) the model is
 trained once and kept under `<irpipe cache>/models/<key>` (key = model + recipe + model config + the data's
 checksums); later runs load it from there. Other keyword arguments set fields of the model's config
-(`monobert(ckpt=DIR, max_length=512)`, `hcan(train=trecqa/train, encoder=wide)`). `batch_size`, `device`
-("auto": CUDA when present) and `threads` are about how the model runs, not what it computes: no part of a key.
-`amp` ("bf16" | "fp16" autocast) is part of a recipe's key: training in half precision computes another model.
+(`monobert(ckpt=DIR, max_length=512)`, `hcan(train=trecqa/train, encoder=wide)`). `batch_size` (pairs a batch at
+most), `batch_tokens` (padded positions a batch at most; both default to the device's, pipeline/rerank/batching.py),
+`device` ("auto": CUDA when present) and `threads` are about how the model runs, not what it computes: no part of
+a key. `amp` ("auto": bf16 autocast on CUDA, none on the CPU; "none" | "bf16" | "fp16") and `quantize` ("int8":
+the linear layers dynamically quantised, CPU) change the scores a little: they are part of the stage's config (an
+explicit `amp` is also part of a recipe's key: training in half precision computes another model); under "auto"
+on CUDA the stage cache keys the bf16 it runs.
 
 A late-interaction model (`LateInteraction`) scores through its stored-encoding path: documents are encoded alone
 (read from `store=DIR` when given, the missing ones encoded on the fly and counted in the log), each query once;
@@ -40,7 +44,8 @@ from pipeline.rerank.checkpoint import ModelSource, checkpoint_digest, file_dige
 from pipeline.rerank.config import config_to_dict, make_config
 from pipeline.rerank.model import LateInteraction, RerankModel
 from pipeline.rerank.pairs import Pair
-from pipeline.rerank.scoring import DEVICES, Runtime, check_amp, predict
+from pipeline.rerank.scoring import DEVICES, Runtime, check_amp, check_quantize, predict, resolve_amp, \
+    resolve_device
 from pipeline.stages import register, register_model_stages
 from pipeline.stages.rerank import Reranker
 from pipeline.training.options import RUNTIME_OPTIONS, TrainOptions, check_options
@@ -58,8 +63,9 @@ class NeuralReranker(Reranker):
     _cluster = None                   # resolved by bind: the EngineOptions of a cluster to score on (ray engine)
 
     def __init__(self, ckpt: str | None = None, train: str | None = None, dev: str | None = None,
-                 batch_size: int = 64, device: str = "auto", amp: str | None = None, threads: int | None = None,
-                 index: str | None = None, store: str | None = None, **options):
+                 batch_size: int | None = None, device: str = "auto", amp: str | None = "auto",
+                 threads: int | None = None, index: str | None = None, store: str | None = None,
+                 batch_tokens: int | None = None, quantize: str | None = None, **options):
         name = self.name
         if ckpt is not None and train is not None:
             raise ConfigError(f"{name}: a checkpoint folder (ckpt=DIR) or a training recipe (train=DATASET), not both")
@@ -68,7 +74,8 @@ class NeuralReranker(Reranker):
                               "(train=DATASET [, dev=DATASET, epochs=N, ...])")
         if dev is not None and train is None:
             raise ConfigError(f"{name}: dev= goes with a training recipe (train=DATASET)", field="dev")
-        at_least(name, "batch_size", batch_size, 1)
+        at_least(name, "batch_size", batch_size, 1, optional=True)
+        at_least(name, "batch_tokens", batch_tokens, 0, optional=True)
         at_least(name, "threads", threads, 1, optional=True)
         if device not in DEVICES and not str(device).startswith("cuda:"):
             raise ConfigError(f"{name}: device={device!r}; choose one of auto, cpu, cuda, cuda:N", field="device")
@@ -76,7 +83,9 @@ class NeuralReranker(Reranker):
             raise ConfigError(f"{name} scores query and document together: it has no stored encodings (store=)",
                               field="store")
         self.ckpt, self.train, self.dev = (str(ckpt) if ckpt is not None else None), train, dev
-        self.batch_size, self.device, self.amp, self.index = int(batch_size), device, check_amp(amp), index
+        self.batch_size, self.device, self.index = batch_size, device, index
+        self.amp = "none" if amp is None else check_amp(amp)  # None: `amp=none` in a spec
+        self.batch_tokens, self.quantize = batch_tokens, check_quantize(quantize)
         self.threads, self.store = threads, (str(store) if store is not None else None)
         config_fields = {f.name for f in dataclasses.fields(self.model_class.config_class)}
         train_fields = {f.name for f in dataclasses.fields(TrainOptions)} - set(RUNTIME_OPTIONS) - {"amp"}
@@ -99,7 +108,8 @@ class NeuralReranker(Reranker):
         config = {"ckpt": self.ckpt} if self.ckpt is not None else {"train": self.train, "dev": self.dev}
         config.update(sorted(self.train_options.items()))
         config.update(sorted(self.overrides.items()))
-        config.update({"amp": self.amp, "index": self.index, "store": self.store})
+        config.update({"amp": self.amp if self.amp != "auto" else None, "quantize": self.quantize,
+                       "index": self.index, "store": self.store})
         return {k: v for k, v in config.items() if v is not None}
 
     # -- the model ---------------------------------------------------------------------------------------------
@@ -113,7 +123,7 @@ class NeuralReranker(Reranker):
         return pretrained_digest(self.model_class, make_config(self.model_class.config_class, self.overrides))
 
     def runtime(self) -> Runtime:
-        return Runtime(self.batch_size, self.device, self.amp, self.threads)
+        return Runtime(self.batch_size, self.device, self.amp, self.threads, self.batch_tokens, self.quantize)
 
     def fingerprint(self) -> str:
         if self._store is not None:
@@ -122,11 +132,15 @@ class NeuralReranker(Reranker):
             from pipeline.rerank.store import manifest_digest, read_manifest
 
             store = manifest_digest(read_manifest(Path(self.store))) if self.store else ""
-        return f"{self.model_digest()}\x1f{store}\x1f{super().fingerprint()}"
+        fingerprint = f"{self.model_digest()}\x1f{store}\x1f{super().fingerprint()}"
+        if self.amp == "auto" and self.device != "cpu":  # bf16 on CUDA: other scores than the CPU's fp32
+            amp = resolve_amp("auto", resolve_device(self.device))
+            fingerprint += f"\x1famp={amp}" if amp else ""
+        return fingerprint
 
     def recipe(self) -> Recipe:
         return Recipe(self.name, self.train, self.dev, self.train_options, self.overrides, device=self.device,
-                      amp=self.amp, threads=self.threads)
+                      amp=self.amp if self.amp in ("bf16", "fp16") else None, threads=self.threads)
 
     # -- bind ----------------------------------------------------------------------------------------------------
     def resolve(self, binding: Binding) -> None:
@@ -152,7 +166,9 @@ class NeuralReranker(Reranker):
         overrides = tuple(sorted(self.overrides.items())) if self.ckpt or not self.train else ()  # a recipe's: in it
         self.source = ModelSource(self.name, checkpoint, overrides)
         if load:
-            self.model = self.source.load().to(self.runtime().start())
+            runtime = self.runtime()
+            device = runtime.start()
+            self.model = runtime.place(self.source.load(), device)
 
     def stored(self, docid: str) -> bool:
         return self._store is not None and docid in self._store
@@ -171,8 +187,9 @@ class NeuralReranker(Reranker):
             from pipeline.rerank.store import score_late_interaction
 
             return score_late_interaction(self.model, pairs, self._store, self.batch_size, device, self.amp,
-                                          desc=self.name)
-        scored = predict(self.model, pairs, self.batch_size, device, self.amp, desc=self.name)
+                                          desc=self.name, batch_tokens=self.batch_tokens)
+        scored = predict(self.model, pairs, self.batch_size, device, self.amp, desc=self.name,
+                         batch_tokens=self.batch_tokens)
         self.truncated = scored.truncated
         self._warn_truncated(scored.truncated, len(pairs), self.model.config)
         return scored.scores

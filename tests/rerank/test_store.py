@@ -49,19 +49,19 @@ def test_stored_rows_equal_fresh_encodings(tiny, tmp_path, dtype, tolerance):
 def test_a_fault_between_shards_resumes_to_the_same_store(tiny, tmp_path, monkeypatch):
     model, digest = tiny
     whole = write_store(tmp_path / "whole", model, digest, DOCS, shard_size=3)
-    calls, encode = [], model.encode_documents
+    calls, encode = [], model.encode_prepared
 
-    def failing(texts):  # the third shard's encoding dies, as a killed process would
-        calls.append(len(texts))
+    def failing(prepared, side):  # the third shard's encoding dies, as a killed process would
+        calls.append(len(prepared[0]))
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return encode(texts)
+        return encode(prepared, side)
 
-    monkeypatch.setattr(model, "encode_documents", failing)
+    monkeypatch.setattr(model, "encode_prepared", failing)
     with pytest.raises(KeyboardInterrupt):
         write_store(tmp_path / "cut", model, digest, DOCS, shard_size=3, batch_size=64)
     assert json.loads((tmp_path / "cut" / "manifest.json").read_text())["count"] == 6  # two shards kept
-    monkeypatch.setattr(model, "encode_documents", encode)
+    monkeypatch.setattr(model, "encode_prepared", encode)
     resumed = write_store(tmp_path / "cut", model, digest, DOCS, shard_size=3)
     assert resumed["count"] == whole["count"] and resumed["rows"] == whole["rows"]
     a = _rows(EncodingStore.open(tmp_path / "whole", "biencoder", digest))

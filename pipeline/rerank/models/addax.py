@@ -46,7 +46,7 @@ from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, last_layer, single_inputs
+from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, last_layer, single_inputs, single_lengths
 from pipeline.validate import at_least, choice
 from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
@@ -226,6 +226,10 @@ class ADDAX(LateInteraction, BertBackbone, RerankModel):
         return Batch({"query_ids": q_ids, "query_mask": q_mask, "doc_ids": d_ids, "doc_mask": d_mask},
                      q_cut + d_cut, pairs)
 
+    def input_lengths(self, pairs: list[Pair]) -> list[int]:
+        queries, docs = ([p.query for p in pairs], [p.text for p in pairs])
+        return [q + d for q, d in zip(self.text_lengths(queries, "query"), self.text_lengths(docs, "document"))]
+
     # -- the model -----------------------------------------------------------------------------------------------
     def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, L) -> (B, L, d) BERT's last layer; the siamese encoder of both sides."""
@@ -284,16 +288,27 @@ class ADDAX(LateInteraction, BertBackbone, RerankModel):
     # -- late interaction: the BERT pass of a document is stored; the head runs per pair --------------------------
     def encode_documents(self, texts: list[str]) -> list[torch.Tensor]:
         """Each text's V_D: (t_i, d), its real word pieces (what the store keeps)."""
-        return self._encode_apart(texts, self.config.max_doc_length)
+        return self.encode_prepared(self.prepare_texts(texts, "document"), "document")
 
     def encode_queries(self, texts: list[str]) -> list[torch.Tensor]:
-        return self._encode_apart(texts, self.config.max_query_length)
+        return self.encode_prepared(self.prepare_texts(texts, "query"), "query")
 
-    def _encode_apart(self, texts: list[str], length: int) -> list[torch.Tensor]:
-        ids, mask, _ = single_inputs(self.tokenizer, texts, length)
+    def _side_length(self, side: str) -> int:
+        return self.config.max_query_length if side == "query" else self.config.max_doc_length
+
+    def text_lengths(self, texts: list[str], side: str) -> list[int]:
+        return single_lengths(self.tokenizer, texts, self._side_length(side))
+
+    def prepare_texts(self, texts: list[str], side: str) -> tuple[torch.Tensor, torch.Tensor]:
+        ids, mask, _ = single_inputs(self.tokenizer, texts, self._side_length(side))
+        return ids, mask                                                                  # (B, L) each
+
+    def encode_prepared(self, prepared: tuple[torch.Tensor, torch.Tensor], side: str) -> list[torch.Tensor]:
+        ids, mask = prepared
+        rows = mask.sum(1).tolist()                                                       # on the host: no sync
         device = next(self.parameters()).device
-        hidden = self.encode(ids.to(device), mask.to(device))                             # (B, L, d)
-        return [h[:int(m.sum())] for h, m in zip(hidden, mask)]
+        hidden = self.encode(ids.to(device, non_blocking=True), mask.to(device, non_blocking=True))  # (B, L, d)
+        return [h[:n] for h, n in zip(hidden, rows)]
 
     def score_encoded(self, query: torch.Tensor, documents: list[torch.Tensor]) -> torch.Tensor:
         """One query's U_Q (l, d) against n stored V_D (t_i, d): the head batched over all n candidates -> (n,)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, last_layer, mean_pool, single_inputs
+from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, last_layer, mean_pool, single_inputs, single_lengths
 from pipeline.validate import at_least
 from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
@@ -56,6 +56,10 @@ class BiEncoder(LateInteraction, BertBackbone, RerankModel):
         return Batch({"query_ids": q_ids, "query_mask": q_mask, "doc_ids": d_ids, "doc_mask": d_mask},
                      q_cut + d_cut, pairs)
 
+    def input_lengths(self, pairs: list[Pair]) -> list[int]:
+        queries, docs = ([p.query for p in pairs], [p.text for p in pairs])
+        return [q + d for q, d in zip(self.text_lengths(queries, "query"), self.text_lengths(docs, "document"))]
+
     # -- the model -----------------------------------------------------------------------------------------------
     def embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, L) -> (B, H): BERT's last layer, mean over real word pieces."""
@@ -77,14 +81,24 @@ class BiEncoder(LateInteraction, BertBackbone, RerankModel):
         return Loss(ce, {"in_batch_ce": ce})
 
     # -- late interaction: documents and queries apart -----------------------------------------------------------
-    def encode_documents(self, texts: list[str]) -> list[torch.Tensor]:
+    def text_lengths(self, texts: list[str], side: str) -> list[int]:
+        return single_lengths(self.tokenizer, texts, self.config.max_length)
+
+    def prepare_texts(self, texts: list[str], side: str) -> tuple[torch.Tensor, torch.Tensor]:
         ids, mask, _ = single_inputs(self.tokenizer, texts, self.config.max_length)
+        return ids, mask                                                                     # (B, L) each
+
+    def encode_prepared(self, prepared: tuple[torch.Tensor, torch.Tensor], side: str) -> list[torch.Tensor]:
         device = next(self.parameters()).device
-        vectors = F.normalize(self.embed(ids.to(device), mask.to(device)).float(), dim=-1)  # (B, H)
-        return list(vectors.unsqueeze(1))                                                    # B x (1, H)
+        ids, mask = (t.to(device, non_blocking=True) for t in prepared)
+        vectors = F.normalize(self.embed(ids, mask).float(), dim=-1)                        # (B, H)
+        return list(vectors) if side == "query" else list(vectors.unsqueeze(1))              # B x (H,) | (1, H)
+
+    def encode_documents(self, texts: list[str]) -> list[torch.Tensor]:
+        return self.encode_prepared(self.prepare_texts(texts, "document"), "document")       # B x (1, H)
 
     def encode_queries(self, texts: list[str]) -> list[torch.Tensor]:
-        return [v[0] for v in self.encode_documents(texts)]                                  # B x (H,)
+        return self.encode_prepared(self.prepare_texts(texts, "query"), "query")             # B x (H,)
 
     def score_encoded(self, query: torch.Tensor, documents: list[torch.Tensor]) -> torch.Tensor:
         return torch.cat(documents) @ query                                                  # (n, H) @ (H,) = cos

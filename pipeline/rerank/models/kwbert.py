@@ -31,7 +31,8 @@ import torch
 from torch import nn
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_pool, mean_pool, pair_inputs
+from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_forward, cls_pool, mean_pool, pair_inputs, \
+    pair_lengths
 from pipeline.validate import at_least, choice
 from pipeline.rerank.model import Batch, Pair, RerankModel
 from pipeline.rerank.models.monobert import TwoClassOutput
@@ -168,6 +169,9 @@ class KeywordBERT(TwoClassOutput, BertBackbone, RerankModel):
                                          keyword=(a_kw, b_kw))
         return Batch(tensors, truncated, pairs)
 
+    def input_lengths(self, pairs: list[Pair]) -> list[int]:
+        return pair_lengths(self.tokenizer, [p.query for p in pairs], [p.text for p in pairs], self.config.max_length)
+
     # -- the model -----------------------------------------------------------------------------------------------
     def keyword_branch(self, hidden: torch.Tensor, side: torch.Tensor, keyword: torch.Tensor) -> torch.Tensor:
         """(B, L, H) H^(N-1) -> (B, L, H) outputs of the keyword-attentive layer under the mask M."""
@@ -178,10 +182,14 @@ class KeywordBERT(TwoClassOutput, BertBackbone, RerankModel):
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor,
                 side: torch.Tensor, keyword: torch.Tensor) -> torch.Tensor:
-        out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
-                        output_hidden_states=True)
-        h_cls = cls_pool(out, "pooler")                                                # (B, H) main branch
-        states = self.keyword_branch(out.hidden_states[-2], side, keyword)             # (B, L, H)
+        if self.training or not self.cls_only:
+            out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                            output_hidden_states=True)
+            h_cls, penultimate = cls_pool(out, "pooler"), out.hidden_states[-2]        # (B, H), (B, L, H)
+        else:  # inference: layer N for [CLS] alone, the same numbers (bert.py cls_forward)
+            cls, penultimate = cls_forward(self.bert, input_ids, token_type_ids, attention_mask)
+            h_cls = self.bert.pooler(cls)                                              # (B, H) main branch
+        states = self.keyword_branch(penultimate, side, keyword)                       # (B, L, H)
         h_a, h_b = mean_pool(states, side == SIDE_A), mean_pool(states, side == SIDE_B)  # (B, H) each
         if self.config.fusion == "code":
             features = torch.cat([h_cls, torch.tanh(self.keyword_fusion(torch.cat([h_a, h_b], -1)))], -1)  # (B, 2H)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_pool, pair_inputs
+from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_forward, cls_pool, pair_inputs, pair_lengths
 from pipeline.validate import at_least, choice
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
@@ -85,8 +85,16 @@ class MonoBERT(TwoClassOutput, BertBackbone, RerankModel):
                                          max_a=self.config.max_query_length)          # (B, L) each
         return Batch(tensors, truncated, pairs)
 
+    def input_lengths(self, pairs: list[Pair]) -> list[int]:
+        return pair_lengths(self.tokenizer, [p.query for p in pairs], [p.text for p in pairs], self.config.max_length,
+                            max_a=self.config.max_query_length)
+
     # -- the model -----------------------------------------------------------------------------------------------
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
-        h = cls_pool(out, self.config.pooling)                                        # (B, H)
+        if self.training or not self.cls_only:
+            out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
+            h = cls_pool(out, self.config.pooling)                                    # (B, H)
+        else:  # inference: the last layer for [CLS] alone, the same numbers (bert.py cls_forward)
+            cls, _ = cls_forward(self.bert, input_ids, token_type_ids, attention_mask)  # (B, 1, H)
+            h = self.bert.pooler(cls) if self.config.pooling == "pooler" else cls[:, 0]  # (B, H)
         return self.classifier(self.dropout(h))                                       # (B, 2)

@@ -1,0 +1,66 @@
+"""What the inference benchmarks share (inference_speed.py on the CPU, _inference_gpu.py on a GPU): the CPU's name,
+monobert (a checkpoint, or MiniLM with a seeded head), sentence-transformers' CrossEncoder with monobert's weights,
+and the pairs of a DL dataset's shipped top-100."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def cpu_name() -> str:
+    """The CPU's model name and the vector extensions that decide bf16 / int8 speed, from /proc/cpuinfo."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        import platform
+
+        return platform.processor() or "unknown CPU"
+    fields = dict(line.split(":", 1) for line in text.split("\n\n")[0].splitlines() if ":" in line)  # CPU 0
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags = set(fields.get("flags", "").split())
+    extensions = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8") if f in flags]
+    return (f"{fields.get('model name', 'unknown')} (family {fields.get('cpu family', '?')} model "
+            f"{fields.get('model', '?')}; {', '.join(extensions) or 'no AVX2'})")
+
+
+def load_monobert(checkpoint: str | None, max_length: int):
+    """A trained monobert checkpoint, else monobert on all-MiniLM-L6-v2 with a seeded head."""
+    import torch
+
+    from pipeline.rerank.checkpoint import load_checkpoint
+    from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
+
+    if checkpoint:
+        return load_checkpoint(checkpoint).eval()
+    torch.manual_seed(0)
+    return MonoBERT(MonoBERTConfig(max_length=max_length)).eval()
+
+
+def cross_encoder(model, device: str = "cpu", dtype=None):
+    """sentence-transformers' CrossEncoder on all-MiniLM-L6-v2's folder, num_labels=1, with `model`'s weights."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from pipeline.errors import ConfigError
+    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder
+
+    if (model.config.pooling, model.config.score) != ("pooler", "logit"):
+        raise ConfigError("the CrossEncoder comparison needs monobert with pooling=pooler and score=logit")
+    kwargs = {"model_kwargs": {"dtype": dtype}} if dtype is not None else {}
+    ce = CrossEncoder(str(bert_folder(DEFAULT_BERT)), num_labels=1, max_length=model.config.max_length,
+                      device=device, **kwargs)
+    hf = ce[0].model                                                   # BertForSequenceClassification
+    hf.bert.load_state_dict(model.bert.state_dict())
+    weight, bias = model.classifier.weight.detach(), model.classifier.bias.detach()
+    with torch.no_grad():
+        hf.classifier.weight.copy_((weight[1] - weight[0])[None])      # (1, H): z_rel - z_nonrel
+        hf.classifier.bias.copy_((bias[1] - bias[0])[None])
+    return ce
+
+
+def dl_pairs(name: str):
+    from pipeline.data.registry import get_dataset
+    from pipeline.rerank.pairs import pairs_of
+
+    dataset = get_dataset(name)
+    run = dataset.run()
+    return dataset, pairs_of(dataset.topics(), run, run.texts)
