@@ -1,4 +1,4 @@
-"""Benchmark: MRNN's peak memory when reranking against the candidates' length, chunked and unchunked (issue 33).
+"""Benchmark: MRNN's peak memory when reranking against the candidates' length, chunked and unchunked.
 
     python -m pipeline.benchmarks.mrnn_memory [--lengths 256,1024,4096] [--pairs 256] [--query-length 40]
 

@@ -1,4 +1,4 @@
-"""MRNN's bounded memory (issue 33, item 5): the document-aware attention of eqs. (5)-(8) run over the document axis
+"""MRNN's bounded memory: the document-aware attention of eqs. (5)-(8) run over the document axis
 in chunks (a streaming softmax) and the evaluation feature maps in position-bounded groups give the same distances
 as all at once, and the attention never holds a (pairs x n x m) tensor."""
 from __future__ import annotations
