@@ -18,6 +18,11 @@ its config and that list (`digest`); loading checks them (the sizes always, each
 flipped byte or a truncated file anywhere is a CheckpointError naming the file and how to rebuild it (a trained
 recipe of the cache: remove the folder and run the same command again), never a model that scores wrongly.
 Checkpoints saved before these records load unchecked.
+
+Hugging Face folders (pipeline/rerank/hf_folders.py): a monobert or biencoder checkpoint is also a sentence-transformers
+CrossEncoder / SentenceTransformer folder (config.json holds the transformers config beside irpipe's record, which the
+digest covers too), and a cross-encoder or sentence-transformers folder made elsewhere (no irpipe record) loads as
+a monobert / biencoder checkpoint, its config read from the folder.
 """
 from __future__ import annotations
 
@@ -31,10 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline import __version__
 from pipeline.data.files import atomic_write, cache_root, file_sha256, json_digest
-from pipeline.errors import ConfigError, InputError, UnknownNameError
+from pipeline.errors import ConfigError, UnknownNameError
 from pipeline.log import logger
-from pipeline.rerank import models
+from pipeline.rerank import hf_folders, models
 from pipeline.rerank.config import config_to_dict, make_config
+from pipeline.rerank.hf_folders import ModelFolderError
 
 if TYPE_CHECKING:
     from pipeline.rerank.model import RerankModel
@@ -44,7 +50,7 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 
 
-class CheckpointError(InputError):
+class CheckpointError(ModelFolderError):
     """A checkpoint folder that cannot be loaded: names the file (and the field or tensor) at fault."""
 
 
@@ -103,11 +109,12 @@ def save_checkpoint(model: "RerankModel", directory: str | Path, training: dict 
     finally:
         tmp.unlink(missing_ok=True)
     model.save_assets(directory)
+    transformers_config = hf_folders.export(model, directory)  # {} for a model with no transformers form
     written = {name for name, stat in _file_stats(directory).items() if before.get(name) != stat} | {WEIGHTS_FILE}
     files = {name: {"bytes": (directory / name).stat().st_size, "sha256": file_sha256(directory / name)}
              for name in sorted(written)}
     record = {"format": FORMAT, "model": model.name, "config": config_to_dict(model.config), "irpipe": __version__,
-              "training": training or {}, "files": files}
+              "training": training or {}, "files": files} | transformers_config
     record["digest"] = _digest(record)
     with atomic_write(directory / CONFIG_FILE) as out:
         json.dump(record, out, indent=2, ensure_ascii=False)
@@ -128,7 +135,10 @@ def _file_stats(directory: Path) -> dict[str, tuple]:
 
 
 def _digest(record: dict) -> str:
-    return json_digest({key: record.get(key) for key in ("model", "config", "files")})
+    """sha1 of the model, its config, the file records and (when there is one) the transformers config."""
+    digested = {key: record.get(key) for key in ("model", "config", "files")}
+    transformers_config = {key: value for key, value in record.items() if key not in hf_folders.IRPIPE_KEYS}
+    return json_digest(digested | {"transformers": transformers_config} if transformers_config else digested)
 
 
 def verify_checkpoint(directory: str | Path, data: dict | None = None) -> None:
@@ -171,11 +181,14 @@ def rebuild_hint(directory: Path, data: dict | None = None) -> str:
 
 
 def read_checkpoint_config(directory: str | Path) -> dict:
-    """config.json of a checkpoint, checked for shape (not yet against the model)."""
+    """config.json of a checkpoint, checked for shape (not yet against the model); for a transformers or
+    sentence-transformers folder, the record hf_folders makes of it (with "foreign": what it read)."""
     path = Path(directory) / CONFIG_FILE
     if not Path(directory).is_dir():
         raise CheckpointError(directory, "no such checkpoint folder")
     if not path.is_file():
+        if hf_folders.is_foreign(Path(directory), None):  # a sentence-transformers folder, its BERT in a subfolder
+            return hf_folders.foreign_record(Path(directory))
         raise CheckpointError(path, "missing: a checkpoint folder holds config.json and model.safetensors")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -186,6 +199,8 @@ def read_checkpoint_config(directory: str | Path) -> dict:
         raise CheckpointError(path, f"not UTF-8 text; {rebuild_hint(Path(directory))}") from None
     if not isinstance(data, dict):
         raise CheckpointError(path, "expected a JSON object")
+    if hf_folders.is_foreign(Path(directory), data):
+        return hf_folders.foreign_record(Path(directory))
     for key, kind in (("model", str), ("config", dict)):
         if not isinstance(data.get(key), kind):
             raise CheckpointError(path, f"missing or not a {kind.__name__}", field=key)
@@ -203,6 +218,8 @@ def load_checkpoint(directory: str | Path, overrides: dict[str, Any] | None = No
     config_path = directory / CONFIG_FILE
     cls = checkpoint_model_class(data["model"], config_path)
     config = checkpoint_config(cls.config_class, data["config"], config_path, overrides)
+    if "foreign" in data:
+        return hf_folders.load_foreign(cls, config, directory, data["foreign"]).eval()
     verify_checkpoint(directory, data)  # (after the config's own checks, which say more about a hand-edited one)
     weights = directory / WEIGHTS_FILE
     if not weights.is_file():
@@ -247,12 +264,24 @@ def file_digest(path: Path) -> str:
 
 
 def checkpoint_digest(directory: str | Path) -> str:
-    """sha1 over the sha256 of a checkpoint's config.json and weights: a retrained checkpoint invalidates cached
-    runs."""
+    """sha1 over the sha256 of a checkpoint's config.json and weights (of a transformers folder: of each file its
+    load reads): a retrained checkpoint invalidates cached runs."""
     digest = hashlib.sha1()
-    for name in (CONFIG_FILE, WEIGHTS_FILE):
+    for name in _digested_files(Path(directory)):
         digest.update(file_digest(Path(directory) / name).encode())
     return digest.hexdigest()
+
+
+def _digested_files(directory: Path) -> list[str]:
+    """config.json and the weights; of a transformers or sentence-transformers folder, each file its load reads."""
+    path = directory / CONFIG_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):
+        return [CONFIG_FILE, WEIGHTS_FILE]  # (a damaged config.json: its digest, as for any checkpoint)
+    if hf_folders.is_foreign(directory, data):
+        return hf_folders.foreign_record(directory)["foreign"]["files"]
+    return [CONFIG_FILE, WEIGHTS_FILE]
 
 
 @dataclass(frozen=True)
@@ -267,6 +296,10 @@ class ModelSource:
     def load(self) -> "RerankModel":
         """The model, on the CPU, in eval mode."""
         if self.checkpoint is not None:
-            return load_checkpoint(self.checkpoint, dict(self.overrides))
+            model = load_checkpoint(self.checkpoint, dict(self.overrides))
+            if model.name != self.name:
+                raise CheckpointError(self.checkpoint, f"holds a {model.name} model, not a {self.name}: use "
+                                      f"{model.name}(ckpt={self.checkpoint}) or --model {self.checkpoint}")
+            return model
         model_class = models.model_class(self.name)
         return model_class(make_config(model_class.config_class, dict(self.overrides))).eval()
