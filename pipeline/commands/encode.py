@@ -4,20 +4,27 @@
     irpipe encode --model models/be --run runs/x.trec --dataset cacm --output stores/x   # a run's candidates (texts
                                                                                           # from the dataset or --index)
     irpipe encode --model biencoder --corpus corpus.jsonl --output stores/c --dtype fp32  # every document of a corpus
+    irpipe encode --model models/addax --dataset dl19-passage --output stores/a --dtype residual2  # compressed rows
 
 Shards are written atomically; running the same command again resumes (finished shards are kept, their documents
-skipped). A store of another model is refused. `--engine ray --workers N` encodes the shards on a Ray cluster
+skipped); a damaged shard (size or sha256 differ from the manifest's) is encoded again. A store of another model is
+refused. `--dtype` chooses how a row is kept (pipeline/rerank/codecs.py); a residual codebook is trained on a
+sample of the documents when the store is made. `--engine ray --workers N` encodes the shards on a Ray cluster
 (pipeline/engine/): the same store, byte for byte.
 """
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Iterator
 
 from pipeline.commands.data_args import add_data_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
 from pipeline.commands.rerank import add_model_args, model_runtime
 from pipeline.errors import ConfigError
+from pipeline.rerank.codecs import DTYPES
+
+CODEC_SAMPLE = 2048  # = pipeline.rerank.store.CODEC_SAMPLE (not imported here: it loads torch)
 
 
 def define_args(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +33,13 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     add_data_args(parser, parts=("corpus", "index", "run"),
                   what="what to encode: a run's candidates (--run, or the dataset's), else every document")
     parser.add_argument("--output", required=True, metavar="STORE", help="store folder (created, or resumed)")
-    parser.add_argument("--dtype", choices=("fp16", "fp32"), default="fp16", help="stored precision (default fp16)")
+    parser.add_argument("--dtype", choices=DTYPES, default="fp16",
+                        help="how a row is kept (pipeline/rerank/codecs.py): fp16 (default), fp32, int8 (per-row "
+                             "scale), residual2 / residual1 (ColBERTv2: a centroid id and a 2- or 1-bit residual)")
+    parser.add_argument("--codec-sample", type=int, default=CODEC_SAMPLE, metavar="N",
+                        help=f"residual dtypes: documents whose rows train the codebook (default {CODEC_SAMPLE})")
+    parser.add_argument("--centroids", type=int, default=None, metavar="K",
+                        help="residual dtypes: k-means centroids (default ColBERTv2's 2^floor(log2(16 sqrt(rows))))")
     parser.add_argument("--shard-size", type=int, default=10_000, metavar="N", help="documents per shard (default 10,000)")
     add_model_args(parser, what="documents")
     add_engine_args(parser, shards=())  # a store shard (--shard-size) is the unit of work
@@ -60,6 +73,21 @@ def _documents(args) -> Iterator[tuple[str, str]]:
     return ((docid, texts[docid]) for docid in dict.fromkeys(d for hits in run.ranking.values() for d, _ in hits))
 
 
+def encode_command(args: argparse.Namespace) -> str:
+    """The command that makes this store, recorded in its manifest: a damaged shard's error says to run it again."""
+    parts = ["irpipe", "encode", "--model", args.model]
+    for flag in ("dataset", "run", "corpus", "index"):
+        if getattr(args, flag, None):
+            parts += [f"--{flag}", str(getattr(args, flag))]
+    for item in args.config:
+        parts += ["--set", item]
+    parts += ["--output", str(args.output), "--dtype", args.dtype, "--shard-size", str(args.shard_size)]
+    if args.dtype.startswith("residual"):
+        parts += ["--codec-sample", str(args.codec_sample)] + (["--centroids", str(args.centroids)] if args.centroids
+                                                                 else [])
+    return shlex.join(parts)
+
+
 def main(args: argparse.Namespace) -> int:
     from pipeline.commands.train import key_values
     from pipeline.rerank.model import LateInteraction
@@ -70,8 +98,10 @@ def main(args: argparse.Namespace) -> int:
     stage = reranker_for_model(args.model, **model_runtime(args), **key_values(args.config, "--set"))
     if not issubclass(stage.model_class, LateInteraction):
         raise ConfigError(f"{stage.name} scores query and document together: it has no document encodings to store")
-    if args.shard_size < 1:
-        raise ConfigError("--shard-size must be >= 1")
+    for flag, value in (("--shard-size", args.shard_size), ("--codec-sample", args.codec_sample),
+                        ("--centroids", args.centroids or 1)):
+        if value < 1:
+            raise ConfigError(f"{flag} must be >= 1")
     stage.resolve_model(load=options.kind == "local")  # the model alone: a recipe is trained first
     if options.kind == "ray":
         from pipeline.engine.tasks import encode_on_cluster
@@ -80,7 +110,8 @@ def main(args: argparse.Namespace) -> int:
                                         _documents(args), args.dtype, args.shard_size, options)
     else:
         manifest = write_store(args.output, stage.model, stage.model_digest(), _documents(args), args.dtype,
-                               args.shard_size, args.batch_size, stage.runtime().start(), stage.amp, args.batch_tokens)
+                               args.shard_size, args.batch_size, stage.runtime().start(), stage.amp, args.batch_tokens,
+                               args.codec_sample, args.centroids, encode_command(args))
     print(f"{args.output}: {manifest['count']} documents, {manifest['rows']} rows of {manifest['dims']} dims "
           f"({manifest['dtype']}), {len(manifest['shards'])} shards, model {manifest['model']}")
     return 0

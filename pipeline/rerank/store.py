@@ -1,43 +1,61 @@
 """Stored document encodings of a late-interaction model (`irpipe encode`), and scoring with them.
 
-A store is a folder of shards, ColBERT's way: rows of all documents of a shard in one raw array, the docid ->
-(offset, rows) map beside it, and a manifest naming the model that made it:
+A store is a folder of shards, ColBERT's way: the rows of all documents of a shard in one raw array of fixed-size
+records (the codec, pipeline/rerank/codecs.py, says how a row is kept: fp32, fp16, int8, residual2, residual1), the
+docid -> (offset, rows) map beside it, and a manifest naming the model that made it and each file's size and sha256:
 
-    STORE/manifest.json       {"format": 1, "model": "biencoder", "model_digest": sha1, "dtype": "float16",
-                               "dims": 384, "count": documents, "rows": rows, "shards": [{"name", "count", "rows"}]}
-    STORE/shard-00000.bin     (rows, dims) little-endian float16 (or float32), memory-mapped on read
+    STORE/manifest.json       {"format": 2, "model": "addax", "model_digest": sha1, "dtype": "residual2", "dims": 384,
+                               "row_bytes": 98, "count": documents, "rows": rows, "command": "irpipe encode ...",
+                               "codec": {"file": "codec.safetensors", "bytes", "sha256", "centroids", "sample_rows"},
+                               "shards": [{"name", "count", "rows", "bin": {"bytes", "sha256"}, "ids": {...}}]}
+    STORE/codec.safetensors   residual<b>: centroids (k, d), bucket cutoffs (d, 2^b - 1) and weights (d, 2^b)
+    STORE/shard-00000.bin     (rows, row_bytes) uint8 records, memory-mapped on read, decoded per document
     STORE/shard-00000.ids     docid<TAB>offset<TAB>rows, one line per document
+
+The residual codebook is trained when the store is made, on the rows of a sample of the documents to encode (up to
+`codec_sample`, evenly spread), and kept for good: a resumed encode compresses with the same codebook.
+
+Integrity: opening a store checks every listed file's size; a shard's sha256 is checked the first time a process
+reads it (the codec's at open). A damaged file is an InputError (exit 2) naming it and the `irpipe encode` command
+(recorded in the manifest) whose rerun re-encodes that shard alone: `irpipe encode` checks the listed shards the
+same way, drops a damaged one and encodes its documents again. A format-1 store (fp16/fp32, made before the
+checksums) is read as it is; encoding into one is refused.
 
 Writing is resumable and atomic per shard: a shard's files are written under temporary names and renamed, then
 the manifest, rewritten atomically, lists it; a shard the manifest does not list does not exist. A rerun of the
-same command skips the documents already stored; a store of another model, or another dtype, is refused. The
-manifest's digest joins the reranking stage's cache fingerprint. On a Ray cluster (pipeline/engine/) shards finish
-out of order: each is written as it comes and listed once those before it are; a resumed job keeps a written,
-unlisted shard whose docids are those it planned for it.
+same command skips the documents already stored; a store of another model, or another dtype, is refused. Two
+encoders into one store take turns (a file lock, pipeline/data/locks.py, around planning and writing; the second
+reads the manifest after the first is done and encodes only what is still missing). The manifest's digest joins
+the reranking stage's cache fingerprint. On a Ray cluster (pipeline/engine/) shards finish out of order: each is
+written as it comes and listed once those before it are; a resumed job keeps a written, unlisted shard whose
+docids are those it planned for it.
 """
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import torch
 
 from pipeline.data.files import atomic_write
+from pipeline.data.locks import file_lock
 from pipeline.errors import ConfigError, InputError
-from pipeline.log import logger, progress
+from pipeline.log import logger
+from pipeline.rerank.codecs import Codec, check_dtype, dims_of, needs_training, train_codec
+from pipeline.rerank.store_manifest import (CODEC, FORMAT, MANIFEST, file_record, manifest_digest, read_manifest,
+                                            store_codec, verify_file)
 from pipeline.rerank.model import LateInteraction
 from pipeline.rerank.pairs import Pair
 from pipeline.rerank.batching import PREFETCH, batch_cuts, batch_limits, in_input_order, length_order, run_batches
 from pipeline.rerank.scoring import autocast, resolve_amp
 
-FORMAT = 1
-MANIFEST = "manifest.json"
-DTYPES = {"fp16": np.float16, "fp32": np.float32}
-
+DTYPES = {"fp16": np.float16, "fp32": np.float32}  # pipeline/engine/tasks.py: a resumed float store's dims
+CODEC_SAMPLE = 2048  # documents whose rows train a residual codebook
+Encoder = Callable[[list[str]], list[torch.Tensor]]   # texts -> each one's (rows, dims) float32 encoding
 
 class EncodingStore:
     """A store opened for reading: `get(docids)` gives each stored document's (rows, dims) float32 tensor."""
@@ -46,6 +64,7 @@ class EncodingStore:
         self.directory, self.manifest = directory, manifest
         self._locations: dict[str, tuple[int, int, int]] | None = None  # read on first use, not for `digest`
         self._arrays: dict[int, np.ndarray] = {}
+        self._codec: Codec | None = None
 
     @property
     def _where(self) -> dict[str, tuple[int, int, int]]:
@@ -53,7 +72,7 @@ class EncodingStore:
         if self._locations is None:
             self._locations = {}
             for number, shard in enumerate(self.manifest["shards"]):
-                ids = self.directory / f"{shard['name']}.ids"
+                ids = verify_file(self.directory, self.manifest, shard, "ids")
                 for line_number, line in enumerate(ids.read_text(encoding="utf-8").splitlines(), 1):
                     parts = line.split("\t")
                     if len(parts) != 3:
@@ -63,7 +82,8 @@ class EncodingStore:
 
     @classmethod
     def open(cls, directory: str | Path, model: str, model_digest: str) -> "EncodingStore":
-        """The store at `directory`, refused unless `model` with weights `model_digest` made it."""
+        """The store at `directory`, refused unless `model` with weights `model_digest` made it; every file's size
+        checked against the manifest."""
         directory = Path(directory)
         manifest = read_manifest(directory)
         if manifest is None:
@@ -73,6 +93,9 @@ class EncodingStore:
             raise ConfigError(f"store={directory} holds encodings of another model ({manifest['model']}, weights "
                               f"{manifest['model_digest'][:12]}); this stage's model is {model} "
                               f"({model_digest[:12]}): encode again with this model", field="store")
+        for shard in manifest["shards"]:
+            for kind in ("bin", "ids"):
+                verify_file(directory, manifest, shard, kind, content=False)
         return cls(directory, manifest)
 
     def __len__(self) -> int:
@@ -84,38 +107,30 @@ class EncodingStore:
     def digest(self) -> str:
         return manifest_digest(self.manifest)
 
+    @property
+    def codec(self) -> Codec:
+        if self._codec is None:
+            self._codec = store_codec(self.directory, self.manifest)
+        return self._codec
+
     def _array(self, number: int) -> np.ndarray:
         if number not in self._arrays:
             shard = self.manifest["shards"][number]
-            self._arrays[number] = np.memmap(self.directory / f"{shard['name']}.bin", mode="r",
-                                             dtype=DTYPES[self.manifest["dtype"]],
-                                             shape=(shard["rows"], self.manifest["dims"]))
+            path = verify_file(self.directory, self.manifest, shard, "bin")
+            self._arrays[number] = np.memmap(path, mode="r", dtype=np.uint8,
+                                             shape=(shard["rows"], self.codec.row_bytes))
         return self._arrays[number]
 
     def get(self, docid: str) -> torch.Tensor:
         number, offset, rows = self._where[docid]
-        return torch.from_numpy(np.array(self._array(number)[offset:offset + rows], dtype=np.float32))  # a copy
+        return torch.from_numpy(self.codec.decode(self._array(number)[offset:offset + rows]))  # a copy, float32
 
 
-def manifest_digest(manifest: dict | None) -> str:
-    """What identifies a store's contents: sha1 of its manifest (the shards it lists, the model that made it)."""
-    return hashlib.sha1(json.dumps(manifest or {}, sort_keys=True).encode()).hexdigest()
-
-
-def read_manifest(directory: Path) -> dict | None:
-    path = directory / MANIFEST
-    if not path.is_file():
-        return None
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
-        raise InputError(path, f"not a readable store manifest ({error})") from None
-    for key in ("model", "model_digest", "dtype", "dims", "shards"):
-        if key not in manifest:
-            raise InputError(path, "missing", field=key)
-    if manifest.get("format") != FORMAT:
-        raise InputError(path, f"store format {manifest.get('format')!r}; this irpipe reads {FORMAT}", field="format")
-    return manifest
+@contextlib.contextmanager
+def store_lock(directory: str | Path) -> Iterator[None]:
+    """Held around planning and writing: two encoders into one store take turns."""
+    with file_lock(Path(directory) / MANIFEST, f"encoding store {directory}"):
+        yield
 
 
 def encode_texts(model: LateInteraction, texts: list[str], side: str, batch_size: int | None = None, device=None,
@@ -151,66 +166,142 @@ def encode_texts(model: LateInteraction, texts: list[str], side: str, batch_size
 def write_store(directory: str | Path, model: LateInteraction, model_digest: str,
                 documents: Iterable[tuple[str, str]], dtype: str = "fp16", shard_size: int = 10_000,
                 batch_size: int | None = None, device: torch.device = torch.device("cpu"),
-                amp: str | None = "auto", batch_tokens: int | None = None) -> dict:
+                amp: str | None = "auto", batch_tokens: int | None = None, codec_sample: int = CODEC_SAMPLE,
+                centroids: int | None = None, command: str | None = None) -> dict:
     """Encode `documents` ((docid, text) pairs) into the store at `directory`, resuming what is there."""
-    directory = Path(directory)
-    manifest, chunks = plan_store(directory, model.name, model_digest, documents, dtype, shard_size)
     model.eval().to(device)
-    for chunk in chunks:
-        name = shard_name(len(manifest["shards"]))
-        rows, lengths = encode_shard(model, [text for _, text in chunk], dtype, batch_size, device, amp,
-                                     desc=f"encode {name}", batch_tokens=batch_tokens)
-        save_shard(directory, manifest, name, [docid for docid, _ in chunk], rows, lengths)
-        list_shard(directory, manifest, name, len(chunk), rows)
+
+    def encode(texts: list[str], desc: str = "encode") -> list[torch.Tensor]:
+        return encode_texts(model, texts, "document", batch_size, device, amp, desc, batch_tokens)
+
+    return write_encoded(directory, model.name, model_digest, documents, encode, dtype, shard_size, codec_sample,
+                         centroids, command)
+
+
+def write_encoded(directory: str | Path, model_name: str, model_digest: str, documents: Iterable[tuple[str, str]],
+                  encode: Encoder, dtype: str = "fp16", shard_size: int = 10_000, codec_sample: int = CODEC_SAMPLE,
+                  centroids: int | None = None, command: str | None = None) -> dict:
+    """`write_store` with the documents' encoder given: `encode(texts)` -> each text's (rows, dims) float32."""
+    directory = Path(directory)
+    with store_lock(directory):
+        manifest, chunks = plan_store(directory, model_name, model_digest, documents, dtype, shard_size, encode,
+                                      codec_sample, centroids, command)
+        for name, chunk in zip(shard_names(manifest, len(chunks)), chunks):
+            encodings = encode([text for _, text in chunk], f"encode {name}")
+            rows = torch.cat(encodings).cpu().float().numpy()
+            save_shard(directory, manifest, name, [docid for docid, _ in chunk], rows, [len(e) for e in encodings])
+            list_shard(directory, manifest, name, len(chunk), rows)
     return manifest
 
 
 def plan_store(directory: Path, model_name: str, model_digest: str, documents: Iterable[tuple[str, str]],
-               dtype: str, shard_size: int) -> tuple[dict, list[list[tuple[str, str]]]]:
+               dtype: str, shard_size: int, encode: Encoder | None = None, codec_sample: int = CODEC_SAMPLE,
+               centroids: int | None = None, command: str | None = None) -> tuple[dict, list[list[tuple[str, str]]]]:
     """The store's manifest (read, or new) and the shards still to encode: the documents not stored yet, in input
-    order, `shard_size` to a shard. A store of another model or dtype is refused."""
-    if dtype not in DTYPES:
-        raise ConfigError(f"dtype={dtype!r}; choose one of {', '.join(DTYPES)}", field="dtype")
+    order, `shard_size` to a shard. Run under `store_lock`. A store of another model or dtype is refused; a listed
+    shard whose files are damaged is dropped (its documents are encoded again); a residual codebook is trained on
+    the rows of a sample of the documents (`encode`) when the store has none yet."""
+    check_dtype(dtype)
     directory.mkdir(parents=True, exist_ok=True)
     manifest = read_manifest(directory) or {"format": FORMAT, "model": model_name, "model_digest": model_digest,
-                                            "dtype": dtype, "dims": None, "count": 0, "rows": 0, "shards": []}
+                                            "dtype": dtype, "dims": None, "row_bytes": None, "count": 0, "rows": 0,
+                                            "command": command, "codec": None, "shards": []}
+    if manifest["format"] != FORMAT:
+        raise ConfigError(f"{directory} is a format-{manifest['format']} store (made before stores carried "
+                          f"checksums and codecs): encode into a new --output folder, or remove it", field="output")
     if (manifest["model"], manifest["model_digest"], manifest["dtype"]) != (model_name, model_digest, dtype):
         raise ConfigError(f"{directory} holds {manifest['dtype']} encodings of another model ({manifest['model']}, "
                           f"{manifest['model_digest'][:12]}); choose another --output folder", field="output")
-    stored = set(EncodingStore(directory, manifest)._where)
     for stale in directory.glob(".shard-*.tmp"):  # a shard interrupted before the manifest listed it
         stale.unlink()
+    if manifest["shards"]:
+        drop_damaged(directory, manifest)
+    stored = set(EncodingStore(directory, manifest)._where)
     items = list({docid: text for docid, text in documents if docid not in stored}.items())
     if stored:
         logger.info("%s: %d documents already stored, %d to encode", directory, len(stored), len(items))
+    if needs_training(dtype) and manifest["codec"] is None and items:
+        if encode is None:
+            raise ConfigError(f"dtype={dtype} trains its codebook on encoded documents: give an encoder")
+        train_store_codec(directory, manifest, items, encode, codec_sample, centroids)
     return manifest, [items[start:start + shard_size] for start in range(0, len(items), shard_size)]
+
+
+def drop_damaged(directory: Path, manifest: dict) -> None:
+    """Unlist the shards whose files are missing or differ from their records (size or sha256), and remove them."""
+    kept = []
+    for shard in manifest["shards"]:
+        try:
+            for kind in ("bin", "ids"):
+                verify_file(directory, manifest, shard, kind)
+            kept.append(shard)
+        except InputError as error:
+            logger.warning("%s; encoding its %d documents again", str(error).split(";")[0], shard["count"])
+            for kind in ("bin", "ids"):
+                (directory / f"{shard['name']}.{kind}").unlink(missing_ok=True)
+            manifest["count"] -= shard["count"]
+            manifest["rows"] -= shard["rows"]
+    if len(kept) < len(manifest["shards"]):
+        manifest["shards"] = kept
+        save_manifest(directory, manifest)
+
+
+def train_store_codec(directory: Path, manifest: dict, items: list[tuple[str, str]], encode: Encoder,
+                      codec_sample: int, centroids: int | None) -> None:
+    """Train the residual codebook on the rows of up to `codec_sample` of `items`, evenly spread; write it."""
+    from safetensors.numpy import save_file
+
+    step = max(1, len(items) / max(1, codec_sample))
+    sample = [items[int(i * step)][1] for i in range(min(len(items), max(1, codec_sample)))]
+    rows = torch.cat(encode(sample, "codebook sample")).cpu().float().numpy()
+    codec = train_codec(manifest["dtype"], rows, centroids)
+    tmp = directory / f".shard-codec.{os.getpid()}.tmp"
+    save_file(codec.arrays(), str(tmp))
+    os.replace(tmp, directory / CODEC)
+    manifest["dims"], manifest["row_bytes"] = codec.dims, codec.row_bytes
+    manifest["codec"] = {"file": CODEC, **file_record(directory / CODEC), "centroids": len(codec.centroids),
+                         "sample_documents": len(sample), "sample_rows": len(rows)}
+    logger.info("%s: %s codebook of %d centroids trained on %d rows of %d documents", directory, manifest["dtype"],
+                len(codec.centroids), len(rows), len(sample))
+    save_manifest(directory, manifest)
 
 
 def shard_name(number: int) -> str:
     return f"shard-{number:05d}"
 
 
+def shard_names(manifest: dict, count: int) -> list[str]:
+    """Names for `count` new shards, numbered after every listed one."""
+    start = 1 + max((int(s["name"].rpartition("-")[2]) for s in manifest["shards"]), default=-1)
+    return [shard_name(start + number) for number in range(count)]
+
+
 def encode_shard(model: LateInteraction, texts: list[str], dtype: str, batch_size: int | None, device: torch.device,
                  amp: str | None = "auto", desc: str = "encode",
                  batch_tokens: int | None = None) -> tuple[np.ndarray, list[int]]:
-    """A shard's rows ((rows, dims) in `dtype`, documents one after another) and each document's number of rows."""
+    """A shard's rows ((rows, dims) float32, documents one after another; `save_shard` compresses them as the
+    store's codec says) and each document's number of rows."""
     encodings = encode_texts(model, texts, "document", batch_size, device, amp, desc, batch_tokens)
-    return torch.cat(encodings).cpu().numpy().astype(DTYPES[dtype]), [int(e.shape[0]) for e in encodings]
+    return torch.cat(encodings).cpu().float().numpy(), [int(e.shape[0]) for e in encodings]
 
 
 def save_shard(directory: Path, manifest: dict, name: str, docids: list[str], rows: np.ndarray,
                lengths: list[int]) -> None:
-    """Write a shard's files, each atomically (the shard exists only once `list_shard` lists it)."""
+    """Write a shard's files, each atomically (the shard exists only once `list_shard` lists it): its rows
+    (float32 (rows, dims)) compressed by the store's codec."""
     manifest["dims"] = manifest["dims"] or int(rows.shape[1])
     if rows.shape[1] != manifest["dims"]:
         raise ConfigError(f"{directory}: encodings of {rows.shape[1]} dims, the store holds {manifest['dims']}")
+    codec = store_codec(directory, manifest)
+    manifest["row_bytes"] = codec.row_bytes
     lines, offset = [], 0
     for docid, length in zip(docids, lengths):
         if "\t" in docid or "\n" in docid:
             raise ConfigError(f"document id {docid!r} holds a tab or newline: it cannot be stored")
         lines.append(f"{docid}\t{offset}\t{length}\n")
         offset += length
-    for suffix, write in ((".bin", lambda path: rows.tofile(path)),
+    records = codec.encode(rows)
+    for suffix, write in ((".bin", lambda path: records.tofile(path)),
                           (".ids", lambda path: Path(path).write_text("".join(lines), encoding="utf-8"))):
         tmp = directory / f".{name}{suffix}.{os.getpid()}.tmp"
         write(tmp)
@@ -228,11 +319,20 @@ def saved_shard(directory: Path, name: str) -> tuple[list[str], int] | None:
 
 
 def list_shard(directory: Path, manifest: dict, name: str, count: int, rows: np.ndarray | int) -> None:
-    """Add a written shard to the manifest, rewritten atomically: from then on the shard exists."""
+    """Add a written shard, with its files' sizes and sha256, to the manifest, rewritten atomically: from then on
+    the shard exists."""
     rows = rows if isinstance(rows, int) else int(rows.shape[0])
-    manifest["shards"].append({"name": name, "count": count, "rows": rows})
+    records = {kind: file_record(directory / f"{name}.{kind}") for kind in ("bin", "ids")}
+    if manifest["dims"] is None and rows:  # a resumed engine job's first shard, written by the run before
+        manifest["row_bytes"] = records["bin"]["bytes"] // rows
+        manifest["dims"] = dims_of(manifest["dtype"], manifest["row_bytes"])
+    manifest["shards"].append({"name": name, "count": count, "rows": rows, **records})
     manifest["count"] += count
     manifest["rows"] += rows
+    save_manifest(directory, manifest)
+
+
+def save_manifest(directory: Path, manifest: dict) -> None:
     with atomic_write(directory / MANIFEST) as out:
         json.dump(manifest, out, indent=2)
         out.write("\n")
