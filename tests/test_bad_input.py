@@ -258,17 +258,7 @@ def _gone(pid: int, timeout: float = 30) -> bool:
         time.sleep(0.1)
 
 
-def test_sigterm_during_indexing_stops_java_and_removes_scratch(tmp_path):
-    """SIGTERM to `irpipe index` while Anserini runs: the Java child is gone, no scratch folder stays, exit 143."""
-    child, java = _index_in_a_child(tmp_path)
-    child.send_signal(signal.SIGTERM)
-    _, err = child.communicate(timeout=60)
-    assert child.returncode == 143 and "Traceback" not in err, err
-    # gone at once when irpipe reaped it; a JVM that outlived the reap by a moment (seen once in three runs on a
-    # loaded machine) must still be gone within seconds (its parent-death signal): waiting 10 s, not 0, so that
-    # the test says whether Java outlives irpipe, not how busy the machine is
-    assert _gone(java, timeout=10)
-    assert [p.name for p in tmp_path.iterdir()] == ["docs.jsonl"]  # no scratch folder, no index
+# SIGTERM and SIGINT during indexing: tests/test_faults_kills.py
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's prctl")

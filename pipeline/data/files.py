@@ -1,8 +1,10 @@
 """Small file helpers shared by every reader and writer: atomic writes, text reading and line iteration.
 
 Every text file is read as UTF-8 through `open_text`/`numbered_lines`/`read_text`, so a binary or mis-encoded
-file is one `InputError` naming the file and the line; every output is written through `atomic_write`, so a
-read-only or full folder is one `OutputError` naming the file.
+file is one `InputError` naming the file and the line; every output is written through `atomic_write` (a file
+object) or `write_by_path` (a writer that takes a path: safetensors, numpy), or inside `writing(folder)`, so a
+read-only, forbidden or full place is one `OutputError` (exit 2) naming the file the user asked for -- not the
+scratch file beside it, which is removed -- with the bytes free (and needed, where known) on a full disk.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import tempfile
 import time
 import zlib
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
 
 from pipeline.errors import InputError, MissingResourceError, OutputError
 from pipeline.log import logger
@@ -33,18 +35,104 @@ STALE_SECONDS = 24 * 3600  # a pid-less scratch file this old belongs to a kille
 _UMASK = os.umask(0)  # read once (os.umask can only be read by setting it) and put back at once
 os.umask(_UMASK)
 # errors of the place written to, not of the program: reported with the file and what to do
-_OUTPUT_ERRNOS = {errno.ENOSPC: "free some space or write elsewhere", errno.EDQUOT: "free some space or write elsewhere",
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+_OUTPUT_ERRNOS = {errno.ENOSPC: "free some space or write elsewhere",
+                  errno.EDQUOT: "free some space or write elsewhere",
                   errno.EROFS: "the file system is read-only: write elsewhere",
                   errno.EACCES: "make the folder writable or write elsewhere",
                   errno.EPERM: "make the folder writable or write elsewhere", errno.EFBIG: "write elsewhere"}
+# the same errors as writers that are not Python's file objects report them, without an errno: safetensors (Rust's
+# "... (os error 28)"), torch.save ("file write failed"), numpy's tofile ("N requested and M written")
+_MESSAGES = ((errno.ENOSPC, ("No space left on device", "os error 28")),
+             (errno.EDQUOT, ("Disk quota exceeded", "os error 122")),
+             (errno.EROFS, ("Read-only file system", "os error 30")),
+             (errno.EACCES, ("Permission denied", "os error 13")))
+_SHORT_WRITE = ("requested and", "file write failed", "unexpected pos")  # no reason given: full when space is short
 
 
-def output_error(path: str | Path, error: OSError) -> OutputError | None:
-    """An `OutputError` for an OSError caused by the place written to (full, read-only, no permission), else None."""
-    hint = _OUTPUT_ERRNOS.get(error.errno)
+def free_bytes(path: str | Path) -> int | None:
+    """Bytes free to this process on the file system holding `path` (or its nearest existing folder)."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
+def _write_errno(path: Path, error: BaseException, needed: int | None) -> int | None:
+    if isinstance(error, OSError) and error.errno is not None:
+        return error.errno
+    text = str(error)
+    for number, words in _MESSAGES:
+        if any(word in text for word in words):
+            return number
+    if any(words in text for words in _SHORT_WRITE):  # a short write with no reason: a full disk, if space is short
+        free = free_bytes(path)
+        if free is not None and free < max(needed or 0, 1 << 20):
+            return errno.ENOSPC
+    return None
+
+
+def output_error(path: str | Path | None, error: BaseException, needed: int | None = None) -> OutputError | None:
+    """An `OutputError` for an error caused by the place written to (full, read-only, no permission), else None.
+
+    It names the file the user asked for, not a scratch file beside it (`.NAME.PID...`), and for a full disk the
+    bytes free there and, where the writer knows them, the bytes `needed`."""
+    if isinstance(error, OutputError):
+        return error
+    if path is None or not isinstance(error, Exception):
+        return None
+    number = _write_errno(Path(path), error, needed)
+    hint = _OUTPUT_ERRNOS.get(number)
     if hint is None:
         return None
-    return OutputError(error.filename or path, f"cannot write: {error.strerror}; {hint}")
+    filename = getattr(error, "filename", None)
+    if filename and not Path(filename).name.startswith("."):
+        path = filename  # the folder or file at fault (a parent that cannot be made), unless it is our scratch
+    reason = os.strerror(number)
+    if number in _FULL:
+        free = free_bytes(path)
+        space = [f"{count:,} bytes {what}" for count, what in ((needed, "needed"), (free, "free")) if count is not None]
+        hint += f" ({', '.join(space)})" if space else ""
+    return OutputError(path, f"cannot write: {reason}; {hint}")
+
+
+def write_by_path(path: str | Path, write: Callable[[str], None], needed: int | None = None) -> Path:
+    """`write(scratch)` for a writer that takes a path (safetensors, numpy's tofile, save_pretrained), then the
+    scratch file renamed to `path`. A failed write leaves no scratch file and no `path` (or the previous one); a
+    full, read-only or forbidden place is an `OutputError` naming `path` (and the `needed` bytes, where known)."""
+    path = Path(path)
+    tmp = path.with_name(f"{scratch_prefix(path.name)}tmp")
+    try:
+        write(str(tmp))
+        os.replace(tmp, path)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        mapped = output_error(path, error, needed)
+        if mapped is not None:
+            raise mapped from None
+        raise
+    return path
+
+
+@contextlib.contextmanager
+def writing(path: str | Path, needed: int | None = None, cleanup: Callable[[], None] | None = None) -> Iterator[None]:
+    """Writes into `path` (a folder, by several writers): an error of the place written to is an `OutputError`
+    naming `path`; on any failure `cleanup()` runs first (removing what was written half)."""
+    try:
+        yield
+    except BaseException as error:
+        if cleanup is not None:
+            with contextlib.suppress(OSError):
+                cleanup()
+        mapped = output_error(path, error, needed)
+        if mapped is not None:
+            raise mapped from None
+        raise
 
 
 _digests: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process
@@ -89,10 +177,10 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException as error:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-            raise output_error(path, error) from None  # the disk filled while writing
+        if isinstance(error, OSError) and error.errno in (*_FULL, errno.EFBIG, errno.EROFS, errno.EACCES):
+            raise output_error(path, error) from None  # the disk filled (or went read-only) while writing
         raise
 
 

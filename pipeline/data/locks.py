@@ -77,8 +77,9 @@ def _acquire(lock: Path, what: str) -> int:
                     waited = True
                 fcntl.flock(fd, fcntl.LOCK_EX)
             if _still_there(fd, lock):
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+                with contextlib.suppress(OSError):  # a note for waiters: a full disk must not stop the lock
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
                 return fd
         except BaseException:
             os.close(fd)

@@ -12,7 +12,9 @@ scratch folder; a scratch folder whose process was killed outright is swept by t
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import errno
 import functools
 import json
 import logging
@@ -24,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from array import array
 from collections import deque
@@ -33,7 +36,8 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from pipeline import java
-from pipeline.data.files import INDEX_METADATA, atomic_write, cache_root, read_index_metadata, scratch_prefix, sweep_stale
+from pipeline.data.files import (INDEX_METADATA, atomic_write, cache_root, output_error, read_index_metadata,
+                                 scratch_prefix, sweep_stale)
 from pipeline.errors import ConfigError, InputError, IrpipeError
 from pipeline.log import logger, progress
 from pipeline.retrieve.lucene import SEGMENTERS, LuceneIndex
@@ -41,6 +45,9 @@ from pipeline.retrieve.lucene import SEGMENTERS, LuceneIndex
 CHUNK_DOCS = 200_000
 _PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h): the signal a process gets when its parent dies
 _PROGRESS = re.compile(r"files completed|documents indexed in")
+# what Anserini (Java) prints when it cannot write the index: the errno it stands for
+_JAVA_WRITE_ERRORS = {"No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT,
+                      "Read-only file system": errno.EROFS, "Permission denied": errno.EACCES}
 SCRATCH = "irpipe-index"  # scratch folders `.irpipe-index.PID.*` beside the index, swept when their process is gone
 DUPLICATES = ("refuse", "keep-first")  # what to do with a repeated document id
 # How a Chinese dataset's own index splits text into terms: jieba words (indexed pre-tokenized, queries cut the
@@ -151,9 +158,11 @@ def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretok
         command += ["-language", language]
     logger.debug("running %s", " ".join(command))
     tail: deque[str] = deque(maxlen=30)
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             preexec_fn=_terminated_with(os.getpid()) if sys.platform == "linux" else None)
+    child = None
     try:
+        with _signals_held():  # a Ctrl-C or SIGTERM while Popen runs is raised once `child` is set, so it is stopped
+            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     preexec_fn=_terminated_with(os.getpid()) if sys.platform == "linux" else None)
         with child.stdout:
             for line in child.stdout:
                 tail.append(line.rstrip())
@@ -162,12 +171,38 @@ def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretok
                 logger.log(level, "anserini: %s", line.rstrip().split(" - ", 1)[-1])
         _, status, usage = os.wait4(child.pid, 0)
     except BaseException:  # Ctrl-C, SIGTERM (pipeline.cli.Terminated): the child goes too, before its folder
-        _stop(child)
+        if child is not None:
+            with _signals_held():  # a second Ctrl-C waits until the child is stopped and reaped
+                _stop(child)
         raise
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0 or not any(target.glob("segments_*")):
+        log = "\n".join(tail)
+        for reason, number in _JAVA_WRITE_ERRORS.items():  # a full or read-only disk: the user's to fix (exit 2)
+            if reason in log:
+                raise OSError(number, f"Anserini could not write the index: {reason}")
         raise IndexingError(f"Anserini IndexCollection failed (exit {child.returncode}):\n" + "\n".join(tail))
     return usage.ru_maxrss // 1024
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM noted but not raised inside the block, then raised again (to the handlers from before) as
+    it ends: an interrupted block cannot leave a half-started or unreaped child behind. Main thread only (Python
+    runs signal handlers there); elsewhere a plain block."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {number: signal.signal(number, lambda signum, frame: caught.append(signum)) for number in held}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for number in caught[:1]:
+            signal.raise_signal(number)
 
 
 def _terminated_with(parent: int) -> Callable[[], None]:
@@ -216,33 +251,37 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
         pretokenized = True
     if index_dir.exists() and not overwrite:
         raise ConfigError(f"{index_dir} already exists: pass --overwrite to replace it")
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    sweep_stale(index_dir.parent, SCRATCH)
-    with tempfile.TemporaryDirectory(prefix=scratch_prefix(SCRATCH), dir=index_dir.parent) as scratch:
-        parts, target = Path(scratch) / "parts", Path(scratch) / "index"
-        parts.mkdir()
-        hashes = _write_parts(docs, parts, segment)
-        if not hashes:
-            raise ConfigError(f"no documents to index from {source}")
-        count = _check_duplicates(parts, hashes, duplicates, source, locate)
-        logger.info("indexing %d documents with Anserini (%d threads)", count, threads)
-        java_peak_mb = _run_anserini(parts, target, threads, language, pretokenized, store_positions,
-                                     store_docvectors, store_raw, memory_buffer)
-        metadata = {"source": source, "documents": count, "language": language, "pretokenized": pretokenized,
-                    "store_positions": store_positions, "store_docvectors": store_docvectors, "store_raw": store_raw,
-                    "threads": threads, "memory_buffer_mb": memory_buffer, "anserini": java.anserini_jar().name,
-                    "seconds": round(time.perf_counter() - start, 2),
-                    "peak_rss_mb": {"python": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-                                    "java": java_peak_mb},
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        if segmenter is not None:
-            metadata["segmenter"] = segmenter
-        with atomic_write(target / INDEX_METADATA) as out:
-            json.dump(metadata, out, indent=2)
-        if index_dir.exists():
-            shutil.rmtree(index_dir)
-        os.replace(target, index_dir)
+    try:  # a full, read-only or forbidden place: exit 2 naming the index (the scratch folder goes)
+        index_dir.parent.mkdir(parents=True, exist_ok=True)
+        sweep_stale(index_dir.parent, SCRATCH)
+        with tempfile.TemporaryDirectory(prefix=scratch_prefix(SCRATCH), dir=index_dir.parent) as scratch:
+            parts, target = Path(scratch) / "parts", Path(scratch) / "index"
+            parts.mkdir()
+            hashes = _write_parts(docs, parts, segment)
+            if not hashes:
+                raise ConfigError(f"no documents to index from {source}")
+            count = _check_duplicates(parts, hashes, duplicates, source, locate)
+            logger.info("indexing %d documents with Anserini (%d threads)", count, threads)
+            java_peak_mb = _run_anserini(parts, target, threads, language, pretokenized, store_positions,
+                                         store_docvectors, store_raw, memory_buffer)
+            metadata = {"source": source, "documents": count, "language": language, "pretokenized": pretokenized,
+                        "store_positions": store_positions, "store_docvectors": store_docvectors,
+                        "store_raw": store_raw,
+                        "threads": threads, "memory_buffer_mb": memory_buffer, "anserini": java.anserini_jar().name,
+                        "seconds": round(time.perf_counter() - start, 2),
+                        "peak_rss_mb": {"python": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+                                        "java": java_peak_mb},
+                        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            if segmenter is not None:
+                metadata["segmenter"] = segmenter
+            with atomic_write(target / INDEX_METADATA) as out:
+                json.dump(metadata, out, indent=2)
+            if index_dir.exists():
+                shutil.rmtree(index_dir)
+            os.replace(target, index_dir)
+    except OSError as error:
+        raise output_error(index_dir, error) or error from None
     logger.info("index %s: %d documents in %.1fs", index_dir, count, metadata["seconds"])
     return metadata
 

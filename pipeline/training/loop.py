@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from pipeline import __version__
-from pipeline.data.files import atomic_write
-from pipeline.errors import ConfigError
+from pipeline.data.files import atomic_write, writing
+from pipeline.errors import ConfigError, OutputError
 from pipeline.log import logger, progress
 from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.rerank.model import Loss, RerankModel
@@ -126,7 +126,7 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
             record = _epoch(run, model, sampling, stepper, generator, state)
             if on_epoch_end is not None:
                 on_epoch_end(record)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, OutputError):  # Ctrl-C, SIGTERM, a full disk: what --resume continues from
         saved = run.store.committed()
         logger.warning("interrupted: %s", f"epochs 1-{saved} are saved in {run.store.root}; continue with --resume"
                        if saved else "no epoch was saved yet; --resume would start afresh")
@@ -207,7 +207,8 @@ def _epoch(run: TrainingRun, model: RerankModel, sampling: str, stepper: Stepper
     stepper.end_epoch(value if value is not None else record["loss"])
     improved = _select(run, state, value, epoch)
     if improved:
-        save_checkpoint(model, run.out, training=_summary(run, state, record, finished=False))
+        with writing(run.out):  # a full or read-only disk: exit 2 naming the folder (no traceback)
+            save_checkpoint(model, run.out, training=_summary(run, state, record, finished=False))
     record.update(best=improved, seconds=round(time.perf_counter() - start, 2))
     state.history.append(record)
     state.epoch = epoch

@@ -14,7 +14,6 @@ never a mix. Resuming checks every file against its recorded digest and refuses 
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 from collections.abc import Callable
@@ -25,7 +24,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from pipeline.data.files import atomic_write
+from pipeline.data.files import atomic_write, write_by_path, writing
 from pipeline.errors import ConfigError, IrpipeError
 from pipeline.rerank.checkpoint import file_digest
 
@@ -96,16 +95,6 @@ def set_rng_state(state: dict, generator: torch.Generator) -> None:
 
 # -- the committed state -----------------------------------------------------------------------------------------
 
-def write_by_path(path: Path, write: Callable[[str], None]) -> None:
-    """`write(scratch path)` (a writer that takes a path, like safetensors'), then rename it to `path`."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(str(tmp))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 @dataclass(frozen=True)
 class StateStore:
     """The saved states under `root`, one folder `<unit>-<number>` each, the committed one named by current.json."""
@@ -128,18 +117,22 @@ class StateStore:
         """Write the state after epoch (step) `number` into a new folder -- `write_model(folder)` the model's files,
         then `trainer` -- commit it by replacing current.json (the one step that makes it the state), then sweep."""
         folder = self.root / f"{self.unit}-{number:0{self.width}d}"
-        if folder.exists():  # a save of this number that was killed before its commit
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
-        write_model(folder)
-        tensors: dict = {}
-        encoded = encode_state(trainer, tensors)
-        write_by_path(folder / TENSORS, lambda path: save_file(tensors, path))
-        with atomic_write(folder / RECORD) as out:
-            json.dump(encoded, out)
-        files = {p.name: file_digest(p) for p in sorted(folder.iterdir()) if p.is_file()}
-        with atomic_write(self.root / COMMIT) as out:  # the commit point
-            json.dump({"folder": folder.name, self.unit: number, "files": files}, out, indent=2)
+        # a full or read-only disk: exit 2 naming the folder, this save's half-written folder removed, the last
+        # commit kept (`--resume` continues from it once there is space)
+        with writing(folder, cleanup=lambda: shutil.rmtree(folder, ignore_errors=True)):
+            if folder.exists():  # a save of this number that was killed before its commit
+                shutil.rmtree(folder)
+            folder.mkdir(parents=True)
+            write_model(folder)
+            tensors: dict = {}
+            encoded = encode_state(trainer, tensors)
+            write_by_path(folder / TENSORS, lambda path: save_file(tensors, path),
+                          needed=sum(t.numel() * t.element_size() for t in tensors.values()))
+            with atomic_write(folder / RECORD) as out:
+                json.dump(encoded, out)
+            files = {p.name: file_digest(p) for p in sorted(folder.iterdir()) if p.is_file()}
+            with atomic_write(self.root / COMMIT) as out:  # the commit point
+                json.dump({"folder": folder.name, self.unit: number, "files": files}, out, indent=2)
         self.sweep()
 
     def load(self) -> tuple[Path, dict]:
