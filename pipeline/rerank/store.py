@@ -96,7 +96,9 @@ class EncodingStore:
         for shard in manifest["shards"]:
             for kind in ("bin", "ids"):
                 verify_file(directory, manifest, shard, kind, content=False)
-        return cls(directory, manifest)
+        store = cls(directory, manifest)
+        store.codec  # a residual codebook: read and checked now
+        return store
 
     def __len__(self) -> int:
         return len(self._where)

@@ -16,7 +16,7 @@ READS = (1, 2)      # format 1: fp16/fp32 rows, no checksums
 MANIFEST = "manifest.json"
 CODEC = "codec.safetensors"
 
-_codecs: dict[tuple[str, str], Codec] = {}  # (codec file, sha256) -> its codec, per process
+_codecs: dict[tuple, Codec] = {}  # (codec file, size, mtime, sha256) -> its codec, per process
 
 
 def manifest_digest(manifest: dict | None) -> str:
@@ -79,14 +79,15 @@ def file_record(path: Path) -> dict:
 
 
 def store_codec(directory: Path, manifest: dict) -> Codec:
-    """The store's codec; a residual codebook read from codec.safetensors, checked (size and sha256) once."""
-    record = manifest.get("codec")
+    """The store's codec; a residual codebook read from codec.safetensors: its size checked on every call, its
+    sha256 once per process and file version (a rewritten file is checked and read again)."""
     if not needs_training(manifest["dtype"]):
         return load_codec(manifest["dtype"], manifest["dims"])
-    path = directory / CODEC
-    key = (str(path.resolve()), record["sha256"])
+    record, path = manifest["codec"], directory / CODEC
+    stat = path.stat() if path.is_file() else None
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, record["sha256"]) if stat else None
     if key not in _codecs:
-        if not path.is_file() or file_record(path) != {"bytes": record["bytes"], "sha256": record["sha256"]}:
+        if stat is None or stat.st_size != record["bytes"] or file_sha256(path) != record["sha256"]:
             raise InputError(path, f"missing or damaged (size or sha256 differ from the manifest's): every shard "
                              f"needs this codebook; {rebuild_hint(directory, manifest)}")
         from safetensors.numpy import load_file
