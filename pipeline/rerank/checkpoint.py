@@ -169,6 +169,10 @@ def verify_checkpoint(directory: str | Path, data: dict | None = None) -> None:
 
 def rebuild_hint(directory: Path, data: dict | None = None) -> str:
     """How to get a sound copy of the checkpoint in `directory` back."""
+    if (Path(directory) / hf_folders.MODULES).is_file() and not (Path(directory) / "bert").is_dir():
+        return ("if sentence-transformers saved this folder from an irpipe checkpoint, it kept irpipe's record: remove "
+                "irpipe's keys (format, model, config, irpipe, training, files, digest) from config.json, and it "
+                "loads as a transformers folder")
     if Path(directory).resolve().parent == (cache_root() / "models").resolve():
         return (f"it is a trained recipe of the cache: remove it (rm -r {directory}) and run the same command again, "
                 "which trains it anew")

@@ -2,34 +2,29 @@
 folder, a biencoder checkpoint a `SentenceTransformer` folder, and such folders made elsewhere load as monobert
 and biencoder checkpoints (pipeline/rerank/checkpoint.py calls both ways).
 
-Out (`export`, from save_checkpoint). The weights irpipe saves already carry the names transformers gives them:
-monobert (pooling=pooler) is BertForSequenceClassification with 2 labels (bert.*, classifier.*), the biencoder a
-BertModel under bert.*. So the checkpoint's own model.safetensors is the transformers model's, and config.json
-holds, beside irpipe's record, the BERT's transformers config (architectures, model_type, sizes: the keys
-transformers reads; irpipe's keys are extra attributes to it). Added beside them:
+Out (`export`). irpipe's weights already carry transformers' names: monobert (pooling=pooler) is
+BertForSequenceClassification with 2 labels (bert.*, classifier.*), the biencoder a BertModel under bert.*. So
+model.safetensors serves both, config.json holds the transformers config beside irpipe's record (irpipe's keys
+are extra attributes to transformers), and these are added:
 
-    DIR/tokenizer.json, tokenizer_config.json    the tokenizer, model_max_length = the model's max_length
-    DIR/modules.json                              [Transformer at DIR, then ...]
-    DIR/sentence_bert_config.json                 the Transformer module: sequence-classification | feature-extraction
-    DIR/config_sentence_transformers.json         model_type; activation_fn (CrossEncoder); similarity (cosine)
-    monobert:  DIR/1_Dense/{config.json, model.safetensors}   scores (B, 2) -> (B, 1): z_rel - z_nonrel, weights [-1 1]
-    biencoder: DIR/1_Pooling/config.json (mean), DIR/2_Normalize (L2)
+    tokenizer.json, tokenizer_config.json    the tokenizer, model_max_length = the model's max_length
+    modules.json, sentence_bert_config.json  Transformer at DIR (sequence-classification | feature-extraction), then
+      monobert:  1_Dense/{config.json, model.safetensors}  scores (B, 2) -> (B, 1) = z_rel - z_nonrel: [-1 1]
+      biencoder: 1_Pooling/config.json (mean), 2_Normalize
+    config_sentence_transformers.json        model_type; activation_fn (Identity: logit, Sigmoid: prob); cosine
 
-CrossEncoder(DIR).predict(pairs) = monobert's score: z_1 - z_0 (score=logit, activation Identity) or softmax(z)_1
-= sigmoid(z_1 - z_0) (score=prob, activation Sigmoid); SentenceTransformer(DIR).similarity(encode(q), encode(d)) =
-the biencoder's cosine. Inputs are cut as irpipe cuts them except for a pair whose query is longer than
-max_query_length or than the document's remaining room (transformers cuts the longer side first). monobert with
-pooling=cls has no transformers form (BertForSequenceClassification reads the pooler): its folder is irpipe's only.
+CrossEncoder(DIR).predict = monobert's z_1 - z_0 (score=logit) or softmax(z)_1 = sigmoid(z_1 - z_0) (score=prob);
+SentenceTransformer(DIR): cosine of encode(q), encode(d) = the biencoder's. Inputs are cut as irpipe cuts them
+unless a query is longer than max_query_length or the document's room (transformers cuts the longer side first).
+monobert with pooling=cls has no transformers form (BertForSequenceClassification reads the pooler).
 
-In (`foreign_record`, `load_foreign`): a folder with no irpipe record in config.json --
-  * a cross-encoder: config.json with architectures BertForSequenceClassification (num_labels 1 or 2), weights in
-    model.safetensors, tokenizer files; with or without sentence-transformers' modules.json (one Transformer);
-  * a sentence-transformers folder: modules.json = Transformer, Pooling (mean), [Normalize];
-is read as a monobert / biencoder checkpoint: its config from the folder (max_length from max_seq_length or the
-tokenizer's model_max_length, at most the BERT's positions; score from the CrossEncoder's activation: Sigmoid ->
-prob, else logit), a 1-label head w as the 2-class head [0; w] (so z_1 - z_0 = w h + b, the logit). Scores:
-monobert = CrossEncoder.predict (num_labels 1); = predict[:, 1] - predict[:, 0] (num_labels 2, Identity).
-What irpipe cannot run the same way (another architecture, CLS or max pooling, a Dense module, dot-product
+In (`foreign_record`, `load_foreign`): a folder with no irpipe record in config.json -- a cross-encoder
+(BertForSequenceClassification, 1 or 2 labels, model.safetensors, tokenizer; with or without modules.json) or a
+sentence-transformers folder (Transformer -> Pooling (mean) [-> Normalize]) -- is read as a monobert / biencoder
+checkpoint: max_length from max_seq_length or the tokenizer's model_max_length (at most the positions), score from
+the CrossEncoder's activation (Sigmoid / Softmax -> prob, else logit), a 1-label head w, b as the 2-class head
+[0; w], [0; b]: monobert = CrossEncoder.predict (1 label), = predict[:, 1] - predict[:, 0] (2 labels, Identity).
+What irpipe cannot run the same way (another architecture, CLS or max pooling, other modules, dot-product
 similarity without Normalize, weights in pytorch_model.bin only) is a ModelFolderError naming the file.
 """
 from __future__ import annotations
@@ -201,16 +196,19 @@ def foreign_record(directory: Path) -> dict:
         config = {"bert": str(bert), "max_length": _max_length(bert, hf), "scale": 20.0}
         labels = 0
     else:
-        if modules and kinds != ["Transformer"]:
+        if modules and kinds not in (["Transformer"], ["Transformer", "Dense"]):
             raise ModelFolderError(directory / MODULES, f"modules {' -> '.join(kinds)}: irpipe's monobert reads a "
-                                   "cross-encoder of one Transformer module", field="type")
+                                   "cross-encoder of one Transformer module [-> the Dense z_1 - z_0 head]",
+                                   field="type")
         hf = _read_hf_config(bert, ("BertForSequenceClassification",))
         labels = _labels(bert / "config.json", hf)
+        if "Dense" in kinds:  # the head irpipe's own CrossEncoder folders carry, saved again by sentence-transformers
+            files += _check_difference_head(directory / dict(modules)["Dense"], directory, labels)
         length = _max_length(bert, hf)
         model = "monobert"
         config = {"bert": str(bert), "max_length": length, "max_query_length": min(64, length - 4),
                   "pooling": "pooler", "dropout": hf.get("hidden_dropout_prob", 0.1),
-                  "score": _score(directory, hf, labels)}
+                  "score": _score(directory, hf, 1 if "Dense" in kinds else labels)}
     weights = bert / WEIGHTS
     if not weights.is_file():
         legacy = [name for name in ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack")
@@ -316,6 +314,35 @@ def _score(directory: Path, hf: dict, labels: int) -> str:
     return "logit"
 
 
+def _check_difference_head(folder: Path, directory: Path, labels: int) -> list[str]:
+    """The Dense module of `export`'s cross-encoders (2 labels -> z_1 - z_0), or a ModelFolderError naming it."""
+    import torch
+
+    config = read_json(folder / "config.json")
+    wanted = {"in_features": 2, "out_features": 1, "activation_function": IDENTITY}
+    if labels != 2 or any(config.get(key) != value for key, value in wanted.items()):
+        raise ModelFolderError(folder / "config.json", "a Dense module irpipe does not run: it reads the head its "
+                               "own CrossEncoder folders carry (2 labels -> z_1 - z_0, Identity)", field="type")
+    tensors = _load_tensors(folder / WEIGHTS)
+    if not (torch.equal(tensors.get("linear.weight", torch.zeros(0)), torch.tensor([[-1.0, 1.0]]))
+            and torch.equal(tensors.get("linear.bias", torch.zeros(1)), torch.zeros(1))):
+        raise ModelFolderError(folder / WEIGHTS, "weights other than [-1 1] (z_1 - z_0): irpipe's monobert "
+                               "cannot score through this head")
+    return [_relative(folder / "config.json", directory), _relative(folder / WEIGHTS, directory)]
+
+
+def _load_tensors(path: Path) -> dict:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    if not path.is_file():
+        raise ModelFolderError(path, "missing")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as error:
+        raise ModelFolderError(path, f"not a readable safetensors file ({error})") from None
+
+
 def _check_mean_pooling(path: Path) -> None:
     pooling = read_json(path)
     mode = pooling.get("pooling_mode")
@@ -338,8 +365,6 @@ def load_foreign(model_class, config, directory: Path, foreign: dict):
     """The model of a folder `foreign_record` read: its BERT built from the folder's config, the folder's
     tokenizer, the weights (a 1-label head w, b as the 2-class head [0; w], [0; b])."""
     import torch
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
     from transformers import AutoTokenizer, BertConfig, BertModel
     from transformers.utils import logging as hf_logging
 
@@ -348,10 +373,7 @@ def load_foreign(model_class, config, directory: Path, foreign: dict):
     bert = BertModel(BertConfig.from_pretrained(folder), add_pooling_layer=model_class.uses_pooler(config))
     model = model_class(config, bert, AutoTokenizer.from_pretrained(str(folder), local_files_only=True))
     path = folder / WEIGHTS
-    try:
-        tensors = load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as error:
-        raise ModelFolderError(path, f"not a readable safetensors file ({error})") from None
+    tensors = _load_tensors(path)
     if foreign["labels"] == 0:  # a BertModel's names (embeddings.*, ...), or already under bert.
         tensors = {name if name.startswith("bert.") else f"bert.{name}": value for name, value in tensors.items()}
     elif foreign["labels"] == 1 and "classifier.weight" in tensors:

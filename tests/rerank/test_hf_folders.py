@@ -184,6 +184,33 @@ def test_a_probability_monobert_is_a_sigmoid_crossencoder(tmp_path, minilm, pair
     assert max(ours) - min(ours) > 1e-2 and ours == pytest.approx([float(s) for s in theirs], abs=1e-6)
 
 
+def test_a_monobert_folder_saved_again_by_sentence_transformers_loads_once_irpipe_record_is_removed(
+        tmp_path, minilm, pairs_folder):
+    from sentence_transformers import CrossEncoder
+
+    from pipeline.rerank.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from pipeline.rerank.hf_folders import IRPIPE_KEYS
+    from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
+    from pipeline.rerank.scoring import predict
+    from support import make_pairs
+
+    model = MonoBERT(MonoBERTConfig(bert=minilm, max_length=64)).eval()
+    seeded_head(model.classifier, 4)
+    save_checkpoint(model, tmp_path / "ours")
+    CrossEncoder(str(tmp_path / "ours"), device="cpu").save(str(tmp_path / "again"))  # keeps irpipe's keys
+    with pytest.raises(CheckpointError, match="remove irpipe's keys"):
+        load_checkpoint(tmp_path / "again")
+    config = json.loads((tmp_path / "again" / "config.json").read_text())
+    (tmp_path / "again" / "config.json").write_text(json.dumps({k: v for k, v in config.items()
+                                                                if k not in IRPIPE_KEYS}))
+    _, texts = the_pairs(pairs_folder)
+    pairs = make_pairs(*zip(*texts))
+    again = predict(load_checkpoint(tmp_path / "again"), pairs, 8, torch.device("cpu")).scores
+    assert again == predict(load_checkpoint(tmp_path / "ours"), pairs, 8, torch.device("cpu")).scores
+    theirs = CrossEncoder(str(tmp_path / "again"), device="cpu").predict(texts)
+    assert max(again) - min(again) > 1e-1 and again == pytest.approx([float(s) for s in theirs], abs=1e-5)
+
+
 def test_a_cls_pooling_monobert_has_no_crossencoder_form(tmp_path, tiny_bert):
     from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
     from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
