@@ -7,8 +7,11 @@ a temporary name and renamed into place, and `irpipe-index.json` beside it recor
 count and the settings.
 
 A repeated document id is refused (search would return that document twice per query), naming the line of its
-second occurrence, unless `duplicates="keep-first"`. Ctrl-C or SIGTERM stops the Anserini child and removes the
-scratch folder; a scratch folder whose process was killed outright is swept by the next build beside it.
+second occurrence, unless `duplicates="keep-first"`. Ctrl-C or SIGTERM stops the Anserini child (and reaps it:
+the signals are held while it is being started, so there always is a handle to stop it by) and removes the scratch
+folder; a scratch folder whose process was killed outright is swept by the next build beside it. A full, read-only
+or forbidden disk -- met by the part files or by Anserini (its log says so) -- is an OutputError (exit 2) naming the
+index, the scratch folder removed.
 """
 from __future__ import annotations
 
