@@ -136,7 +136,7 @@ def test_attention_weights_sum_to_one_over_real_positions_only(doc_attention):
 
 @pytest.mark.parametrize("doc_attention", ["fixed", "length_free"])
 def test_identity_init_starts_as_dot_product_attention(doc_attention):
-    model = build(doc_attention=doc_attention)
+    model = build(doc_attention=doc_attention, attention_logits="dot")
     torch.nn.init.ones_(model.query_attention.act.weight)                 # PReLU as the identity
     q, d = torch.randn(2, 3, 6), torch.randn(2, 5, 6)
     d_mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])

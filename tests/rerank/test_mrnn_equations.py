@@ -14,8 +14,9 @@ S = 1 / (1 + math.e ** -1)  # softmax([1, 0])[0] = e / (e + 1) = 0.7311
 
 
 def config(**overrides) -> MRNNConfig:
+    """The paper's equations: dot-product attention logits unless overridden."""
     return MRNNConfig(**({"embeddings": "random", "embedding_dim": 2, "filters": 2, "blocks": 2,
-                          "max_doc_length": 4} | overrides))
+                          "max_doc_length": 4, "attention_logits": "dot"} | overrides))
 
 
 def test_eq1_block_is_scale_times_prelu_of_batchnorm_of_conv():

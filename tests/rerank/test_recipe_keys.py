@@ -86,7 +86,8 @@ def test_recipe_keys_are_pinned(shared_data, monkeypatch):
     monkeypatch.setattr(identity, "__version__", "0.1.0")
     assert Recipe("monobert", "wikiqa/train", "wikiqa/dev", {"epochs": 2}, {"max_length": 128}).key() == \
         "4a7cd8372043ff8e943f7ae6b179d51b5b22b497"
-    assert Recipe("mrnn", "wikiqa/train", "wikiqa/dev", {"seed": 1}, {}, device="cpu", threads=2).key() == \
+    assert Recipe("mrnn", "wikiqa/train", "wikiqa/dev", {"seed": 1}, {"attention_logits": "dot"}, device="cpu",
+                  threads=2).key() == \
         "09c36c223448e872dfbeb35e4b552aabebc00e54"
 
 

@@ -83,8 +83,9 @@ class MRNNConfig:
     doc_attention: str = "fixed"    # fixed: FC over the document axis padded to max_doc_length (paper) [R]
                                     # | length_free: a per-position scalar affine map [R]
     attention_init: str = "identity"  # the FC of eq. (6) starts as the identity (dot-product attention) [R] | random
-    attention_logits: str = "dot"   # e of eq. (5): dot (paper) | scaled (dot / sqrt(s)) | distance [R]: (‖q_i‖² -
-                                    # ‖q_i - d_j‖²) / sqrt(s), the attention picks the positions nearest in eq. (8)
+    attention_logits: str = "distance"  # e of eq. (5): distance [R]: (‖q_i‖² - ‖q_i - d_j‖²) / sqrt(s), attention
+                                    # on the positions nearest in eq. (8) | scaled (dot / sqrt(s)) | dot (paper: its
+                                    # one-hot attention lands on loud, unrelated positions; eval/MRNN.md)
     max_query_length: int = 40      # words kept (contextual: positions, [CLS] and [SEP] included)
     max_doc_length: int = 100       # L_d of the fixed-length document attention (as max_query_length)
     margin: float = 0.5             # triplet margin: 0.5 WikiQA/TrecQA, 0.8 QUASAR-T, 1 SQuAD
