@@ -74,14 +74,15 @@ def _documents(args) -> Iterator[tuple[str, str]]:
 
 
 def encode_command(args: argparse.Namespace) -> str:
-    """The command that makes this store, recorded in its manifest: a damaged shard's error says to run it again."""
+    """The command that makes this store, less --output and the engine's flags, recorded in its manifest: a damaged
+    shard's error says to run it again (with --output)."""
     parts = ["irpipe", "encode", "--model", args.model]
     for flag in ("dataset", "run", "corpus", "index"):
         if getattr(args, flag, None):
             parts += [f"--{flag}", str(getattr(args, flag))]
     for item in args.config:
         parts += ["--set", item]
-    parts += ["--output", str(args.output), "--dtype", args.dtype, "--shard-size", str(args.shard_size)]
+    parts += ["--dtype", args.dtype, "--shard-size", str(args.shard_size)]
     if args.dtype.startswith("residual"):
         parts += ["--codec-sample", str(args.codec_sample)] + (["--centroids", str(args.centroids)] if args.centroids
                                                                  else [])
@@ -91,7 +92,7 @@ def encode_command(args: argparse.Namespace) -> str:
 def main(args: argparse.Namespace) -> int:
     from pipeline.commands.train import key_values
     from pipeline.rerank.model import LateInteraction
-    from pipeline.rerank.store import write_store
+    from pipeline.rerank.store import ENCODE_COMMAND, write_store
     from pipeline.stages.neural import reranker_for_model
 
     options = engine_from_args(args)  # checked before any work
@@ -102,16 +103,23 @@ def main(args: argparse.Namespace) -> int:
                         ("--centroids", args.centroids or 1)):
         if value < 1:
             raise ConfigError(f"{flag} must be >= 1")
+    if options.kind == "ray" and args.dtype.startswith("residual"):
+        raise ConfigError(f"--dtype {args.dtype} trains its codebook when the store is made, which --engine ray does "
+                          "not do yet: encode it locally, or choose fp16, fp32 or int8", field="dtype")
     stage.resolve_model(load=options.kind == "local")  # the model alone: a recipe is trained first
-    if options.kind == "ray":
-        from pipeline.engine.tasks import encode_on_cluster
+    token = ENCODE_COMMAND.set(encode_command(args))
+    try:
+        if options.kind == "ray":
+            from pipeline.engine.tasks import encode_on_cluster
 
-        manifest, _ = encode_on_cluster(args.output, stage.source, stage.runtime(), stage.model_digest(),
-                                        _documents(args), args.dtype, args.shard_size, options)
-    else:
-        manifest = write_store(args.output, stage.model, stage.model_digest(), _documents(args), args.dtype,
-                               args.shard_size, args.batch_size, stage.runtime().start(), stage.amp, args.batch_tokens,
-                               args.codec_sample, args.centroids, encode_command(args))
+            manifest, _ = encode_on_cluster(args.output, stage.source, stage.runtime(), stage.model_digest(),
+                                            _documents(args), args.dtype, args.shard_size, options)
+        else:
+            manifest = write_store(args.output, stage.model, stage.model_digest(), _documents(args), args.dtype,
+                                   args.shard_size, args.batch_size, stage.runtime().start(), stage.amp,
+                                   args.batch_tokens, args.codec_sample, args.centroids)
+    finally:
+        ENCODE_COMMAND.reset(token)
     print(f"{args.output}: {manifest['count']} documents, {manifest['rows']} rows of {manifest['dims']} dims "
           f"({manifest['dtype']}), {len(manifest['shards'])} shards, model {manifest['model']}")
     return 0

@@ -5,7 +5,7 @@ records (the codec, pipeline/rerank/codecs.py, says how a row is kept: fp32, fp1
 docid -> (offset, rows) map beside it, and a manifest naming the model that made it and each file's size and sha256:
 
     STORE/manifest.json       {"format": 2, "model": "addax", "model_digest": sha1, "dtype": "residual2", "dims": 384,
-                               "row_bytes": 98, "count": documents, "rows": rows, "command": "irpipe encode ...",
+                               "row_bytes": 98, "count": documents, "rows": rows, "command": "irpipe encode ... (no --output)",
                                "codec": {"file": "codec.safetensors", "bytes", "sha256", "centroids", "sample_rows"},
                                "shards": [{"name", "count", "rows", "bin": {"bytes", "sha256"}, "ids": {...}}]}
     STORE/codec.safetensors   residual<b>: centroids (k, d), bucket cutoffs (d, 2^b - 1) and weights (d, 2^b)
@@ -33,6 +33,7 @@ docids are those it planned for it.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 from pathlib import Path
@@ -54,7 +55,10 @@ from pipeline.rerank.batching import PREFETCH, batch_cuts, batch_limits, in_inpu
 from pipeline.rerank.scoring import autocast, resolve_amp
 
 DTYPES = {"fp16": np.float16, "fp32": np.float32}  # pipeline/engine/tasks.py: a resumed float store's dims
-CODEC_SAMPLE = 2048  # documents whose rows train a residual codebook
+CODEC_SAMPLE = 2048
+# the `irpipe encode` command (less --output) that a new store records, set by pipeline/commands/encode.py for the
+# local and the ray engine's path alike: a damaged shard's error gives it, with --output, as the rerun
+ENCODE_COMMAND: contextvars.ContextVar[str | None] = contextvars.ContextVar("encode_command", default=None)  # documents whose rows train a residual codebook
 Encoder = Callable[[list[str]], list[torch.Tensor]]   # texts -> each one's (rows, dims) float32 encoding
 
 class EncodingStore:
@@ -207,7 +211,7 @@ def plan_store(directory: Path, model_name: str, model_digest: str, documents: I
     directory.mkdir(parents=True, exist_ok=True)
     manifest = read_manifest(directory) or {"format": FORMAT, "model": model_name, "model_digest": model_digest,
                                             "dtype": dtype, "dims": None, "row_bytes": None, "count": 0, "rows": 0,
-                                            "command": command, "codec": None, "shards": []}
+                                            "command": command or ENCODE_COMMAND.get(), "codec": None, "shards": []}
     if manifest["format"] != FORMAT:
         raise ConfigError(f"{directory} is a format-{manifest['format']} store (made before stores carried "
                           f"checksums and codecs): encode into a new --output folder, or remove it", field="output")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from pathlib import Path
 
 from pipeline.data.files import file_sha256
@@ -46,7 +47,8 @@ def read_manifest(directory: Path) -> dict | None:
 
 def rebuild_hint(directory: Path, manifest: dict, shard: dict | None = None) -> str:
     """How to get a sound store back: the recorded `irpipe encode` command, which re-encodes only damaged shards."""
-    command = manifest.get("command") or f"the `irpipe encode ... --output {directory}` command that made it"
+    command = (f"{manifest['command']} --output {shlex.quote(str(directory))}" if manifest.get("command") else
+               f"the `irpipe encode ... --output {directory}` command that made it")
     if shard is None:
         return f"remove {directory} and run {command} again"
     return (f"run {command} again: it re-encodes only this shard ({shard['name']}, {shard['count']} documents) "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -21,7 +22,7 @@ from pipeline.rerank.store import EncodingStore, write_store
 DOCS = [(f"d{i}", text) for i, text in enumerate(
     ["the sky is blue", "grass is green and grows in fields", "snow is white and cold", "coal is black",
      "blood is red", "the sun is a yellow star in the sky", "violets are purple", "oranges are orange"])]
-COMMAND = "irpipe encode --model addax --corpus docs.jsonl --output STORE --dtype residual2"
+COMMAND = "irpipe encode --model addax --corpus docs.jsonl --dtype residual2"  # as recorded: no --output
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def test_a_flipped_byte_is_reported_with_the_rerun(store, tiny_addax):
         opened.get("d3")
     message = str(caught.value)
     assert str(store / "shard-00001.bin") in message and "sha256 mismatch" in message
-    assert f"run {COMMAND} again: it re-encodes only this shard (shard-00001, 3 documents)" in message
+    assert f"run {COMMAND} --output {store} again: it re-encodes only this shard (shard-00001, 3 documents)" in message
 
 
 @pytest.mark.parametrize("name", ["shard-00002.bin", "shard-00000.ids", "codec.safetensors"])
@@ -106,14 +107,16 @@ def test_irpipe_encode_records_the_rerun_that_repairs_its_store(tiny_addax, tmp_
             "--dtype", "residual1", "--shard-size", "3", "--centroids", "8"]
     assert main(["-q", *argv]) == 0
     manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
-    assert manifest["command"] == "irpipe " + " ".join(argv[:7] + argv[7:9] + argv[9:11] + ["--codec-sample",
-                                                                                             "2048"] + argv[11:])
+    output = argv.index("--output")
+    assert manifest["command"] == "irpipe " + " ".join(argv[:output] + argv[output + 2:-2] + [
+        "--codec-sample", "2048", "--centroids", "8"])
     before = EncodingStore.open(tmp_path / "s", "addax", manifest["model_digest"])
     rows = {docid: before.get(docid) for docid, _ in DOCS}
     _flip(tmp_path / "s" / "shard-00002.bin")
-    with pytest.raises(InputError, match=f"run {manifest['command']} again: it re-encodes only this shard"):
+    rerun = f"{manifest['command']} --output {tmp_path / 's'}"
+    with pytest.raises(InputError, match=f"run {re.escape(rerun)} again: it re-encodes only this shard"):
         EncodingStore.open(tmp_path / "s", "addax", manifest["model_digest"]).get("d7")
-    assert main(["-q", *manifest["command"].split()[1:]]) == 0
+    assert main(["-q", *rerun.split()[1:]]) == 0
     after = EncodingStore.open(tmp_path / "s", "addax", manifest["model_digest"])
     assert all(torch.equal(after.get(docid), rows[docid]) for docid in rows)
 
