@@ -126,9 +126,10 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
             record = _epoch(run, model, sampling, stepper, generator, state)
             if on_epoch_end is not None:
                 on_epoch_end(record)
-    except (KeyboardInterrupt, OutputError):  # Ctrl-C, SIGTERM, a full disk: what --resume continues from
+    except (KeyboardInterrupt, OutputError) as error:  # Ctrl-C, SIGTERM, a full disk: what --resume continues from
         saved = run.store.committed()
-        logger.warning("interrupted: %s", f"epochs 1-{saved} are saved in {run.store.root}; continue with --resume"
+        logger.warning("%s: %s", "interrupted" if isinstance(error, KeyboardInterrupt) else "stopped",
+                       f"epochs 1-{saved} are saved in {run.store.root}; continue with --resume"
                        if saved else "no epoch was saved yet; --resume would start afresh")
         raise
     return _finish(run, state)
