@@ -1,4 +1,4 @@
-"""What LCQMC's and BQ's labels follow, without a model (issue 32, eval/KEYWORD_BERT.md section 4.1):
+"""What LCQMC's and BQ's labels follow, without a model (eval/KEYWORD_BERT.md section 4.1):
 
     python eval/lcqmc/pair_shortcuts.py
 

@@ -1,5 +1,5 @@
-"""Issue 32's checks of an LCQMC ranker: is a bad ranking a code defect (texts, ids, logit, truncation) or what the
-model learnt (length rather than overlap)?
+"""Checks of an LCQMC ranker (eval/KEYWORD_BERT.md section 4.1): is a bad ranking a code defect (texts, ids, logit,
+truncation) or what the model learnt (length rather than overlap)?
 
     python eval/lcqmc/ranking_checks.py --bert models/zh-bert-2l-128-step1249 --system monobert --seed 0 [--ranking]
 
