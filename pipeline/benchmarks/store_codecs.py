@@ -35,6 +35,10 @@ from pipeline.benchmarks import machine, record, run_main
 MSMARCO_PASSAGES = 8_841_823
 CODECS = ("fp32", "fp16", "int8", "residual2", "residual1")
 MEASURES = ["nDCG@10", "AP", "RR@10"]
+REFERENCES = {  # /work/shared/docs/REFERENCES.md
+    "addax_bert_base_wikiqa_test_trained": "MAP 0.8250, MRR 0.8338 (paper; the head here is untrained)",
+    "colbert_v1_msmarco_index": "286 GiB fp32, 143-154 GiB fp16, 27 GiB at 24 dims (Khattab & Zaharia 2020, Table 4)",
+    "colbertv2_residual_2bit": "36 bytes per 128-d token (32 B residual + 4 B centroid id)"}
 
 
 def agreement(scores: dict[str, dict[str, float]], reference: dict[str, dict[str, float]]) -> dict:
@@ -147,7 +151,8 @@ def bench(dataset: str, threads: int, batch_size: int, max_doc_length: int, code
     return {"dataset": dataset, "queries": len(run.ranking), "pairs": len(pairs), "passages": len(docs),
             "mean_rows_per_passage": round(sum(len(r) for r in fresh.values()) / len(docs), 1),
             "max_doc_length": max_doc_length, "threads": threads, "codec_sample_documents": codec_sample,
-            "encode_seconds_once": round(encode_seconds, 1), "codecs": results, "msmarco_projection": projection}
+            "encode_seconds_once": round(encode_seconds, 1), "codecs": results, "msmarco_projection": projection,
+            "references": REFERENCES}
 
 
 def project(results: dict, dataset: str, tokenizer) -> dict:

@@ -76,12 +76,14 @@ class Codec:
         return {"centroids": self.centroids, "cutoffs": self.cutoffs, "weights": self.weights}
 
     # -- rows -> records ---------------------------------------------------------------------------------------------
-    def encode(self, rows: np.ndarray) -> np.ndarray:
-        """(n, d) float -> (n, row_bytes) uint8."""
+    def encode(self, rows: np.ndarray, block: int = 1 << 16) -> np.ndarray:
+        """(n, d) float -> (n, row_bytes) uint8, `block` rows at a time (bounded memory for a large shard)."""
         rows = np.ascontiguousarray(rows, dtype=np.float32)
-        n = rows.shape[0]
         if rows.ndim != 2 or rows.shape[1] != self.dims:
             raise ConfigError(f"encodings of shape {tuple(rows.shape)}; this store holds rows of {self.dims} dims")
+        if len(rows) > block:
+            return np.concatenate([self.encode(rows[i:i + block], block) for i in range(0, len(rows), block)])
+        n = rows.shape[0]
         if self.dtype in FLOATS:
             return rows.astype(FLOATS[self.dtype]).view(np.uint8).reshape(n, -1)
         if self.dtype == "int8":
@@ -116,11 +118,13 @@ class Codec:
         return self.centroids[ids] + self.weights[np.arange(d), buckets]                # c + w[bucket]
 
 
-def nearest(rows: "torch.Tensor", centroids: "torch.Tensor", chunk: int = 4096) -> "torch.Tensor":
-    """argmin_c ||x - c||^2 = argmax_c (2 x.c - ||c||^2) for each row: (n, d), (k, d) -> (n,) int64."""
+def nearest(rows: "torch.Tensor", centroids: "torch.Tensor") -> "torch.Tensor":
+    """argmin_c ||x - c||^2 = argmax_c (2 x.c - ||c||^2) for each row: (n, d), (k, d) -> (n,) int64, in chunks of
+    rows whose (chunk, k) products stay near 2^24 floats."""
     import torch
 
     norms = (centroids * centroids).sum(1)
+    chunk = max(256, (1 << 24) // len(centroids))
     return torch.cat([(2 * rows[i:i + chunk] @ centroids.T - norms).argmax(1) for i in range(0, len(rows), chunk)])
 
 
