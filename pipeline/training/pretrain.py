@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_model, save_model
 
-from pipeline.data.files import atomic_write
+from pipeline.data.files import atomic_write, writing
 from pipeline.errors import ConfigError
 from pipeline.log import logger, progress
 from pipeline.rerank.bert import new_bert_config, pad_rows, write_bert_folder
@@ -298,7 +298,8 @@ def _run(run: Pretraining, step: int, max_minutes: float | None) -> dict:
                 window = Window()
                 if saving:
                     record["held_out"] = held_out_scores(run.model, run.held, options.seed + 1, 2 * options.batch_size)
-                with open(run.out / LOG, "a", encoding="utf-8") as handle:  # appended; a resume drops later lines
+                # appended (a resume drops later lines); a full or read-only disk: exit 2 naming the log
+                with writing(run.out / LOG), open(run.out / LOG, "a", encoding="utf-8") as handle:
                     handle.write(json.dumps(record) + "\n")
                 if saving:
                     run.save(step)
