@@ -13,6 +13,7 @@ import torch
 
 from pipeline import cli
 from pipeline.data.runs import read_run
+from support import make_pairs
 
 COLOURS = [("sky", "blue"), ("grass", "green"), ("snow", "white"), ("coal", "black"), ("blood", "red"),
            ("sun", "yellow"), ("violet", "purple"), ("sea", "blue")]
@@ -120,10 +121,25 @@ def test_a_two_label_transformers_folder_scores_relevant_minus_not_relevant(tmp_
     assert_same_scores(ours, keys, logits[:, 1] - logits[:, 0])
 
 
-def test_a_sentence_transformers_folder_reranks_as_its_cosine(tmp_path, capsys, tiny_bert, pairs_folder):
+def _transformer_in_a_subfolder(folder: Path) -> None:
+    """The older layout: the Transformer module's files under 0_Transformer/, no config.json at the top."""
+    (folder / "0_Transformer").mkdir()
+    for path in folder.iterdir():
+        if path.is_file() and path.name not in ("modules.json", "config_sentence_transformers.json", "README.md"):
+            path.rename(folder / "0_Transformer" / path.name)
+    modules = json.loads((folder / "modules.json").read_text())
+    modules[0]["path"] = "0_Transformer"
+    (folder / "modules.json").write_text(json.dumps(modules))
+
+
+@pytest.mark.parametrize("layout", ["top", "subfolder"])
+def test_a_sentence_transformers_folder_reranks_as_its_cosine(tmp_path, capsys, tiny_bert, pairs_folder, layout):
     from sentence_transformers import SentenceTransformer
 
     SentenceTransformer(str(tiny_bert), device="cpu").save(str(tmp_path / "st"))  # mean pooling, no Normalize
+    if layout == "subfolder":
+        _transformer_in_a_subfolder(tmp_path / "st")
+        assert not (tmp_path / "st" / "config.json").exists()
     model = SentenceTransformer(str(tmp_path / "st"), device="cpu")
     keys, texts = the_pairs(pairs_folder)
     queries, docs = (model.encode([pair[i] for pair in texts], convert_to_tensor=True) for i in (0, 1))
@@ -172,7 +188,6 @@ def test_a_probability_monobert_is_a_sigmoid_crossencoder(tmp_path, minilm, pair
     from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
     from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
     from pipeline.rerank.scoring import predict
-    from support import make_pairs
 
     torch.manual_seed(0)
     model = MonoBERT(MonoBERTConfig(bert=minilm, max_length=64, score="prob")).eval()
@@ -192,7 +207,6 @@ def test_a_monobert_folder_saved_again_by_sentence_transformers_loads_once_irpip
     from pipeline.rerank.hf_folders import IRPIPE_KEYS
     from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
     from pipeline.rerank.scoring import predict
-    from support import make_pairs
 
     model = MonoBERT(MonoBERTConfig(bert=minilm, max_length=64)).eval()
     seeded_head(model.classifier, 4)
@@ -271,8 +285,7 @@ def _dense_module(folder: Path) -> None:
 @pytest.mark.parametrize("kind, damage, named", [
     ("st", _cls_pooling, "1_Pooling/config.json [pooling_mode]: pooling 'cls'"),
     ("st", _dense_module, "modules.json [type]: modules Transformer -> Pooling -> Dense"),
-    ("ce", _bin_weights, "model.safetensors: missing: irpipe reads weights from safetensors only (this folder has "
-                         "pytorch_model.bin"),
+    ("ce", _bin_weights, "model.safetensors: missing: irpipe reads weights from safetensors only (this folder has"),
     ("ce", _roberta, "config.json [model_type]: model_type 'roberta'"),
     ("ce", _three_labels, "config.json [id2label]: 3 labels"),
     ("ce", _broken_modules, "modules.json:3: not valid JSON"),
