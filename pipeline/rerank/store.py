@@ -42,7 +42,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 import torch
 
-from pipeline.data.files import atomic_write
+from pipeline.data.files import atomic_write, write_by_path
 from pipeline.data.locks import file_lock
 from pipeline.errors import ConfigError, InputError
 from pipeline.log import logger
@@ -309,9 +309,8 @@ def save_shard(directory: Path, manifest: dict, name: str, docids: list[str], ro
     records = codec.encode(rows)
     for suffix, write in ((".bin", lambda path: records.tofile(path)),
                           (".ids", lambda path: Path(path).write_text("".join(lines), encoding="utf-8"))):
-        tmp = directory / f".{name}{suffix}.{os.getpid()}.tmp"
-        write(tmp)
-        os.replace(tmp, directory / f"{name}{suffix}")
+        # a full or read-only disk: exit 2 naming the shard file (and the bytes needed), its scratch removed
+        write_by_path(directory / f"{name}{suffix}", write, needed=records.nbytes if suffix == ".bin" else None)
 
 
 def saved_shard(directory: Path, name: str) -> tuple[list[str], int] | None:
