@@ -3,8 +3,20 @@
 queries and biencoder encoding a subset of the passages on Ray with 1 and 2 workers; and, from the measured
 per-worker rates, the wall time of the full dev-small rerank (top-1000: 6.98M pairs) and of encoding 8.8M passages.
 
-    python -m pipeline.benchmarks.ray_scale --size 1000000 --workdir /tmp/ray-scale [--rerank-queries 60]
-                                            [--encode-docs 4000] [--record]
+    python -m pipeline.benchmarks.ray_scale --size 1000000 --workdir /tmp/ray-scale [--queries N]
+                                            [--rerank-queries 60] [--encode-docs 4000] [--record [NAME]]
+
+Search runs locally with 1 thread and with `--threads`, then on Ray with 1 and 2 workers of 1 thread, all in one
+process and one run (the ratios between them are what a loaded machine leaves comparable); each Ray row gives the
+workers' own rates and `tail_seconds`, the driver's time from the last shard's arrival to the merged run. On a
+shared machine the wall-clock rates carry the other processes' load (and Linux's autogroup scheduler gives one
+session's processes one share of the CPU, however many workers it starts), so each row also gives its CPU time per
+query (`time.process_time`: the local process; the Ray workers' processes in their shards plus the driver's):
+what the work costs, which the load does not change much.
+`--rerank-queries 0` / `--encode-docs 0` leave the rerank / encode parts (and their projections) out.
+`--worker-niceness 15` runs the workers at Ray's own default niceness (irpipe's local cluster: 0). Ray's memory
+monitor is off for the benchmark's cluster (RAY_memory_monitor_refresh_ms=0): on a shared machine it killed the
+workers for the memory of other processes.
 
 The collection is msmarco_scale's (40-80 words a passage from SQuAD's word distribution, seeded) and is indexed
 once by `irpipe index` (kept in --workdir). Scores on it mean nothing; times do. monobert is all-MiniLM-L6-v2 with a
@@ -19,6 +31,7 @@ from __future__ import annotations
 import argparse
 import filecmp
 import json
+import os
 import sys
 import tempfile
 import time
@@ -36,32 +49,35 @@ def _search(index: Path, topics, threads: int, options) -> tuple[object, dict]:
     from pipeline.stages.bm25 import BM25
 
     stage = BM25(str(index), hits=TOP_K_FULL, threads=threads)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     run, stats = search_on_cluster(stage, topics, options) if options else (stage.bind()(topics), None)
-    seconds = time.perf_counter() - start
-    return run, {"engine": "ray" if options else "local", "workers": options.workers if options else None,
-                 "threads": 1 if options else threads, "queries": len(topics), "seconds": round(seconds, 1),
-                 "queries_per_s": round(len(topics) / seconds, 1)} | ({"per_worker": stats["workers"]} if stats else {})
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    row = {"engine": "ray" if options else "local", "workers": options.workers if options else None,
+           "threads": 1 if options else threads, "queries": len(topics), "seconds": round(seconds, 1),
+           "queries_per_s": round(len(topics) / seconds, 1)}
+    if stats:
+        arrived, workers_cpu = stats["arrived"], sum(w["cpu_seconds"] for w in stats["workers"])
+        row |= {"per_worker": stats["workers"], "tail_seconds": stats["tail_seconds"],
+                "shards_before_an_earlier_one": sum(a > b for a, b in zip(arrived, arrived[1:])),
+                "cpu_ms_per_query": {"workers": round(1000 * workers_cpu / len(topics), 2),
+                                     "driver": round(1000 * cpu / len(topics), 2),
+                                     "total": round(1000 * (workers_cpu + cpu) / len(topics), 2)}}
+    else:
+        row["cpu_ms_per_query"] = {"total": round(1000 * cpu / len(topics), 2)}
+    return run, row
 
 
 def _rates(kind: str, items: int, stats: dict, unit: str) -> dict:
     per_worker = [w["per_second"] for w in stats["workers"]]
     return {"engine": "ray", "workers": len(per_worker), unit: items, "seconds": stats["seconds"],
-            f"{unit}_per_s": round(items / stats["seconds"], 1), f"{unit}_per_s_per_worker": per_worker}
+            f"{unit}_per_s": round(items / stats["seconds"], 1), f"{unit}_per_s_per_worker": per_worker,
+            f"cpu_ms_per_{unit[:-1]}": round(1000 * sum(w["cpu_seconds"] for w in stats["workers"]) / items, 2)}
 
 
 def bench(args) -> dict:
     from pipeline.engine import EngineOptions
-    from pipeline.engine.cluster import connect
-    from pipeline.engine.tasks import encode_on_cluster, score_on_cluster
-    from pipeline.rerank.checkpoint import save_checkpoint
-    from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
-    from pipeline.rerank.pairs import CandidateTexts, pairs_of
-    from pipeline.retrieve.index import open_index
-    from pipeline.stages.neural import reranker_class
+    from pipeline.engine import cluster
     from pipeline.data.registry import get_dataset
-
-    import torch
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -72,19 +88,57 @@ def bench(args) -> dict:
         run_irpipe("index", "--input", str(collection), "--output", str(index), "--threads", "2")
     gpus = 1.0 if args.device.startswith("cuda") else 0.0
     ray_options = {n: EngineOptions("ray", workers=n, gpus_per_worker=gpus, shard_pairs=args.shard_pairs) for n in (1, 2)}
-    connect(ray_options[2])  # one local cluster with room for 2 workers, for every job
+    os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")  # see --help: a shared machine's memory, not ours
+    cluster.WORKER_NICENESS = args.worker_niceness
+    cluster.connect(ray_options[2])  # one local cluster with room for 2 workers, for every job
     result = {"collection": {"passages": args.size, "index": str(index)}, "search": [], "rerank": [], "encode": []}
 
     topics = get_dataset("msmarco-passage/dev-small").topics()
     topics = topics.subset(list(topics.queries)[:args.queries])
-    local_run, row = _search(index, topics, args.threads, None)
-    result["search"].append(row)
-    print(json.dumps(row), flush=True)
-    for workers in (1, 2):
-        run, row = _search(index, topics, 1, ray_options[workers])
-        row["identical_to_local"] = run.ranking == local_run.ranking
+    _search(index, topics.subset(list(topics.queries)[:50]), 1, None)  # the JVM's first queries (JIT), not timed
+    local_run = None
+    for threads in sorted({1, args.threads}):
+        run, row = _search(index, topics, threads, None)
+        if local_run is not None:
+            row["identical_to_local"] = run.ranking == local_run.ranking
+        local_run = run
         result["search"].append(row)
         print(json.dumps(row), flush=True)
+    for workers in (1, 2):
+        run, row = _search(index, topics, 1, ray_options[workers])
+        row["identical_to_local"] = run.ranking == local_run.ranking and run.tag == local_run.tag
+        result["search"].append(row)
+        print(json.dumps(row), flush=True)
+    result["search_ratios"] = _ratios(result["search"], args.threads)
+    print(json.dumps(result["search_ratios"]), flush=True)
+    if args.rerank_queries:
+        _rerank(args, work, index, topics, local_run, ray_options, result)
+    if args.encode_docs:
+        _encode(args, work, collection, ray_options, result)
+    result["projection"] = project(result, args.device)
+    return result
+
+
+def _ratios(rows: list[dict], threads: int) -> dict:
+    """Ray's throughput against itself and the local search's; each row's CPU per query against a local thread's."""
+    rate = {(r["engine"], r["workers"] or r["threads"]): r["queries_per_s"] for r in rows}
+    cpu = {(r["engine"], r["workers"] or r["threads"]): r["cpu_ms_per_query"]["total"] for r in rows}
+    return {"ray_2_over_ray_1": round(rate["ray", 2] / rate["ray", 1], 2),
+            f"ray_2_over_local_{threads}_threads": round(rate["ray", 2] / rate["local", threads], 2),
+            "ray_1_over_local_1_thread": round(rate["ray", 1] / rate["local", 1], 2)} | {
+        f"cpu_per_query_{engine}_{n}_over_local_1_thread": round(cpu[engine, n] / cpu["local", 1], 2)
+        for engine, n in cpu if (engine, n) != ("local", 1)}
+
+
+def _rerank(args, work: Path, index: Path, topics, local_run, ray_options: dict, result: dict) -> None:
+    from pipeline.engine.tasks import score_on_cluster
+    from pipeline.rerank.checkpoint import save_checkpoint
+    from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
+    from pipeline.rerank.pairs import CandidateTexts, pairs_of
+    from pipeline.retrieve.index import open_index
+    from pipeline.stages.neural import reranker_class
+
+    import torch
 
     candidates = local_run.cut(100)
     candidates.ranking = dict(list(candidates.ranking.items())[:args.rerank_queries])
@@ -103,6 +157,11 @@ def bench(args) -> dict:
         print(json.dumps(row), flush=True)
     result["rerank"][-1]["identical_to_1_worker"] = scores[1] == scores[2]
 
+
+def _encode(args, work: Path, collection: Path, ray_options: dict, result: dict) -> None:
+    from pipeline.engine.tasks import encode_on_cluster
+    from pipeline.stages.neural import reranker_class
+
     documents = []
     with open(collection, encoding="utf-8") as lines:
         for line, _ in zip(lines, range(args.encode_docs)):
@@ -119,8 +178,6 @@ def bench(args) -> dict:
             print(json.dumps(result["encode"][-1]), flush=True)
         same = filecmp.dircmp(Path(stores) / "w1", Path(stores) / "w2")
         result["encode"][-1]["identical_to_1_worker"] = not (same.diff_files or same.left_only or same.right_only)
-    result["projection"] = project(result, args.device)
-    return result
 
 
 def project(result: dict, device: str) -> dict:
@@ -129,6 +186,8 @@ def project(result: dict, device: str) -> dict:
     def mean(values):
         return sum(values) / len(values)
 
+    if not (result["rerank"] and result["encode"]):
+        return {"device": device, "left_out": "no rerank and encode rows measured"}
     pairs_rate = mean(result["rerank"][-1]["pairs_per_s_per_worker"])
     docs_rate = mean(result["encode"][-1]["docs_per_s_per_worker"])
     pairs = DEV_SMALL_QUERIES * TOP_K_FULL
@@ -156,8 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--encode-docs", type=int, default=4000, help="passages biencoder encodes (default 4,000)")
     parser.add_argument("--encode-shard", type=int, default=500, help="passages per store shard (default 500)")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--worker-niceness", type=int, default=0, help="the Ray workers' niceness (default 0)")
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda (each worker then needs a GPU)")
-    parser.add_argument("--record", action="store_true", help="write eval/benchmarks/ray-scale.json")
+    parser.add_argument("--record", nargs="?", const="ray-scale", metavar="NAME",
+                        help="write eval/benchmarks/NAME.json (default NAME: ray-scale)")
     args = parser.parse_args(argv)
     from pipeline import log
 
@@ -166,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(result["projection"], indent=2))
     print(machine())
     if args.record:
-        record("ray-scale", "pipeline.benchmarks.ray_scale", argv, result)
+        record(args.record, "pipeline.benchmarks.ray_scale", argv, result)
     return 0
 
 

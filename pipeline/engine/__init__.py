@@ -6,8 +6,9 @@
 Bound to a cluster engine (pipeline/binding.py), the stages that do the heavy work hand it to the cluster: BM25 search shards the topics
 (`shard_queries` to a shard), a neural cross-encoder shards its pairs (whole batches of the local scoring order,
 about `shard_pairs` pairs to a shard), and `irpipe encode` shards the documents (one store shard each). Each shard's
-result is written atomically under a job folder as it finishes, and the results are merged in the local order,
-so the output is byte-identical to a local run's (pipeline/engine/jobs.py); a rerun of an interrupted job skips
+result is written atomically under a job folder as it finishes and merged, in shard order, as soon as the shards
+before it are in (`InOrder`: the merge runs beside the shards still running, not after the last), so the output is
+byte-identical to a local run's (pipeline/engine/jobs.py); a rerun of an interrupted job skips
 its finished shards, and a worker that dies is restarted with its shards retried (pipeline/engine/cluster.py).
 
 `address` (or `RAY_ADDRESS`) joins a running cluster; without one a local cluster starts on this machine (loopback

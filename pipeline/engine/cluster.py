@@ -31,6 +31,13 @@ from pipeline.log import logger, progress
 OBJECT_STORE_BYTES = 256 * 2**20  # a local cluster's shared-memory store: shards are small, results smaller
 IN_FLIGHT = 2                     # shards queued per worker, so that the next one is there when one finishes
 LOG_EVERY = 60.0                  # seconds between the per-worker rate lines of a long job
+# Ray starts its workers at nice 15 (its driver and daemons stay responsive); irpipe's workers do the job's whole
+# work, which a local run does at nice 0, so a local cluster's workers run at 0 too: at 15, other processes of their
+# scheduling group take their CPU first. (Measured on a shared 2-core machine whose Linux schedules by session,
+# autogroup, the other sessions' load is not in that group: 0 and 15 searched alike there, see
+# eval/benchmarks/ray-scale-200k*.json.) A joined cluster keeps its own setting (`RAY_worker_niceness=0 ray start`);
+# each worker's stats report its niceness.
+WORKER_NICENESS = 0
 # ray.init installs Ray's C++ crash handler for these in the driver process; see `signal_handlers_kept`
 CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT, signal.SIGTRAP,
                  signal.SIGTERM)
@@ -101,7 +108,8 @@ def _init(ray, address: str | None, options: EngineOptions, common: dict) -> Non
         ray.init(address=address, **common)
     else:
         ray.init(num_cpus=math.ceil(options.workers * options.cpus_per_worker), include_dashboard=False,
-                 object_store_memory=OBJECT_STORE_BYTES, _node_ip_address="127.0.0.1", **common)
+                 object_store_memory=OBJECT_STORE_BYTES, _node_ip_address="127.0.0.1",
+                 _system_config={"worker_niceness": WORKER_NICENESS}, **common)
 
 
 class ShardWorker:
@@ -114,13 +122,16 @@ class ShardWorker:
         self.task = task
         with warnings.catch_warnings():  # the property reads Ray's own deprecated actor_id
             warnings.simplefilter("ignore", DeprecationWarning)
-            self.restarted = ray.get_runtime_context().was_current_actor_reconstructed  # after a crash, by Ray
-        task.setup(threads)
-
-    def run(self, number: int, payload) -> tuple[int, object, int, float, int, bool]:
+            restarted = ray.get_runtime_context().was_current_actor_reconstructed  # after a crash, by Ray
         start = time.perf_counter()
+        task.setup(threads)
+        self.info = {"pid": os.getpid(), "restarted": restarted, "setup_seconds": time.perf_counter() - start,
+                     "niceness": os.nice(0)}
+
+    def run(self, number: int, payload) -> tuple[int, object, int, float, float, dict]:
+        start, cpu = time.perf_counter(), time.process_time()  # CPU: all of the process's threads (a JVM's too)
         result, items = self.task.run(payload)
-        return number, result, items, time.perf_counter() - start, os.getpid(), self.restarted
+        return number, result, items, time.perf_counter() - start, time.process_time() - cpu, self.info
 
 
 @dataclass
@@ -128,6 +139,9 @@ class WorkerStats:
     shards: int = 0
     items: int = 0
     seconds: float = 0.0  # time spent in shards (the worker's own rate: items / seconds)
+    cpu_seconds: float = 0.0  # CPU time the worker process spent in them (on a shared machine: its cost)
+    setup_seconds: float = 0.0  # in `task.setup` (a model loaded, an index opened), once per worker process
+    niceness: int | None = None  # the worker process's (see WORKER_NICENESS)
     pids: list[int] = field(default_factory=list)  # one more for each restart that ran a shard
 
     def rate(self) -> float:
@@ -135,7 +149,9 @@ class WorkerStats:
 
     def as_dict(self) -> dict:
         return {"shards": self.shards, "items": self.items, "seconds": round(self.seconds, 2),
-                "per_second": round(self.rate(), 2), "restarts": max(len(self.pids) - 1, 0)}
+                "per_second": round(self.rate(), 2),
+                "cpu_seconds": round(self.cpu_seconds, 2), "setup_seconds": round(self.setup_seconds, 2),
+                "niceness": self.niceness, "restarts": max(len(self.pids) - 1, 0)}
 
 
 def run_shards(options: EngineOptions, task, count: int, payload: Callable[[int], object],
@@ -186,8 +202,8 @@ def _drive(ray, actors, todo, payload, save, stats, count, what, unit) -> None:
         if number is not None:
             in_flight[actors[worker].run.remote(number, payload(number))] = worker
 
-    for worker in range(len(actors)):
-        for _ in range(IN_FLIGHT):
+    for _ in range(IN_FLIGHT):  # round robin: with fewer shards than IN_FLIGHT x workers, every worker gets one
+        for worker in range(len(actors)):
             submit(worker)
     last_log = time.perf_counter()
     with progress(desc=what, total=count, unit="shard") as bar:
@@ -195,16 +211,19 @@ def _drive(ray, actors, todo, payload, save, stats, count, what, unit) -> None:
         while in_flight:
             ready, _ = ray.wait(list(in_flight), num_returns=1)
             worker = in_flight.pop(ready[0])
-            number, result, items, seconds, pid, restarted = _result(ray, ready[0], worker, what)
+            number, result, items, seconds, cpu, info = _result(ray, ready[0], worker, what)
             save(number, result)
             worker_stats = stats[worker]
-            if pid not in worker_stats.pids:
-                worker_stats.pids.append(pid)
-                if restarted:
+            if info["pid"] not in worker_stats.pids:
+                worker_stats.pids.append(info["pid"])
+                worker_stats.setup_seconds += info["setup_seconds"]
+                worker_stats.niceness = info["niceness"]
+                if info["restarted"]:
                     logger.warning("%s: worker %d was restarted (now pid %d); its shards were retried", what, worker,
-                                   pid)
+                                   info["pid"])
             worker_stats.shards, worker_stats.items = worker_stats.shards + 1, worker_stats.items + items
             worker_stats.seconds += seconds
+            worker_stats.cpu_seconds += cpu
             bar.update(1)
             submit(worker)
             if time.perf_counter() - last_log > LOG_EVERY:

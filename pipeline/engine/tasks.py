@@ -18,20 +18,26 @@ driver), so a scoring or encoding worker starts no JVM.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
 
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.engine import EngineOptions
 from pipeline.engine.cluster import run_shards
-from pipeline.engine.jobs import JobFolder
+from pipeline.engine.jobs import InOrder, JobFolder
 from pipeline.rerank.checkpoint import ModelSource
 from pipeline.rerank.pairs import Pair
 from pipeline.rerank.scoring import Runtime
+
+RESULT_FORMAT = "packed-1"  # of a search shard's job file (`pack_run`): in the job's key, so no older file is read
 
 
 class _ModelTask:
@@ -79,25 +85,71 @@ class SearchTask:
         self.stage = self.stage.bind()  # the index opens, and the worker's one JVM starts, once
 
     def run(self, topics: Topics) -> tuple[dict, int]:
-        run = self.stage.transform(topics, None)
-        return {"tag": run.tag, "ranking": list(run.ranking.items())}, len(topics)
+        return pack_run(self.stage.transform(topics, None)), len(topics)
+
+
+def pack_run(run: Run) -> dict:
+    """A shard's run as a few flat values (JSON-ready): a 100-query shard of top-1000 lists is 100,000 tuples, which
+    Ray would pickle and the driver unpickle and write one by one; as flat lists and the scores' float64 bytes it
+    crosses in one piece, and its job file is written in 21 ms instead of 620-1340 (measured on a loaded 2-core
+    machine; the tuples as JSON through `json.dump`)."""
+    hits = list(run.ranking.values())
+    scores = np.fromiter((score for ranked in hits for _, score in ranked), np.float64, sum(map(len, hits)))
+    return {"tag": run.tag, "qids": list(run.ranking), "counts": [len(ranked) for ranked in hits],
+            "docids": [docid for ranked in hits for docid, _ in ranked],
+            "scores": base64.b64encode(scores.astype("<f8").tobytes()).decode("ascii")}
+
+
+def unpack_run(packed: dict) -> Iterator[tuple[str, list[tuple[str, float]]]]:
+    """(qid, [(docid, score), ...]) of a `pack_run` result, in its order; the scores are the very doubles packed."""
+    scores = np.frombuffer(base64.b64decode(packed["scores"]), "<f8").tolist()
+    docids, start = packed["docids"], 0
+    for qid, count in zip(packed["qids"], packed["counts"]):
+        yield qid, list(zip(docids[start:start + count], scores[start:start + count]))
+        start += count
 
 
 def search_on_cluster(stage, topics: Topics, options: EngineOptions) -> tuple[Run, dict]:
     """`stage.transform(topics, None)` (a retriever, unbound but for its index) over shards of the topics; the run
-    in topics order."""
+    in topics order, merged shard by shard as they come (`InOrder`)."""
     qids = list(topics.queries)
     shards = [qids[start:start + options.shard_queries] for start in range(0, len(qids), options.shard_queries)]
-    job = JobFolder(stage.name, [repr(stage), stage.fingerprint(), topics.fingerprint(), options.shard_queries])
-    stats = run_shards(options, SearchTask(stage), len(shards), lambda number: topics.subset(shards[number]),
-                       job.done, job.save, stage.name, "queries")
-    ranking, tag = {}, stage.name
-    for number in range(len(shards)):
-        result = job.load(number)
-        ranking.update((qid, [(docid, score) for docid, score in hits]) for qid, hits in result["ranking"])
-        tag = result["tag"]
+    job = JobFolder(stage.name, [repr(stage), stage.fingerprint(), topics.fingerprint(), options.shard_queries,
+                                 RESULT_FORMAT])
+    ranking, tags = {}, []
+
+    def merge(number: int, result: dict) -> None:
+        ranking.update(unpack_run(result))
+        tags.append(result["tag"])
+
+    stats = merged_shards(options, SearchTask(stage), len(shards), lambda number: topics.subset(shards[number]), job,
+                          merge, stage.name, "queries")
     job.remove()
-    return Run(ranking, tag=tag), stats
+    return Run(ranking, tag=tags[-1] if tags else stage.name), stats
+
+
+def merged_shards(options: EngineOptions, task, count: int, payload: Callable[[int], object], job: JobFolder,
+                  merge: Callable[[int, object], None], what: str, unit: str) -> dict:
+    """`run_shards` with each result saved in `job` and merged (`merge(number, result)`) in shard order the moment
+    the shards before it are in (those an earlier run finished read back in their turn). The stats add the
+    arrival order and `tail_seconds`: the wall time from the last result's arrival to the end of the merge."""
+    merger, arrived, last = InOrder(merge, job.load), [], [time.perf_counter()]
+
+    def done(number: int) -> bool:
+        if job.done(number):
+            merger.skip(number)
+            return True
+        return False
+
+    def save(number: int, result) -> None:
+        arrived.append(number)
+        last[0] = time.perf_counter()
+        job.save(number, result)
+        merger.add(number, result)
+
+    stats = run_shards(options, task, count, payload, done, save, what, unit)
+    merger.finish(count)
+    return stats | {"arrived": arrived, "tail_seconds": round(time.perf_counter() - last[0], 3)}
 
 
 def score_on_cluster(source: ModelSource, runtime: Runtime, model_digest: str, pairs: list[Pair],
@@ -109,16 +161,17 @@ def score_on_cluster(source: ModelSource, runtime: Runtime, model_digest: str, p
     order, cuts = scoring_batches(source.load(), pairs, runtime.batch_size, runtime.batch_tokens)
     shards = batch_shards(order, cuts, options.shard_pairs)
     job = JobFolder(source.name, [model_digest, repr(source), repr(runtime), options.shard_pairs, pairs_digest(pairs)])
-    stats = run_shards(options, ScoreTask(source, runtime), len(shards),
-                       lambda number: [pairs[i] for i in shards[number]], job.done, job.save, source.name, "pairs")
-    scores, truncated = [0.0] * len(pairs), 0
-    for number, shard in enumerate(shards):
-        result = job.load(number)
-        truncated += result["truncated"]
-        for i, score in zip(shard, result["scores"]):
+    scores, truncated = [0.0] * len(pairs), [0]
+
+    def merge(number: int, result: dict) -> None:
+        truncated[0] += result["truncated"]
+        for i, score in zip(shards[number], result["scores"]):
             scores[i] = score
+
+    stats = merged_shards(options, ScoreTask(source, runtime), len(shards),
+                          lambda number: [pairs[i] for i in shards[number]], job, merge, source.name, "pairs")
     job.remove()
-    return scores, truncated, stats
+    return scores, truncated[0], stats
 
 
 def worker_runtime(runtime: Runtime, options: EngineOptions) -> Runtime:

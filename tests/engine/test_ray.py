@@ -1,6 +1,6 @@
 """The ray engine on a local cluster of 2 workers (one per module): BM25 search, HCAN and monobert reranking and
 `irpipe encode` write byte-identical outputs to local runs; a worker killed mid-run changes nothing; an interrupted
-job, run again, skips the shards it had finished."""
+job, run again, skips the shards it had finished; shards that arrive out of order are merged in order as they come."""
 from __future__ import annotations
 
 import filecmp
@@ -133,6 +133,78 @@ def test_an_experiment_file_runs_on_its_engine(cacm_index, tmp_path, caplog):
                      str(tmp_path / "results"), *extra]) == 0
     assert filecmp.cmp(outputs["ray"], outputs["local"], shallow=False)
     assert caplog.text.count("bm25: 2 shards, 0 done before") == 1  # the file's engine ran once, the override not
+
+
+def test_shards_merge_in_order_as_they_arrive(tmp_path):
+    """InOrder merges shard i the moment 0..i are in, whatever order they come in, reading back in its turn a
+    shard an earlier run finished."""
+    import random
+
+    from pipeline.engine.jobs import InOrder, JobFolder
+
+    job = JobFolder("merge", [], root=tmp_path)
+    for number in (3, 6):  # finished by an earlier run
+        job.save(number, {"shard": number})
+    for seed in range(20):
+        merged, arrivals = [], [n for n in range(10) if n not in (3, 6)]
+        random.Random(seed).shuffle(arrivals)
+        merge = InOrder(lambda number, result: merged.append((number, result["shard"])), job.load)
+        merge.skip(3)
+        merge.skip(6)
+        for count, number in enumerate(arrivals, start=1):
+            merge.add(number, {"shard": number})
+            ready = next(n for n in range(11) if n not in arrivals[:count] + [3, 6])  # the first not yet in
+            assert [n for n, _ in merged] == list(range(ready))  # merged as far as it can go, no further
+        merge.finish(10)
+        assert merged == [(n, n) for n in range(10)]
+    with pytest.raises(RuntimeError, match="merged 1 of 3 shards; still waiting: \\[2\\]"):
+        merge = InOrder(lambda number, result: None, job.load)
+        merge.add(0, {})
+        merge.add(2, {})
+        merge.finish(3)
+
+
+def test_a_slow_shard_arriving_late_changes_nothing(cacm_index, cacm_topics_file, tmp_path):
+    """Shard 1 of 8 held back 3 s on its worker: the later shards come before it (the other worker takes them) and
+    are merged as their turn comes; the run is the local run, to the last bit of every score, and so is its file."""
+    from pipeline.data.topics import read_topics
+    from pipeline.engine import EngineOptions
+    from pipeline.engine.tasks import search_on_cluster
+    from pipeline.stages.bm25 import BM25
+
+    topics = read_topics(cacm_topics_file)
+    slow = list(topics.queries)[8:16]
+
+    class SlowShardBM25(BM25):  # defined here: Ray sends it to the workers by value
+        def transform(self, shard, run):
+            if set(shard.queries) == set(slow):
+                time.sleep(3)
+            return super().transform(shard, run)
+
+    local = BM25(str(cacm_index), hits=200).bind()(topics)
+    on_ray, stats = search_on_cluster(SlowShardBM25(str(cacm_index), hits=200), topics,
+                                      EngineOptions("ray", workers=2, shard_queries=8))
+    assert len(topics) == 64 and stats["arrived"].index(1) > stats["arrived"].index(2)  # out of order
+    assert sorted(stats["arrived"]) == list(range(8)) and stats["tail_seconds"] < 5  # no merge after the last
+    assert [worker["niceness"] for worker in stats["workers"]] == [0, 0]  # not Ray's 15: see cluster.WORKER_NICENESS
+    local.write(tmp_path / "local.trec")
+    on_ray.write(tmp_path / "ray.trec")
+    assert filecmp.cmp(tmp_path / "local.trec", tmp_path / "ray.trec", shallow=False)
+    assert on_ray.ranking == local.ranking and on_ray.tag == local.tag and list(on_ray.ranking) == list(topics.queries)
+
+
+def test_two_shards_go_to_two_workers(cacm_index, cacm_topics_file):
+    """Shards are handed out round robin: with 2 shards and 2 workers each works one (the first worker took both
+    before, as it was given its IN_FLIGHT shards before the second got any)."""
+    from pipeline.data.topics import read_topics
+    from pipeline.engine import EngineOptions
+    from pipeline.engine.tasks import search_on_cluster
+    from pipeline.stages.bm25 import BM25
+
+    topics = read_topics(cacm_topics_file)
+    _, stats = search_on_cluster(BM25(str(cacm_index), hits=10), topics, EngineOptions("ray", workers=2,
+                                                                                       shard_queries=32))
+    assert len(topics) == 64 and [worker["shards"] for worker in stats["workers"]] == [1, 1]
 
 
 @pytest.mark.parametrize("model", ["hcan", "monobert"])
