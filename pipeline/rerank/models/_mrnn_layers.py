@@ -110,13 +110,13 @@ class DocumentAwareQueryAttention(nn.Module):
     def mixed(self, d) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The map of eq. (6) moved onto the documents: FC(e_i)_j = Σ_k W_jk e_ik + b_j = γ (α mra_q,i · d'_j - β n'_j)
         + b_j with d'_j = Σ_{k<m} W_jk d_k, n'_j = Σ_{k<m} W_jk ‖d_k‖² (padding d_k is zero; e_k = 0 past m):
-        d' (..., m, s), n' (..., m), b (m,). Length-free: W = a. Per document, not per pair: no (n, m) row."""
+        d' (..., m, s), n' (..., m), b (m,). Per document, not per pair: no (n, m) row. Length-free: W = a, applied
+        to each chunk's e instead (d' = d: no copy of the documents)."""
         m, squares = d.size(-2), d.pow(2).sum(-1) if self.beta else None
         if self.length:
             w = self.fc.weight[:m, :m]
             return (torch.einsum("jk,...ks->...js", w, d), squares @ w.T if self.beta else None, self.fc.bias[:m])
-        a = self.fc.weight[0, 0]
-        return a * d, a * squares if self.beta else None, self.fc.bias.expand(m)
+        return d, squares, self.fc.bias.expand(m)
 
     def chunked(self, q, q_mask, d, d_mask, chunk: int) -> torch.Tensor:
         """Eqs. (5)-(8) with the softmax of eq. (6) run over the document axis `chunk` positions at a time (a running
@@ -132,7 +132,8 @@ class DocumentAwareQueryAttention(nn.Module):
             e = q @ mixed[..., part, :].transpose(-1, -2)                                      # (..., n, c)
             if self.beta:
                 e = self.alpha * e - self.beta * squares[..., part].unsqueeze(-2)
-            logits = self.act(e * self.gamma + bias[part])                                     # (..., n, c)
+            scale = self.gamma if self.length else self.gamma * self.fc.weight[0, 0]          # length-free: a e + b
+            logits = self.act(e * scale + bias[part])                                          # (..., n, c)
             logits = logits.masked_fill(~d_mask[..., part].unsqueeze(-2), float("-inf"))     # real j only, (6)
             new_top = torch.maximum(top, logits.amax(-1, keepdim=True))
             safe = new_top.masked_fill(torch.isinf(new_top), 0.0)        # no real position yet: nothing to rescale
