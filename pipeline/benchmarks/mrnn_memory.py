@@ -6,7 +6,7 @@ Each setting runs in a fresh process (its peak RSS its own): `--pairs` pairs of 
 and a document of L random words, scored by `predict` (batches of 64) with a randomly initialised MRNN
 (length-free document attention, max_doc_length = L, s = 128, N = 4, 50-d random table), once with the
 attention over the document axis in chunks of 128 positions and the feature maps in groups of at most 16,384
-positions (the defaults), once all at once (attention_chunk = 0, map_positions unbounded). Printed: one JSON line
+positions, once all at once (attention_chunk = 0, map_positions = 0: the defaults). Printed: one JSON line
 per setting with the peak RSS (MiB) and the seconds, then whether the scores agree.
 """
 from __future__ import annotations
@@ -40,8 +40,7 @@ def measure(length: int, pairs: int, query_length: int, chunked: bool) -> dict:
     config = MRNNConfig(embeddings="random", embedding_dim=50, filters=128, blocks=4, doc_attention="length_free",
                         max_doc_length=length, max_query_length=query_length)
     model = MRNN.from_training_data(config, queries[:1], docs[:1])
-    if not chunked:
-        model.attention_chunk, model.map_positions = 0, 1 << 62
+    model.attention_chunk, model.map_positions = (128, 16_384) if chunked else (0, 0)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
     scores = predict(model, [Pair(f"q{i % len(queries)}", f"d{i}", queries[i % len(queries)], d)

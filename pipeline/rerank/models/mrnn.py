@@ -150,8 +150,9 @@ class MRNN(RerankModel):
     # lr 1e-2 [R] (paper 1e-4): Adam moves a parameter by ~lr a step, and at 27-33 steps an epoch (WikiQA) 1e-4 held
     # sc_n, BN, PReLU and the attention FC within +-0.003 an epoch. Best WikiQA dev AP (summary=mean, own negatives,
     # s = 128, seed 0): lr 1e-4 0.571 (epoch 1 of 3), 1e-3 0.624 (3 of 8), 3e-3 0.662 (5 of 8), 1e-2 0.666 (6 of 6)
-    attention_chunk = 128   # document positions per step of eqs. (5)-(8) (0: all at once); not in the config: it
-    map_positions = 16_384  # moves distances by float rounding only. Evaluation: text positions per feature-map pass
+    attention_chunk = 0     # document positions per step of eqs. (5)-(8) (0: all at once); not in the config: it
+    map_positions = 0       # moves distances by float rounding only. Evaluation: text positions per feature-map pass
+                            # (0: all at once). Both off by default: eval/MRNN.md §3 measured no lower peak RSS
     training_defaults = {"optimizer": "adam", "lr": 1e-2, "weight_decay": 1e-3, "schedule": "constant",
                          "train_batch_size": 32, "negatives_per_positive": 8, "epochs": 10, "max_grad_norm": None,
                          "measure": "AP"}
@@ -320,7 +321,7 @@ class MRNN(RerankModel):
         rows = [tuple(row[row != pad].tolist()) for row in ids.cpu()]
 
         def maps(missing: list[tuple[int, ...]]):
-            for group in position_groups(missing, self.map_positions):     # bounded feature maps (K, N, L, s)
+            for group in position_groups(missing, self.map_positions) if self.map_positions else [missing]:
                 fresh, _ = self.multi_resolution(pad_rows([list(row) for row in group], pad)[0].to(ids.device))
                 yield from (fresh[k, :len(row)] for k, row in enumerate(group))              # (L_k, s) each
 
