@@ -10,7 +10,9 @@ pipeline/rerank/models/_mrnn_layers.py):
     T_i[n] = mean_j G[n, i, j]                         (L, N)   (2) "transformer": feature mean [R] (paper: sum)
     aw_i = softmax_N(PReLU(W T_i + b))                 (L, N)   (3) "conductor"
     MRA_i = Σ_n aw_i[n] G[n, i, :]                     (L, s)   (4) multi-resolution n-gram attention
-    e_i = MRA_d · mra_q,i                              (m,)     (5) document-aware query attention, per query
+    e_i = MRA_d · mra_q,i                              (m,)     (5) document-aware query attention, per query;
+                                                                    attention_logits=distance (default) [R]:
+                                                                    e_ij = (‖q_i‖² - ‖q_i - d_j‖²)/√s (eval/MRNN.md)
     aw'_i = softmax_{j real}(PReLU(FC(e_i)))           (m,)     (6) FC over a fixed padded length L_d [R], or a
                                                                     per-position scalar affine map (length-free [R]);
                                                                     FC starts as the identity [R] (attention_init)
