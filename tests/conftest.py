@@ -29,3 +29,19 @@ def cacm_index(shared_data, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def cacm_topics_file(shared_data) -> Path:
     return shared_data / "cacm" / "CACM" / "topics.cacm.txt"
+
+
+@pytest.fixture
+def irpipe_eval(monkeypatch, capsys):
+    """`irpipe eval ...` in-process through the real dispatcher (only the eval command registered) -> (code, out,
+    err); tests/test_evaluate.py and tests/test_eval_edge_cases.py."""
+    from pipeline import cli
+
+    monkeypatch.setattr(cli, "COMMANDS", {"eval": cli.COMMANDS["eval"]})
+
+    def run(*argv):
+        code = cli.main(["-q", *map(str, argv)])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -9,24 +9,10 @@ import random
 
 import pytest
 
-from pipeline import cli
 from pipeline.data.qrels import read_qrels
 from pipeline.data.runs import read_run
 from pipeline.errors import InputError
 from pipeline.evaluate import evaluate, parse_measures, per_query
-
-
-@pytest.fixture
-def irpipe(monkeypatch, capsys):
-    """`irpipe eval ...` in-process through the real dispatcher."""
-    monkeypatch.setattr(cli, "COMMANDS", {"eval": cli.COMMANDS["eval"]})
-
-    def run(*argv):
-        code = cli.main(["-q", *map(str, argv)])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def refused(path, line: int, field: str) -> InputError:
@@ -43,7 +29,7 @@ def refused(path, line: int, field: str) -> InputError:
     (["q1 Q0 d1 1 2.0 t", "q1\td2\t2"], 2, "3 columns (an MS MARCO line) in a TREC run"),
     (["q1\td1\t1", "q1 Q0 d2 2 1.0 t"], 2, "6 columns (a TREC line) in an MS MARCO run"),
 ])
-def test_a_run_mixing_trec_and_msmarco_lines_is_refused(tmp_path, irpipe, lines, bad, fragment):
+def test_a_run_mixing_trec_and_msmarco_lines_is_refused(tmp_path, irpipe_eval, lines, bad, fragment):
     """trec_eval stops at such a line ('get_results: Malformed line 2'); the MS MARCO script cannot read a TREC
     line either. Read line by line, each line's own format, the two kinds of line used to be mixed silently."""
     path = tmp_path / "mixed.run"
@@ -51,7 +37,7 @@ def test_a_run_mixing_trec_and_msmarco_lines_is_refused(tmp_path, irpipe, lines,
     assert fragment in str(refused(path, bad, "columns"))
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("q1 0 d1 1\n")
-    code, out, err = irpipe("eval", path, "--qrels", qrels)
+    code, out, err = irpipe_eval("eval", path, "--qrels", qrels)
     assert code == 2 and out == "" and f"{path}:{bad} [columns]" in err
 
 
@@ -169,12 +155,12 @@ def test_count_measures_keep_trec_eval_meaning_at_every_rel_level(level, names):
         assert totals[str(measure)] == sum(reference[q][name] for q in RUN), (name, str(measure))
 
 
-def test_count_measures_on_the_command_line(tmp_path, irpipe):
+def test_count_measures_on_the_command_line(tmp_path, irpipe_eval):
     run, qrels = tmp_path / "run.trec", tmp_path / "qrels.txt"
     run.write_text("".join(f"{q} Q0 {d} {i + 1} {s} t\n" for q, docs in RUN.items() for i, (d, s) in
                            enumerate(docs.items())))
     qrels.write_text("".join(f"{q} 0 {d} {r}\n" for q, judged in QRELS.items() for d, r in judged.items()))
-    code, out, err = irpipe("eval", run, "--qrels", qrels, "--rel-level", "2", "-m", "num_ret", "num_rel",
+    code, out, err = irpipe_eval("eval", run, "--qrels", qrels, "--rel-level", "2", "-m", "num_ret", "num_rel",
                             "num_rel_ret", "--format", "csv")
     assert code == 0, err
     header, row = out.splitlines()[:2]
@@ -197,7 +183,7 @@ def test_a_measure_that_names_its_own_rel_keeps_it():
     ("1 0 a 1 0.5\n", 1),
     ("query-id\tcorpus-id\tscore\nq1\td1\t1\t7\n", 2),
 ])
-def test_qrels_with_trailing_columns_are_refused(tmp_path, irpipe, content, line):
+def test_qrels_with_trailing_columns_are_refused(tmp_path, irpipe_eval, content, line):
     """trec_eval refuses text after the relevance ('get_qrels: Malformed line N'); so does irpipe, naming the line,
     rather than read the judgement from the wrong column."""
     path = tmp_path / "qrels.txt"
@@ -207,5 +193,5 @@ def test_qrels_with_trailing_columns_are_refused(tmp_path, irpipe, content, line
     assert (error.value.line, error.value.field) == (line, "columns")
     run = tmp_path / "run.trec"
     run.write_text("1 Q0 a 1 1.0 t\n")
-    code, out, err = irpipe("eval", run, "--qrels", path)
+    code, out, err = irpipe_eval("eval", run, "--qrels", path)
     assert code == 2 and out == "" and f"{path}:{line} [columns]" in err

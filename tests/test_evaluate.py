@@ -14,7 +14,6 @@ import types
 import pytest
 from scipy import stats
 
-from pipeline import cli
 from pipeline.data.runs import Run, read_run
 from pipeline.data.qrels import read_qrels
 from pipeline.errors import IrpipeError, MissingResourceError, UnknownNameError
@@ -292,19 +291,6 @@ def test_plot_writes_png(comparison, tmp_path):
 
 
 @pytest.fixture
-def irpipe(monkeypatch, capsys):
-    """Run `irpipe ...` in-process through the real dispatcher (only the eval command registered)."""
-    monkeypatch.setattr(cli, "COMMANDS", {"eval": cli.COMMANDS["eval"]})
-
-    def run(*argv):
-        code = cli.main(["-q", *map(str, argv)])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-@pytest.fixture
 def files(tmp_path):
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("".join(f"{q} 0 {d} {r}\n" for q, j in SIG_QRELS.items() for d, r in j.items()))
@@ -314,9 +300,9 @@ def files(tmp_path):
     return qrels, paths
 
 
-def test_cli_json(irpipe, files):
+def test_cli_json(irpipe_eval, files):
     qrels, runs = files
-    code, out, err = irpipe("eval", runs["a"], runs["b"], "--qrels", qrels, "-m", "RR@10", "AP", "--format", "json")
+    code, out, err = irpipe_eval("eval", runs["a"], runs["b"], "--qrels", qrels, "-m", "RR@10", "AP", "--format", "json")
     assert code == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
     assert [line["run"] for line in lines] == [str(runs["a"]), str(runs["b"])]
@@ -324,10 +310,10 @@ def test_cli_json(irpipe, files):
     assert lines[0]["queries"] == 6 and "p_values" not in lines[0]
 
 
-def test_cli_baseline_plot_and_rel_level(irpipe, files, tmp_path):
+def test_cli_baseline_plot_and_rel_level(irpipe_eval, files, tmp_path):
     qrels, runs = files
     plot = tmp_path / "out.png"
-    code, out, err = irpipe("eval", runs["a"], runs["b"], "--qrels", qrels, "-m", "RR@10,AP", "nDCG@10",
+    code, out, err = irpipe_eval("eval", runs["a"], runs["b"], "--qrels", qrels, "-m", "RR@10,AP", "nDCG@10",
                             "--baseline", runs["base"], "--correction", "holm", "--rel-level", "2",
                             "--plot", plot, "--plot-measure", "AP", "--format", "csv")
     assert code == 0, err
@@ -337,19 +323,19 @@ def test_cli_baseline_plot_and_rel_level(irpipe, files, tmp_path):
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_cli_baseline_among_runs_and_per_query_table(irpipe, files):
+def test_cli_baseline_among_runs_and_per_query_table(irpipe_eval, files):
     qrels, runs = files
-    code, out, _ = irpipe("eval", runs["base"], runs["a"], "--qrels", qrels, "-m", "RR@10", "--baseline",
+    code, out, _ = irpipe_eval("eval", runs["base"], runs["a"], "--qrels", qrels, "-m", "RR@10", "--baseline",
                           runs["base"], "--per-query", "--queries", "run")
     assert code == 0
     assert out.count(str(runs["base"])) >= 7  # 6 per-query rows + the aggregate row (+ the note)
     assert "only the judged queries a run has hits for" in out
 
 
-def test_cli_seed_mean(irpipe, files, tmp_path):
+def test_cli_seed_mean(irpipe_eval, files, tmp_path):
     qrels, runs = files
     seeds = [Run.from_scores(ranked(RANKS[n])).write(tmp_path / f"sys.seed{s}.trec") for s, n in enumerate("ab")]
-    code, out, err = irpipe("eval", *seeds, "--qrels", qrels, "-m", "RR@10", "--baseline", runs["base"],
+    code, out, err = irpipe_eval("eval", *seeds, "--qrels", qrels, "-m", "RR@10", "--baseline", runs["base"],
                             "--seed-mean", "--format", "json")
     assert code == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
@@ -368,40 +354,40 @@ def test_cli_seed_mean(irpipe, files, tmp_path):
     (["--baseline", "BASE", "--plot", "x.png", "--plot-measure", "P@5"], "not among the measures"),
     (["--baseline", "BASE", "--plot", "x.svgz2"], "cannot write a plot as 'svgz2'"),
 ])
-def test_cli_usage_errors(irpipe, files, args, fragment):
+def test_cli_usage_errors(irpipe_eval, files, args, fragment):
     qrels, runs = files
     args = [str(runs["base"]) if a == "BASE" else a for a in args]
-    code, out, err = irpipe("eval", runs["a"], "--qrels", qrels, *args)
+    code, out, err = irpipe_eval("eval", runs["a"], "--qrels", qrels, *args)
     assert code == 2 and out == ""
     assert fragment in err and err.startswith("irpipe eval: error:")
 
 
-def test_cli_run_after_measures_is_reported(irpipe, files):
+def test_cli_run_after_measures_is_reported(irpipe_eval, files):
     qrels, runs = files
-    code, _, err = irpipe("eval", runs["a"], "--qrels", qrels, "-m", "AP", runs["b"])
+    code, _, err = irpipe_eval("eval", runs["a"], "--qrels", qrels, "-m", "AP", runs["b"])
     assert code == 2 and f"{runs['b']} is a file, not a measure" in err
 
 
-def test_cli_bad_run_file_names_file_and_line(irpipe, files, tmp_path):
+def test_cli_bad_run_file_names_file_and_line(irpipe_eval, files, tmp_path):
     qrels, _ = files
     bad = tmp_path / "bad.trec"
     bad.write_text("q0 Q0 r 1 2.5 tag\nq1 Q0 r 1 high tag\n")
-    code, out, err = irpipe("eval", bad, "--qrels", qrels)
+    code, out, err = irpipe_eval("eval", bad, "--qrels", qrels)
     assert code == 2 and out == ""
     assert f"{bad}:2 [score]" in err
 
 
-def test_cli_bad_qrels_and_missing_file(irpipe, files, tmp_path):
+def test_cli_bad_qrels_and_missing_file(irpipe_eval, files, tmp_path):
     _, runs = files
     bad = tmp_path / "qrels.bad"
     bad.write_text("q0 0 r 1\nq1 0 r\n")
-    code, _, err = irpipe("eval", runs["a"], "--qrels", bad)
+    code, _, err = irpipe_eval("eval", runs["a"], "--qrels", bad)
     assert code == 2 and f"{bad}:2 [columns]" in err
-    code, _, err = irpipe("eval", tmp_path / "missing.trec", "--qrels", files[0])
+    code, _, err = irpipe_eval("eval", tmp_path / "missing.trec", "--qrels", files[0])
     assert code == 2 and "missing.trec: no such file" in err
 
 
-def test_cli_dataset_gives_qrels_and_rel_level(irpipe, files, monkeypatch):
+def test_cli_dataset_gives_qrels_and_rel_level(irpipe_eval, files, monkeypatch):
     qrels, runs = files
 
     class FakeDataset:  # stands in for pipeline.data.registry, which another module provides
@@ -414,17 +400,17 @@ def test_cli_dataset_gives_qrels_and_rel_level(irpipe, files, monkeypatch):
     registry.get_dataset = lambda name: FakeDataset()
     registry.define_args = lambda parser: None
     monkeypatch.setitem(sys.modules, "pipeline.data.registry", registry)
-    code, out, err = irpipe("eval", runs["a"], "--dataset", "dl19", "-m", "AP", "nDCG@10", "--format", "json")
+    code, out, err = irpipe_eval("eval", runs["a"], "--dataset", "dl19", "-m", "AP", "nDCG@10", "--format", "json")
     assert code == 0, err
     assert list(json.loads(out)["measures"]) == ["AP(rel=2)", "nDCG@10"]
-    code, out, _ = irpipe("eval", runs["a"], "--dataset", "dl19", "-m", "AP", "--rel-level", "1", "--format", "json")
+    code, out, _ = irpipe_eval("eval", runs["a"], "--dataset", "dl19", "-m", "AP", "--rel-level", "1", "--format", "json")
     assert list(json.loads(out)["measures"]) == ["AP"]
 
 
 @needs_shared_data
-def test_cli_with_registered_dl19(irpipe):
+def test_cli_with_registered_dl19(irpipe_eval):
     run = DL / "bm25-runs-rank_llm_data" / "retrieve_results" / "BM25" / "trec_results_dl19_top100.txt"
-    code, out, err = irpipe("eval", run, "--dataset", "dl19-passage", "-m", "nDCG@10", "AP", "--format", "json")
+    code, out, err = irpipe_eval("eval", run, "--dataset", "dl19-passage", "-m", "nDCG@10", "AP", "--format", "json")
     assert code == 0, err
     line = json.loads(out)
     assert line["queries"] == 43 and list(line["measures"]) == ["nDCG@10", "AP(rel=2)"]  # the dataset's level 2
