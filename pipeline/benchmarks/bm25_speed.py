@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -46,22 +47,26 @@ def _worker(kind: str, index: str, topics: str, output: str, hits: int, threads:
         log.configure(quiet=True)
         start = time.perf_counter()
         BM25(index, 0.9, 0.4, hits, threads).bind()(read_topics(topics)).write(output, tag="Anserini")
-    print(json.dumps({"seconds": time.perf_counter() - start}))
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB; the JVM runs in this process
+    print(json.dumps({"seconds": seconds, "peak_rss_mib": round(peak)}))
 
 
-def _same_lines(a: Path, b: Path) -> bool:
+def same_lines(a: Path, b: Path) -> bool:
     """The same run lines (ranks, scores, tags); only the order of the query blocks may differ (Pyserini's CLI
     writes queries sorted by id, we keep the topic file's order)."""
     return sorted(a.read_text().splitlines()) == sorted(b.read_text().splitlines())
 
 
-def _timed(kind: str, index: Path, topics: Path, output: Path, hits: int, threads: int) -> float:
+def timed_search(kind: str, index: Path, topics: Path, output: Path, hits: int, threads: int) -> dict:
+    """{"seconds", "peak_rss_mib"} of one side ("ours": irpipe's BM25 stage; "pyserini": Pyserini's own CLI) writing
+    the TREC run of `topics` to `output`, in a fresh process (its own JVM)."""
     command = [sys.executable, "-m", "pipeline.benchmarks.bm25_speed", "--worker", kind, "--index", str(index),
                "--topics", str(topics), "--output", str(output), "--hits", str(hits), "--threads", str(threads)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{kind} worker failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         queries = len(topics) * args.repeat
         for hits in args.hits:
             ours_run, theirs_run = Path(scratch) / "ours.trec", Path(scratch) / "pyserini.trec"
-            ours = min(_timed("ours", index, topics_file, ours_run, hits, args.threads) for _ in range(args.trials))
-            theirs = min(_timed("pyserini", index, topics_file, theirs_run, hits, args.threads) for _ in range(args.trials))
-            identical = _same_lines(ours_run, theirs_run)
+            ours, theirs = (min(timed_search(kind, index, topics_file, run, hits, args.threads)["seconds"]
+                                for _ in range(args.trials)) for kind, run in (("ours", ours_run), ("pyserini", theirs_run)))
+            identical = same_lines(ours_run, theirs_run)
             rows.append({"hits": hits, "queries": queries, "threads": args.threads,
                          "ours_qps": round(queries / ours, 1), "pyserini_qps": round(queries / theirs, 1),
                          "ratio": round(theirs / ours, 2), "identical_runs": identical})

@@ -3,8 +3,13 @@
 queries and biencoder encoding a subset of the passages on Ray with 1 and 2 workers; and, from the measured
 per-worker rates, the wall time of the full dev-small rerank (top-1000: 6.98M pairs) and of encoding 8.8M passages.
 
-    python -m pipeline.benchmarks.ray_scale --size 1000000 --workdir /tmp/ray-scale [--queries N]
-                                            [--rerank-queries 60] [--encode-docs 4000] [--record [NAME]]
+    python -m pipeline.benchmarks.ray_scale --size 1000000 --workdir /tmp/ray-scale [--queries N] [--ray-queries N]
+                                            [--pyserini] [--rerank-queries 60] [--encode-docs 4000] [--record [NAME]]
+
+At MS MARCO's full size (issue 30 item 3; about an hour on 2 cores, most of it indexing and the 2-thread searches):
+
+    python -m pipeline.benchmarks.ray_scale --size 8841823 --workdir /tmp/msmarco-full --ray-queries 2000 \
+        --pyserini --rerank-queries 0 --encode-docs 0 --record msmarco-full-size
 
 Search runs locally with 1 thread and with `--threads`, then on Ray with 1 and 2 workers of 1 thread, all in one
 process and one run (the ratios between them are what a loaded machine leaves comparable); each Ray row gives the
@@ -13,6 +18,12 @@ shared machine the wall-clock rates carry the other processes' load (and Linux's
 session's processes one share of the CPU, however many workers it starts), so each row also gives its CPU time per
 query (`time.process_time`: the local process; the Ray workers' processes in their shards plus the driver's):
 what the work costs, which the load does not change much.
+`--pyserini` adds Pyserini's own CLI (`python -m pyserini.search.lucene --bm25`, fresh process, `--threads`) on the
+same index and topics: its time, peak RSS and whether its lines are the local run's. Each row has a peak RSS: the
+local rows this process's (the `--threads` row runs first), Pyserini's its process's, the Ray rows each worker's.
+`--ray-queries N` runs the 1-thread local row and the Ray rows on the first N queries only (their rates compare
+with each other; at 8.8M passages a 1-thread pass over all 6,980 queries costs a quarter of an hour each).
+The index's own build record (seconds, peak RSS of Python and Java) is copied into the result.
 `--rerank-queries 0` / `--encode-docs 0` leave the rerank / encode parts (and their projections) out.
 `--worker-niceness 15` runs the workers at Ray's own default niceness (irpipe's local cluster: 0). Ray's memory
 monitor is off for the benchmark's cluster (RAY_memory_monitor_refresh_ms=0): on a shared machine it killed the
@@ -32,12 +43,13 @@ import argparse
 import filecmp
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from pipeline.benchmarks import machine, record, run_main
+from pipeline.benchmarks import REPO, machine, record, run_main
 from pipeline.benchmarks.msmarco_scale import run_irpipe, write_synthetic_collection
 
 DEV_SMALL_QUERIES, TOP_K_FULL, MSMARCO_PASSAGES = 6980, 1000, 8_841_823
@@ -62,9 +74,26 @@ def _search(index: Path, topics, threads: int, options) -> tuple[object, dict]:
                 "cpu_ms_per_query": {"workers": round(1000 * workers_cpu / len(topics), 2),
                                      "driver": round(1000 * cpu / len(topics), 2),
                                      "total": round(1000 * (workers_cpu + cpu) / len(topics), 2)}}
+        row["peak_rss_mib"] = {"workers": [w["peak_rss_mib"] for w in stats["workers"]]}
     else:
         row["cpu_ms_per_query"] = {"total": round(1000 * cpu / len(topics), 2)}
+        row["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # this process so far
     return run, row
+
+
+def _pyserini_row(work: Path, index: Path, topics, local_run, threads: int) -> dict:
+    """Pyserini's own CLI (`python -m pyserini.search.lucene --bm25`) on the same index and topics, in a fresh
+    process with `threads` threads: its time, its peak RSS and whether its lines are the local run's."""
+    from pipeline.benchmarks.bm25_speed import same_lines, timed_search
+
+    topics_file, ours, theirs = work / "topics.tsv", work / "local.trec", work / "pyserini.trec"
+    with open(topics_file, "w", encoding="utf-8") as out:
+        out.writelines(f"{qid}\t{' '.join(text.split())}\n" for qid, text in topics.items())
+    local_run.write(ours, tag="Anserini")  # Pyserini's CLI tags its lines "Anserini"
+    side = timed_search("pyserini", index, topics_file, theirs, TOP_K_FULL, threads)
+    return {"engine": "pyserini-cli", "workers": None, "threads": threads, "queries": len(topics),
+            "seconds": round(side["seconds"], 1), "queries_per_s": round(len(topics) / side["seconds"], 1),
+            "peak_rss_mib": side["peak_rss_mib"], "identical_to_local": same_lines(ours, theirs)}
 
 
 def _rates(kind: str, items: int, stats: dict, unit: str) -> dict:
@@ -91,22 +120,29 @@ def bench(args) -> dict:
     os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")  # see --help: a shared machine's memory, not ours
     cluster.WORKER_NICENESS = args.worker_niceness
     cluster.connect(ray_options[2])  # one local cluster with room for 2 workers, for every job
-    result = {"collection": {"passages": args.size, "index": str(index)}, "search": [], "rerank": [], "encode": []}
+    built = json.loads((index / "irpipe-index.json").read_text())
+    result = {"collection": {"passages": args.size, "index": str(index), "index_seconds": built.get("seconds"),
+                             "index_peak_rss_mib": built.get("peak_rss_mb"), "index_threads": built.get("threads")},
+              "search": [], "rerank": [], "encode": []}
 
     topics = get_dataset("msmarco-passage/dev-small").topics()
     topics = topics.subset(list(topics.queries)[:args.queries])
     _search(index, topics.subset(list(topics.queries)[:50]), 1, None)  # the JVM's first queries (JIT), not timed
-    local_run = None
-    for threads in sorted({1, args.threads}):
-        run, row = _search(index, topics, threads, None)
-        if local_run is not None:
-            row["identical_to_local"] = run.ranking == local_run.ranking
-        local_run = run
+    ray_topics = topics.subset(list(topics.queries)[:args.ray_queries]) if args.ray_queries else topics
+    runs = {}
+    for threads in sorted({1, args.threads}, reverse=True):  # the full run first: its peak RSS is then its own
+        runs[threads], row = _search(index, ray_topics if threads == 1 else topics, threads, None)
         result["search"].append(row)
         print(json.dumps(row), flush=True)
+    local_run = runs[args.threads]
+    same_queries = {qid: local_run.ranking[qid] for qid in ray_topics.queries}
+    result["search"][-1]["identical_to_local"] = runs[1].ranking == same_queries
+    if args.pyserini:
+        result["search"].append(_pyserini_row(work, index, topics, local_run, args.threads))
+        print(json.dumps(result["search"][-1]), flush=True)
     for workers in (1, 2):
-        run, row = _search(index, topics, 1, ray_options[workers])
-        row["identical_to_local"] = run.ranking == local_run.ranking and run.tag == local_run.tag
+        run, row = _search(index, ray_topics, 1, ray_options[workers])
+        row["identical_to_local"] = run.ranking == same_queries and run.tag == local_run.tag
         result["search"].append(row)
         print(json.dumps(row), flush=True)
     result["search_ratios"] = _ratios(result["search"], args.threads)
@@ -122,8 +158,11 @@ def bench(args) -> dict:
 def _ratios(rows: list[dict], threads: int) -> dict:
     """Ray's throughput against itself and the local search's; each row's CPU per query against a local thread's."""
     rate = {(r["engine"], r["workers"] or r["threads"]): r["queries_per_s"] for r in rows}
-    cpu = {(r["engine"], r["workers"] or r["threads"]): r["cpu_ms_per_query"]["total"] for r in rows}
-    return {"ray_2_over_ray_1": round(rate["ray", 2] / rate["ray", 1], 2),
+    cpu = {(r["engine"], r["workers"] or r["threads"]): r["cpu_ms_per_query"]["total"] for r in rows
+           if "cpu_ms_per_query" in r}
+    pyserini = ({f"local_{threads}_threads_over_pyserini_cli": round(rate["local", threads] / rate["pyserini-cli", threads], 2)}
+                if ("pyserini-cli", threads) in rate else {})
+    return pyserini | {"ray_2_over_ray_1": round(rate["ray", 2] / rate["ray", 1], 2),
             f"ray_2_over_local_{threads}_threads": round(rate["ray", 2] / rate["local", threads], 2),
             "ray_1_over_local_1_thread": round(rate["ray", 1] / rate["local", 1], 2)} | {
         f"cpu_per_query_{engine}_{n}_over_local_1_thread": round(cpu[engine, n] / cpu["local", 1], 2)
@@ -180,14 +219,31 @@ def _encode(args, work: Path, collection: Path, ray_options: dict, result: dict)
         result["encode"][-1]["identical_to_1_worker"] = not (same.diff_files or same.left_only or same.right_only)
 
 
+def per_model_projection() -> dict:
+    """Hours of the dev-small top-1000 rerank per model on N one-thread CPU workers, from each model's one-thread
+    inference rate in eval/benchmarks/rerank-speed.json (WikiQA test pairs: shorter than MS MARCO passages, so these
+    hours are a lower bound), assuming linear scaling over workers."""
+    recorded = REPO / "eval" / "benchmarks" / "rerank-speed.json"
+    if not recorded.exists():
+        return {}
+    speed = json.loads(recorded.read_text())
+    pairs = DEV_SMALL_QUERIES * TOP_K_FULL
+    return {"source": f"eval/benchmarks/rerank-speed.json ({speed['command']})"} | {
+        row["model"]: {"pairs_per_s_per_worker": row["inference_pairs_per_s"],
+                       "hours": {f"{n} workers": round(pairs / (row["inference_pairs_per_s"] * n) / 3600, 1)
+                                 for n in WORKERS_PROJECTED}}
+        for row in speed["rows"] if row["device"] == "cpu" and row["threads"] == 1}
+
+
 def project(result: dict, device: str) -> dict:
     """Wall times from the mean measured per-worker rate, assuming linear scaling over workers (the measured 1 -> 2
     scaling is beside it to judge that by)."""
     def mean(values):
         return sum(values) / len(values)
 
+    per_model = per_model_projection()
     if not (result["rerank"] and result["encode"]):
-        return {"device": device, "left_out": "no rerank and encode rows measured"}
+        return {"device": device, "left_out": "no rerank and encode rows measured", "per_model": per_model}
     pairs_rate = mean(result["rerank"][-1]["pairs_per_s_per_worker"])
     docs_rate = mean(result["encode"][-1]["docs_per_s_per_worker"])
     pairs = DEV_SMALL_QUERIES * TOP_K_FULL
@@ -197,6 +253,7 @@ def project(result: dict, device: str) -> dict:
                                                                  result["rerank"][0]["pairs_per_s"], 2),
                                          "hours": {f"{n} workers": round(pairs / (pairs_rate * n) / 3600, 1)
                                                    for n in WORKERS_PROJECTED}},
+            "per_model": per_model,
             "encode_msmarco_passages": {"passages": MSMARCO_PASSAGES, "docs_per_s_per_worker": round(docs_rate, 1),
                                         "scaling_1_to_2": round(result["encode"][1]["docs_per_s"] /
                                                                 result["encode"][0]["docs_per_s"], 2),
@@ -210,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", required=True, help="collection and index kept here (made once)")
     parser.add_argument("--queries", type=int, help="the first N dev-small queries (default: all 6,980)")
     parser.add_argument("--threads", type=int, default=2, help="local search threads (default 2)")
+    parser.add_argument("--ray-queries", type=int, help="the first N of those for the 1-thread and Ray rows (default: all)")
+    parser.add_argument("--pyserini", action="store_true", help="add Pyserini's own CLI on the same index and topics")
     parser.add_argument("--rerank-queries", type=int, default=60, help="queries whose top-100 monobert reranks")
     parser.add_argument("--shard-pairs", type=int, default=512, help="pairs per rerank shard (default 512)")
     parser.add_argument("--encode-docs", type=int, default=4000, help="passages biencoder encodes (default 4,000)")

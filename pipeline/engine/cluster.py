@@ -17,6 +17,7 @@ import ctypes
 import logging
 import math
 import os
+import resource
 import signal
 import time
 import uuid
@@ -131,6 +132,7 @@ class ShardWorker:
     def run(self, number: int, payload) -> tuple[int, object, int, float, float, dict]:
         start, cpu = time.perf_counter(), time.process_time()  # CPU: all of the process's threads (a JVM's too)
         result, items = self.task.run(payload)
+        self.info["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
         return number, result, items, time.perf_counter() - start, time.process_time() - cpu, self.info
 
 
@@ -142,6 +144,7 @@ class WorkerStats:
     cpu_seconds: float = 0.0  # CPU time the worker process spent in them (on a shared machine: its cost)
     setup_seconds: float = 0.0  # in `task.setup` (a model loaded, an index opened), once per worker process
     niceness: int | None = None  # the worker process's (see WORKER_NICENESS)
+    peak_rss_mib: float = 0.0  # the largest peak resident memory of its processes (a JVM's too), as of its last shard
     pids: list[int] = field(default_factory=list)  # one more for each restart that ran a shard
 
     def rate(self) -> float:
@@ -151,7 +154,8 @@ class WorkerStats:
         return {"shards": self.shards, "items": self.items, "seconds": round(self.seconds, 2),
                 "per_second": round(self.rate(), 2),
                 "cpu_seconds": round(self.cpu_seconds, 2), "setup_seconds": round(self.setup_seconds, 2),
-                "niceness": self.niceness, "restarts": max(len(self.pids) - 1, 0)}
+                "niceness": self.niceness, "restarts": max(len(self.pids) - 1, 0),
+                "peak_rss_mib": round(self.peak_rss_mib)}
 
 
 def run_shards(options: EngineOptions, task, count: int, payload: Callable[[int], object],
@@ -224,6 +228,7 @@ def _drive(ray, actors, todo, payload, save, stats, count, what, unit) -> None:
             worker_stats.shards, worker_stats.items = worker_stats.shards + 1, worker_stats.items + items
             worker_stats.seconds += seconds
             worker_stats.cpu_seconds += cpu
+            worker_stats.peak_rss_mib = max(worker_stats.peak_rss_mib, info["peak_rss_mib"])
             bar.update(1)
             submit(worker)
             if time.perf_counter() - last_log > LOG_EVERY:

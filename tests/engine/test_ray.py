@@ -195,7 +195,7 @@ def test_a_slow_shard_arriving_late_changes_nothing(cacm_index, cacm_topics_file
 
 def test_two_shards_go_to_two_workers(cacm_index, cacm_topics_file):
     """Shards are handed out round robin: with 2 shards and 2 workers each works one (the first worker took both
-    before, as it was given its IN_FLIGHT shards before the second got any)."""
+    before, as it was given its IN_FLIGHT shards before the second got any). Each reports its peak memory."""
     from pipeline.data.topics import read_topics
     from pipeline.engine import EngineOptions
     from pipeline.engine.tasks import search_on_cluster
@@ -205,6 +205,7 @@ def test_two_shards_go_to_two_workers(cacm_index, cacm_topics_file):
     _, stats = search_on_cluster(BM25(str(cacm_index), hits=10), topics, EngineOptions("ray", workers=2,
                                                                                        shard_queries=32))
     assert len(topics) == 64 and [worker["shards"] for worker in stats["workers"]] == [1, 1]
+    assert all(worker["peak_rss_mib"] > 100 for worker in stats["workers"])  # each worker's own (its JVM's too)
 
 
 @pytest.mark.parametrize("model", ["hcan", "monobert"])
