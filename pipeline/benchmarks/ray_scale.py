@@ -22,7 +22,7 @@ what the work costs, which the load does not change much.
 same index and topics: its time, peak RSS and whether its lines are the local run's. Each row has a peak RSS: the
 local rows this process's (the `--threads` row runs first), Pyserini's its process's, the Ray rows each worker's.
 `--ray-queries N` runs the 1-thread local row and the Ray rows on the first N queries only (their rates compare
-with each other; at 8.8M passages a 1-thread pass over all 6,980 queries costs a quarter of an hour each).
+with each other, and a 1-thread pass over all 6,980 queries at 8.8M passages is long).
 The index's own build record (seconds, peak RSS of Python and Java) is copied into the result.
 `--rerank-queries 0` / `--encode-docs 0` leave the rerank / encode parts (and their projections) out.
 `--worker-niceness 15` runs the workers at Ray's own default niceness (irpipe's local cluster: 0). Ray's memory
