@@ -32,6 +32,13 @@ def cacm_topics_file(shared_data) -> Path:
 
 
 @pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """A fresh IRPIPE_CACHE for one test."""
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
 def irpipe_eval(monkeypatch, capsys):
     """`irpipe eval ...` in-process through the real dispatcher (only the eval command registered) -> (code, out,
     err); tests/test_evaluate.py and tests/test_eval_edge_cases.py."""

@@ -19,6 +19,16 @@ needs_shared_data = pytest.mark.skipif(
 )
 
 
+def irpipe(capsys, *argv) -> tuple[int, str, str]:
+    """`irpipe -q ARGV...` in-process through the real dispatcher -> (exit code, stdout, stderr) of that call alone."""
+    from pipeline import cli
+
+    capsys.readouterr()
+    code = cli.main(["-q", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def make_pairs(queries: list[str], docs: list[str]) -> list:
     """Pairs of parallel query and document texts (ids q0.., d0..), as a reranker stage hands them to a model."""
     from pipeline.rerank.pairs import Pair

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
 from pipeline.errors import OutputError
-from support import save_tiny_bert, write_collection
+from support import irpipe, save_tiny_bert, write_collection
 
 PAGE = 4096
 slow = pytest.mark.skipif(os.environ.get("IRPIPE_SLOW_FAULTS", "") in ("", "0"),
@@ -85,12 +84,6 @@ def log_to_this_tests_stderr():
     logger.handlers[:] = saved
 
 
-def irpipe(capsys, *argv) -> tuple[int, str]:
-    capsys.readouterr()
-    code = main(["-q", *map(str, argv)])
-    return code, capsys.readouterr().err
-
-
 @pytest.mark.parametrize("place", ["full", "read-only"])
 def test_atomic_write_names_the_file_and_leaves_nothing(tmpfs, place):
     """Before: a read-only folder was reported as the scratch file (`.run.trec.PID.xyz.tmp: cannot write`)."""
@@ -142,7 +135,7 @@ def test_index_names_the_index_and_removes_its_scratch(tmpfs, documents, capsys,
     """The documents' part files (written by Python before Anserini starts) fill the disk. Before: exit 1 and
     `OSError: [Errno 28] No space left on device` in _write_parts; read-only named the scratch folder."""
     folder = tmpfs("out", free=64 * PAGE) if place == "full" else tmpfs("out", read_only=True)
-    code, err = irpipe(capsys, "index", "--input", documents, "--output", folder / "idx", "--threads", "1")
+    code, _, err = irpipe(capsys, "index", "--input", documents, "--output", folder / "idx", "--threads", "1")
     assert code == 2 and "Traceback" not in err, err
     reason = "No space left on device" if place == "full" else "Read-only file system"
     assert f"irpipe index: error: {folder / 'idx'}: cannot write: {reason}" in err
@@ -167,7 +160,7 @@ def test_training_on_a_full_disk_resumes_once_there_is_space(tmpfs, tmp_path, ca
             "--threads", "1", "--seed", "0"]
     assert irpipe(capsys, *argv, "--output", tmp_path / "whole")[0] == 0
     folder = tmpfs("out", size="26m")
-    code, err = irpipe(capsys, *argv, "--output", folder / "model")
+    code, _, err = irpipe(capsys, *argv, "--output", folder / "model")
     assert code == 2 and "Traceback" not in err, err
     state = folder / "model" / "state"
     assert f"{state / 'epoch-0002' / 'trainer.safetensors'}: cannot write: No space left on device" in err
@@ -182,7 +175,7 @@ def test_training_on_a_full_disk_resumes_once_there_is_space(tmpfs, tmp_path, ca
     assert losses[0] == losses[1] and len(losses[0]) == 2
 
 
-def _encode(capsys, bert: Path, data: Path, output: Path) -> tuple[int, str]:
+def _encode(capsys, bert: Path, data: Path, output: Path) -> tuple[int, str, str]:
     return irpipe(capsys, "encode", "--model", "biencoder", "--set", f"bert={bert}", "--dataset", data, "--output",
                   output, "--shard-size", "3")
 
@@ -198,10 +191,10 @@ def test_encoding_on_a_full_disk_resumes_into_the_same_store(tmpfs, tmp_path, ca
     bert, data = save_tiny_bert(tmp_path / "bert", layers=1), _pairs(tmp_path / "qa", 12)
     assert _encode(capsys, bert, data, tmp_path / "whole")[0] == 0
     folder = tmpfs("out", free=6 * PAGE)
-    code, err = _encode(capsys, bert, data, folder / "store")
+    code, _, err = _encode(capsys, bert, data, folder / "store")
     assert code != 0 and 1 <= _listed(folder / "store") < 4, err
     remount(folder, "size=8m")
-    code, err = _encode(capsys, bert, data, folder / "store")
+    code, _, err = _encode(capsys, bert, data, folder / "store")
     assert code == 0, err
     assert_same_store(folder / "store", tmp_path / "whole")
 
@@ -223,7 +216,7 @@ def test_encoding_on_a_full_disk_is_an_error_naming_the_shard(tmpfs, tmp_path, c
     192 requested and 0 written`, no errno), naming no file, a `.shard-00000.ids.PID.tmp` left."""
     bert, data = save_tiny_bert(tmp_path / "bert", layers=1), _pairs(tmp_path / "qa", 12)
     folder = tmpfs("out", free=0)
-    code, err = _encode(capsys, bert, data, folder / "store")
+    code, _, err = _encode(capsys, bert, data, folder / "store")
     assert code == 2 and "Traceback" not in err, err
     assert f"{folder / 'store'}/shard-00000" in err and "No space left on device" in err
     assert not [name for name in left(folder) if name.rsplit("/", 1)[-1].startswith(".")]
@@ -239,7 +232,7 @@ def test_slow_java_indexer_on_a_full_disk(tmpfs, tmp_path, capsys):
     collection = write_collection(tmp_path / "tiny")
     folder = tmpfs("out", size="256k", free=2 * PAGE)
     argv = ["index", "--input", collection / "docs.jsonl", "--output", folder / "idx", "--threads", "1"]
-    code, err = irpipe(capsys, *argv)
+    code, _, err = irpipe(capsys, *argv)
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert f"{folder / 'idx'}: cannot write: No space left on device" in err
     assert left(folder) == []
@@ -255,12 +248,12 @@ def test_slow_run_with_its_cache_on_a_full_disk(tmpfs, tmp_path, capsys, monkeyp
     cache = tmpfs("cache", free=0)
     monkeypatch.setenv("IRPIPE_CACHE", str(cache))
     argv = ["run", "bm25() % 4", "--dataset", collection, "--results-dir", tmp_path / "results", "--output"]
-    code, err = irpipe(capsys, *argv, tmp_path / "run.trec")
+    code, _, err = irpipe(capsys, *argv, tmp_path / "run.trec")
     assert code == 2 and "Traceback" not in err, err
     assert f"{cache / 'indexes'}/" in err and "cannot write: No space left on device" in err
     assert not [name for name in left(cache) if name.rsplit("/", 1)[-1].startswith(".")]
     remount(cache, "size=16m")
     read_only = tmpfs("runs", read_only=True)
-    code, err = irpipe(capsys, *argv, read_only / "run.trec")
+    code, _, err = irpipe(capsys, *argv, read_only / "run.trec")
     assert code == 2 and f"{read_only / 'run.trec'}: cannot write: Read-only file system" in err, err
     assert irpipe(capsys, *argv, tmp_path / "run.trec")[0] == 0 and (tmp_path / "run.trec").stat().st_size > 0

@@ -10,28 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import cli
 from pipeline.data.corpus import iter_docs
 from pipeline.data.qrels import read_qrels
 from pipeline.data.registry import get_dataset
 from pipeline.data.runs import read_run
 from pipeline.data.topics import read_topics
 from pipeline.errors import ConfigError, InputError, MissingResourceError
-from support import write_collection
+from support import irpipe, write_collection
 
 BEIR = Path(__file__).resolve().parent.parent / "fixtures" / "beir-tiny"
-
-
-def irpipe(capsys, *argv) -> tuple[int, str, str]:
-    code = cli.main(["-q", *map(str, argv)])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
 
 
 def test_a_beir_folder_is_its_test_split_and_dir_colon_split_another():

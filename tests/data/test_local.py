@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import cli
 from pipeline.data.registry import get_dataset
 from pipeline.data.sets.local import load_dataset_folder
 from pipeline.errors import InputError, IrpipeError
-from support import QRELS, write_collection
+from support import QRELS, irpipe, write_collection
+
 
 def write_answer_selection(folder: Path, rows: list[tuple[str, str, int, str]]) -> Path:
     """rows of (question, answer, label, id.txt line)."""
@@ -19,18 +19,6 @@ def write_answer_selection(folder: Path, rows: list[tuple[str, str, int, str]]) 
         (folder / name).write_text("".join(f"{row[column]}\n" for row in rows))
     (folder / "dataset.yaml").write_text("kind: answer-selection\n")
     return folder
-
-
-def irpipe(capsys, *argv) -> tuple[int, str, str]:
-    code = cli.main(["-q", *map(str, argv)])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
 
 
 def test_files_on_the_command_line_and_a_dataset_folder_give_the_same_run(tmp_path, cache, capsys, monkeypatch):

@@ -7,24 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import cli
 from pipeline.data.registry import get_dataset
 from pipeline.data.runs import read_run
 from pipeline.errors import InputError, MissingResourceError
+from support import irpipe
 
 MSMARCO = Path(__file__).resolve().parent.parent / "fixtures" / "msmarco-passage-tiny"
-
-
-def irpipe(capsys, *argv) -> tuple[int, str, str]:
-    code = cli.main(["-q", *map(str, argv)])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
 
 
 def test_the_folder_is_dev_small_and_dir_colon_split_another():

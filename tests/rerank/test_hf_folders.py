@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline import cli
 from pipeline.data.runs import read_run
-from support import make_pairs
+from support import irpipe, make_pairs
 
 COLOURS = [("sky", "blue"), ("grass", "green"), ("snow", "white"), ("coal", "black"), ("blood", "red"),
            ("sun", "yellow"), ("violet", "purple"), ("sea", "blue")]
@@ -33,11 +32,6 @@ def pairs_folder(tmp_path_factory) -> Path:
     return folder
 
 
-def irpipe(capsys, *argv) -> tuple[int, str]:
-    code = cli.main(["-q", *map(str, argv)])
-    return code, capsys.readouterr().err
-
-
 def the_pairs(folder: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(qid, docid) and (query, text) of every pair of the dataset folder, in one order."""
     from pipeline.data.registry import get_dataset
@@ -51,7 +45,7 @@ def the_pairs(folder: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]
 def reranked(capsys, tmp_path: Path, model: str | Path, folder: Path, *options) -> dict[tuple[str, str], float]:
     """(qid, docid) -> score of `irpipe rerank --model MODEL` over the folder's pairs (scores written to 6 places)."""
     out = tmp_path / f"rerank-{len(list(tmp_path.glob('rerank-*')))}.trec"
-    code, err = irpipe(capsys, "rerank", "--model", model, "--dataset", folder, "--output", out, "--threads", "1",
+    code, _, err = irpipe(capsys, "rerank", "--model", model, "--dataset", folder, "--output", out, "--threads", "1",
                        *options)
     assert code == 0, err
     return {(qid, docid): score for qid, hits in read_run(out).ranking.items() for docid, score in hits}
@@ -115,7 +109,7 @@ def test_a_two_label_transformers_folder_scores_relevant_minus_not_relevant(tmp_
     keys, texts = the_pairs(pairs_folder)
     logits = CrossEncoder(str(tmp_path / "hf"), device="cpu").predict(texts)  # (n, 2): Identity for 2 labels
     spec = f"candidates() >> monobert(ckpt={tmp_path / 'hf'}, threads=1)"  # the stage spec, as --model DIR
-    code, err = irpipe(capsys, "run", spec, "--dataset", pairs_folder, "--output", tmp_path / "spec.trec")
+    code, _, err = irpipe(capsys, "run", spec, "--dataset", pairs_folder, "--output", tmp_path / "spec.trec")
     assert code == 0, err
     ours = {(q, d): s for q, hits in read_run(tmp_path / "spec.trec").ranking.items() for d, s in hits}
     assert_same_scores(ours, keys, logits[:, 1] - logits[:, 0])
@@ -160,7 +154,7 @@ def test_a_trained_monobert_folder_is_a_crossencoder_with_the_same_scores(tmp_pa
 
     from pipeline.rerank.checkpoint import CheckpointError, load_checkpoint
 
-    code, err = irpipe(capsys, "train", "monobert", "--train", pairs_folder, "--output", tmp_path / "mono", "--epochs",
+    code, _, err = irpipe(capsys, "train", "monobert", "--train", pairs_folder, "--output", tmp_path / "mono", "--epochs",
                        "2", "--threads", "1", "--lr", "1e-3", "--set", f"bert={tiny_bert}", "--set", "max_length=64")
     assert code == 0, err
     keys, texts = the_pairs(pairs_folder)
@@ -239,7 +233,7 @@ def test_a_trained_biencoder_folder_is_a_sentence_transformer_with_the_same_scor
                                                                                    pairs_folder):
     from sentence_transformers import SentenceTransformer
 
-    code, err = irpipe(capsys, "train", "biencoder", "--train", pairs_folder, "--output", tmp_path / "bi", "--epochs",
+    code, _, err = irpipe(capsys, "train", "biencoder", "--train", pairs_folder, "--output", tmp_path / "bi", "--epochs",
                        "1", "--threads", "1", "--set", f"bert={tiny_bert}", "--set", "max_length=48")
     assert code == 0, err
     keys, texts = the_pairs(pairs_folder)
@@ -304,7 +298,7 @@ def test_folders_irpipe_cannot_run_the_same_way_exit_2_naming_the_file(tmp_path,
         shutil.copytree(tiny_bert, folder)  # a BERT with no ranking head
     if damage is not None:
         damage(folder)
-    code, err = irpipe(capsys, "rerank", "--model", folder, "--dataset", pairs_folder, "--output", tmp_path / "x")
+    code, _, err = irpipe(capsys, "rerank", "--model", folder, "--dataset", pairs_folder, "--output", tmp_path / "x")
     assert code == 2 and f"{folder}/{named}" in err, err
     assert not (tmp_path / "x").exists()
 
@@ -314,6 +308,6 @@ def test_a_sentence_transformers_folder_given_to_monobert_says_which_model_it_ho
     from sentence_transformers import SentenceTransformer
 
     SentenceTransformer(str(tiny_bert), device="cpu").save(str(tmp_path / "st"))
-    code, err = irpipe(capsys, "run", f"candidates() >> monobert(ckpt={tmp_path / 'st'})", "--dataset", pairs_folder,
+    code, _, err = irpipe(capsys, "run", f"candidates() >> monobert(ckpt={tmp_path / 'st'})", "--dataset", pairs_folder,
                        "--output", tmp_path / "x")
     assert code == 2 and "holds a biencoder model, not a monobert: use biencoder(ckpt=" in err, err
