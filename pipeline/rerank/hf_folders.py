@@ -35,7 +35,7 @@ import os
 import shutil
 from pathlib import Path
 
-from pipeline.data.files import atomic_write
+from pipeline.data.files import atomic_write, write_by_path
 from pipeline.errors import InputError
 from pipeline.log import logger
 
@@ -134,12 +134,8 @@ def _write_json(path: Path, data) -> None:
 def _write_tensors(path: Path, tensors: dict) -> None:
     from safetensors.torch import save_file
 
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    try:
-        save_file(tensors, str(tmp), metadata={"format": "pt"})
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_by_path(path, lambda scratch: save_file(tensors, scratch, metadata={"format": "pt"}))
 
 
 def _write_tokenizer(tokenizer, directory: Path, max_length: int) -> None:
