@@ -77,13 +77,20 @@ def adjust_score_ties(scores: np.ndarray) -> np.ndarray:
     """
     scores = np.asarray(scores, dtype=np.float32).astype(np.float64)
     out = (np.floor(scores * 1e4 + 0.5) / 1e4).astype(np.float32)
-    dup = 0
-    for i in range(1, len(out)):
-        if out[i - 1] - out[i] > np.float32(1e-4):
+    limit, step = np.float32(1e-4), np.float32(1e-6)
+    # A tie whatever the adjustment of the previous score (that only lowers it). Where the previous score was not
+    # lowered (outside a streak) these are all the ties, so the walk below jumps from one to the next.
+    certain = np.flatnonzero(out[:-1] - out[1:] <= limit) + 1
+    i, dup = (int(certain[0]) if len(certain) else len(out)), 0
+    while i < len(out):
+        if out[i - 1] - out[i] > limit:  # the previous score as lowered: the streak ends here
             dup = 0
-        else:
-            dup += 1
-            out[i] = out[i] - np.float32(1e-6) * np.float32(dup)
+            later = np.searchsorted(certain, i + 1)
+            i = int(certain[later]) if later < len(certain) else len(out)
+            continue
+        dup += 1
+        out[i] = out[i] - step * np.float32(dup)
+        i += 1
     return out
 
 
