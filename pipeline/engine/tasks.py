@@ -214,6 +214,7 @@ def encode_on_cluster(directory: str | Path, source: ModelSource, runtime: Runti
 
     directory = Path(directory)
     manifest, chunks = plan_store(directory, source.name, model_digest, documents, dtype, shard_size)
+    chunks = list(chunks)  # all planned: shards are handed out, and come back, in any order
     base = len(manifest["shards"])
     names = [shard_name(base + number) for number in range(len(chunks))]
     written: dict[int, int] = {}  # plan shard -> rows, written and waiting to be listed

@@ -4,12 +4,20 @@ MRNN keeps each text's multi-resolution maps (and, with contextual inputs, its f
 rerank sees each passage many times. Unbounded, that memory grows with the collection (~265 MB for SQuAD dev's
 2,067 paragraphs and 4,874 questions at s = 128); here the least recently used texts are dropped beyond
 `max_bytes`, so a larger rerank recomputes instead of running out of memory, with the same scores.
+
+A plan (`expect`: the rows of every lookup to come, in order, as `predict`'s batches will look them up) keeps a
+text only until its last planned lookup, and a text looked up once not at all: the memory then holds the texts
+still to be reused (a query whose candidates are still to come, a passage shared by queries), not every text
+scored (eval/MRNN.md §3: without a plan a 1M-candidate rerank filled the whole bound). The plan holds one 8-byte
+hash per planned lookup while it is counted, then the counts of the texts looked up more than once; it lasts until
+`clear`.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 from typing import Callable, Hashable, Iterable, Sequence
 
+import numpy as np
 import torch
 
 DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB: SQuAD dev's whole collection fits; MS MARCO-sized reranks stay bounded
@@ -22,23 +30,50 @@ class TextMemo:
         self.max_bytes = max_bytes
         self._items: OrderedDict[Hashable, torch.Tensor] = OrderedDict()
         self._bytes = 0
+        self._uses: dict[int, int] | None = None  # a plan: hash(row) -> lookups still to come (rows used twice or more)
+
+    def expect(self, lookups: Iterable[Sequence[Hashable]]) -> None:
+        """Plan the lookups to come (each one's rows, in order): a row is kept until its last one (see the module
+        docstring)."""
+        keys = np.fromiter((hash(row) for rows in lookups for row in dict.fromkeys(rows)), dtype=np.int64)
+        unique, counts = np.unique(keys, return_counts=True)
+        again = counts > 1
+        self._uses = dict(zip(unique[again].tolist(), counts[again].tolist()))
 
     def lookup(self, rows: Sequence[Hashable],
                compute: Callable[[list[Hashable]], Iterable[torch.Tensor]]) -> list[torch.Tensor]:
         """The tensor of each row, `compute(missing rows)` called once for the rows not remembered (in order)."""
         found: dict[Hashable, torch.Tensor] = {}
-        for row in dict.fromkeys(rows):
+        distinct = list(dict.fromkeys(rows))
+        for row in distinct:
             if row in self._items:
                 self._items.move_to_end(row)
                 found[row] = self._items[row]
-        missing = [row for row in dict.fromkeys(rows) if row not in found]
+        missing = [row for row in distinct if row not in found]
         if missing:
             for row, value in zip(missing, compute(missing), strict=True):
                 found[row] = value.clone()  # its own storage: a view would keep the whole padded batch alive
                 self._remember(row, found[row])
+        if self._uses is not None:
+            for row in distinct:
+                self._used(row)
         return [found[row] for row in rows]
 
+    def _used(self, row: Hashable) -> None:
+        """Planned: one lookup of `row` done; after its last one it is forgotten."""
+        key = hash(row)
+        left = self._uses.get(key, 1) - 1
+        if left > 0:
+            self._uses[key] = left
+            return
+        self._uses.pop(key, None)
+        if row in self._items:
+            dropped = self._items.pop(row)
+            self._bytes -= dropped.numel() * dropped.element_size()
+
     def _remember(self, row: Hashable, value: torch.Tensor) -> None:
+        if self._uses is not None and self._uses.get(hash(row), 0) < 2:  # planned, and not looked up again
+            return
         self._items[row] = value
         self._bytes += value.numel() * value.element_size()
         while self._bytes > self.max_bytes and len(self._items) > 1:
@@ -46,8 +81,10 @@ class TextMemo:
             self._bytes -= dropped.numel() * dropped.element_size()
 
     def clear(self) -> None:
+        """Forget every text, and the plan."""
         self._items.clear()
         self._bytes = 0
+        self._uses = None
 
     def items(self):
         return self._items.items()

@@ -7,6 +7,7 @@ never looks inside a model; it only calls what is declared here:
     model = ModelClass.from_training_data(config, queries, docs, doc_fields)  # vocabularies / IDF tables, the net
     batch = model.prepare(pairs)                                     # Pair list -> Batch (CPU tensors)
     out = model(**batch.tensors)                                     # forward pass -> raw output
+    model.plan_batches(batches)                                      # predict: the batches to come (optional)
     model.score(out)        -> (B,) ranking score, higher = more relevant
     model.loss(out, batch)  -> Loss(total, parts): the model's own loss; batch.labels (B,), batch.groups (B,)
     model.save_assets(dir) / cls.load_assets(config, dir)          # vocabularies etc. beside the weights
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Mapping
+from typing import ClassVar, Iterable, Mapping
 
 import torch
 from torch import nn
@@ -102,6 +103,10 @@ class RerankModel(nn.Module):
         """The positions each pair takes in a batch (what batches are sorted and budgeted by, pipeline/rerank/
         batching.py); default: the words of query and text. BERT models count their word pieces, as laid out."""
         return [len(p.query.split()) + len(p.text.split()) for p in pairs]
+
+    def plan_batches(self, batches: Iterable[list[Pair]]) -> None:
+        """The batches `predict` is about to score, in order (after eval()); default: nothing to plan. MRNN plans
+        its memory of per-text maps with them."""
 
     def score(self, output) -> torch.Tensor:
         """(B,) ranking scores from the forward output."""

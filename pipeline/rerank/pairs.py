@@ -62,7 +62,7 @@ class CandidateTexts:
         missing = [d for d in lacking if not needless(d)]
         stored = {d: "" for d in lacking if needless(d)}
         if not missing:
-            return {**run.texts, **stored}
+            return {**run.texts, **stored} if stored else run.texts  # read only: no copy of a run's texts
         if self.index is None:
             raise ConfigError(f"{self.who}: the run carries no text for {len(missing)} candidates (e.g. "
                               f"{missing[0]!r}) and there is no index to read them from: pass index=DIR "

@@ -189,6 +189,7 @@ def predict(model: RerankModel, pairs: list[Pair], batch_size: int | None = None
         return scores
 
     model.eval().to(device)
+    model.plan_batches([pairs[i] for i in order[cut]] for cut in cuts)
     with torch.inference_mode(), autocast(device, resolve_amp(amp, device)):
         pieces = run_batches(pairs, order, cuts, prepare, compute, device, desc=desc, unit="pair", prefetch=prefetch,
                              lengths=lengths)

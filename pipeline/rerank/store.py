@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import json
 import os
 from pathlib import Path
@@ -192,7 +193,8 @@ def write_encoded(directory: str | Path, model_name: str, model_digest: str, doc
     with store_lock(directory):
         manifest, chunks = plan_store(directory, model_name, model_digest, documents, dtype, shard_size, encode,
                                       codec_sample, centroids, command)
-        for name, chunk in zip(shard_names(manifest, len(chunks)), chunks):
+        for chunk in chunks:
+            [name] = shard_names(manifest, 1)  # numbered after the shard just listed
             encodings = encode([text for _, text in chunk], f"encode {name}")
             rows = torch.cat(encodings).cpu().float().numpy()
             save_shard(directory, manifest, name, [docid for docid, _ in chunk], rows, [len(e) for e in encodings])
@@ -202,11 +204,14 @@ def write_encoded(directory: str | Path, model_name: str, model_digest: str, doc
 
 def plan_store(directory: Path, model_name: str, model_digest: str, documents: Iterable[tuple[str, str]],
                dtype: str, shard_size: int, encode: Encoder | None = None, codec_sample: int = CODEC_SAMPLE,
-               centroids: int | None = None, command: str | None = None) -> tuple[dict, list[list[tuple[str, str]]]]:
+               centroids: int | None = None,
+               command: str | None = None) -> tuple[dict, Iterator[list[tuple[str, str]]]]:
     """The store's manifest (read, or new) and the shards still to encode: the documents not stored yet, in input
-    order, `shard_size` to a shard. Run under `store_lock`. A store of another model or dtype is refused; a listed
-    shard whose files are damaged is dropped (its documents are encoded again); a residual codebook is trained on
-    the rows of a sample of the documents (`encode`) when the store has none yet."""
+    order, `shard_size` to a shard, each read from `documents` when it is needed (one shard's texts in memory, not
+    the collection's; a residual codebook still to train needs them all first, for its sample). Run under
+    `store_lock`. A store of another model or dtype is refused; a listed shard whose files are damaged is dropped
+    (its documents are encoded again); a residual codebook is trained on the rows of a sample of the documents
+    (`encode`) when the store has none yet."""
     check_dtype(dtype)
     directory.mkdir(parents=True, exist_ok=True)
     manifest = read_manifest(directory) or {"format": FORMAT, "model": model_name, "model_digest": model_digest,
@@ -223,14 +228,30 @@ def plan_store(directory: Path, model_name: str, model_digest: str, documents: I
     if manifest["shards"]:
         drop_damaged(directory, manifest)
     stored = set(EncodingStore(directory, manifest)._where)
-    items = list({docid: text for docid, text in documents if docid not in stored}.items())
     if stored:
-        logger.info("%s: %d documents already stored, %d to encode", directory, len(stored), len(items))
-    if needs_training(dtype) and manifest["codec"] is None and items:
-        if encode is None:
-            raise ConfigError(f"dtype={dtype} trains its codebook on encoded documents: give an encoder")
-        train_store_codec(directory, manifest, items, encode, codec_sample, centroids)
-    return manifest, [items[start:start + shard_size] for start in range(0, len(items), shard_size)]
+        logger.info("%s: %d documents already stored; encoding the others", directory, len(stored))
+    items = unstored(documents, stored)
+    if needs_training(dtype) and manifest["codec"] is None:
+        items = list(items)  # the codebook's sample is spread over all of them
+        if items:
+            if encode is None:
+                raise ConfigError(f"dtype={dtype} trains its codebook on encoded documents: give an encoder")
+            train_store_codec(directory, manifest, items, encode, codec_sample, centroids)
+    return manifest, shards(iter(items), shard_size)
+
+
+def unstored(documents: Iterable[tuple[str, str]], stored: set[str]) -> Iterator[tuple[str, str]]:
+    """The documents not in `stored`, in input order, each docid once (its first text), read as they are needed."""
+    for docid, text in documents:
+        if docid not in stored:
+            stored.add(docid)
+            yield docid, text
+
+
+def shards(items: Iterator[tuple[str, str]], shard_size: int) -> Iterator[list[tuple[str, str]]]:
+    """`items` cut into lists of `shard_size` (the last: the rest), each read when it is needed."""
+    while shard := list(itertools.islice(items, shard_size)):
+        yield shard
 
 
 def drop_damaged(directory: Path, manifest: dict) -> None:
@@ -347,18 +368,18 @@ def score_late_interaction(model: LateInteraction, pairs: list[Pair], store: Enc
                            batch_size: int | None, device: torch.device, amp: str | None = "auto",
                            desc: str = "scoring", batch_tokens: int | None = None) -> list[float]:
     """Scores of `pairs`: documents from `store` (the rest encoded on the fly, counted), each query encoded once;
-    each query's candidates moved to the device in one block, the scores copied back once."""
+    each query's candidates read from the store (decoded) when that query is scored, moved to the device in one
+    block, the scores copied back once: the decoded rows of one query's candidates in memory, not the run's."""
     model.eval().to(device)
     docids = list(dict.fromkeys(p.docid for p in pairs))
     texts = {p.docid: p.text for p in pairs}
-    documents = {d: store.get(d) for d in docids if d in store} if store is not None else {}
-    missing = [d for d in docids if d not in documents]
+    missing = [d for d in docids if store is None or d not in store]
     if store is not None:
         log = logger.info if not missing else logger.warning
-        log("%s: %d of %d documents from the store, %d encoded on the fly", desc, len(documents), len(docids),
-            len(missing))
-    documents.update(zip(missing, encode_texts(model, [texts[d] for d in missing], "document", batch_size, device,
-                                               amp, f"{desc} documents", batch_tokens)))
+        log("%s: %d of %d documents from the store, %d encoded on the fly", desc, len(docids) - len(missing),
+            len(docids), len(missing))
+    on_the_fly = dict(zip(missing, encode_texts(model, [texts[d] for d in missing], "document", batch_size, device,
+                                                amp, f"{desc} documents", batch_tokens)))
     queries = list(dict.fromkeys(p.query for p in pairs))
     encoded = dict(zip(queries, encode_texts(model, queries, "query", batch_size, device, amp, f"{desc} queries",
                                              batch_tokens)))
@@ -368,7 +389,7 @@ def score_late_interaction(model: LateInteraction, pairs: list[Pair], store: Enc
     pieces = []
     with torch.inference_mode():
         for query, rows in by_query.items():
-            candidates = [documents[pairs[i].docid] for i in rows]
+            candidates = [on_the_fly[d] if d in on_the_fly else store.get(d) for d in (pairs[i].docid for i in rows)]
             block = torch.cat(candidates).to(device, non_blocking=True)            # (sum of rows, dims): one copy
             values = model.score_encoded(encoded[query].to(device), list(block.split([len(c) for c in candidates])))
             pieces.append((rows, values.float()))

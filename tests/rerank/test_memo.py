@@ -42,3 +42,16 @@ def test_a_remembered_value_owns_its_storage():
     base = torch.zeros(4, 10)
     [value] = TextMemo().lookup([(7,)], lambda missing: [base[0, :1]])
     assert value.untyped_storage().nbytes() == 4 and value.data_ptr() != base.data_ptr()
+
+
+def test_a_plan_keeps_a_text_until_its_last_lookup_and_a_text_looked_up_once_not_at_all():
+    calls, memo = [], TextMemo()
+    lookups = [[(1,), (2,)], [(1,), (3,)], [(4,), (1,), (1,)]]          # (1,) in three lookups, the others in one
+    memo.expect(lookups)
+    for rows, kept in zip(lookups, [[(1,)], [(1,)], []]):
+        memo.lookup(rows, counting(calls))
+        assert [row for row, _ in memo.items()] == kept
+    assert calls == [[(1,), (2,)], [(3,)], [(4,)]] and memo.nbytes == 0  # (1,) computed once
+    memo.clear()                                                         # the plan ends: every text kept again
+    memo.lookup([(5,)], counting(calls))
+    assert len(memo) == 1

@@ -87,11 +87,8 @@ class DocumentAwareQueryAttention(nn.Module):
             e = self.alpha * e - self.beta * d.pow(2).sum(-1).unsqueeze(-2)
         return e * self.gamma if self.gamma != 1.0 else e
 
-    def forward(self, q, q_mask, d, d_mask, chunk: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """q (..., n, s), q_mask (..., n), d (..., m, s), d_mask (..., m) -> dist (...) and aw' (..., n, m).
-        chunk > 0 and m > chunk: the document axis `chunk` positions at a time (`chunked`), aw' not kept (None)."""
-        if chunk and d.size(-2) > chunk:
-            return self.chunked(q, q_mask, d, d_mask, chunk), None
+    def forward(self, q, q_mask, d, d_mask) -> tuple[torch.Tensor, torch.Tensor]:
+        """q (..., n, s), q_mask (..., n), d (..., m, s), d_mask (..., m) -> dist (...) and aw' (..., n, m)."""
         m = d.size(-2)
         e = self.similarity(q, d)                                          # (..., n, m)  e_i = MRA_d mra_q,i, (5)
         if self.length:                                                    # FC over the padded document axis
@@ -106,40 +103,3 @@ class DocumentAwareQueryAttention(nn.Module):
     def distance(sae, q, q_mask) -> torch.Tensor:
         qe = ((sae - q) ** 2).sum(-1).add(1e-12).sqrt()                    # (..., n)     ‖sae_i - mra_q,i‖ (8)
         return (qe * q_mask).sum(-1)                                       # (...)        Σ over real i
-
-    def mixed(self, d) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The map of eq. (6) moved onto the documents: FC(e_i)_j = Σ_k W_jk e_ik + b_j = γ (α mra_q,i · d'_j - β n'_j)
-        + b_j with d'_j = Σ_{k<m} W_jk d_k, n'_j = Σ_{k<m} W_jk ‖d_k‖² (padding d_k is zero; e_k = 0 past m):
-        d' (..., m, s), n' (..., m), b (m,). Per document, not per pair: no (n, m) row. Length-free: W = a, applied
-        to each chunk's e instead (d' = d: no copy of the documents)."""
-        m, squares = d.size(-2), d.pow(2).sum(-1) if self.beta else None
-        if self.length:
-            w = self.fc.weight[:m, :m]
-            return (torch.einsum("jk,...ks->...js", w, d), squares @ w.T if self.beta else None, self.fc.bias[:m])
-        return d, squares, self.fc.bias.expand(m)
-
-    def chunked(self, q, q_mask, d, d_mask, chunk: int) -> torch.Tensor:
-        """Eqs. (5)-(8) with the softmax of eq. (6) run over the document axis `chunk` positions at a time (a running
-        maximum, normaliser and weighted sum, as in streaming softmax): the attention held at once is (..., n, chunk)
-        whatever the document length; the distances equal the unchunked ones up to float rounding."""
-        mixed, squares, bias = self.mixed(d)                                # (..., m, s), (..., m), (m,)
-        shape = torch.broadcast_shapes(q.shape[:-2], d.shape[:-2])
-        top = q.new_full((*shape, q.size(-2), 1), float("-inf"))           # running max of the logits (..., n, 1)
-        norm = q.new_zeros((*shape, q.size(-2), 1))                        # running Σ exp (..., n, 1)
-        total = q.new_zeros((*shape, q.size(-2), d.size(-1)))              # running Σ exp · d_j (..., n, s)
-        for start in range(0, d.size(-2), chunk):
-            part = slice(start, start + chunk)
-            e = q @ mixed[..., part, :].transpose(-1, -2)                                      # (..., n, c)
-            if self.beta:
-                e = self.alpha * e - self.beta * squares[..., part].unsqueeze(-2)
-            scale = self.gamma if self.length else self.gamma * self.fc.weight[0, 0]          # length-free: a e + b
-            logits = self.act(e * scale + bias[part])                                          # (..., n, c)
-            logits = logits.masked_fill(~d_mask[..., part].unsqueeze(-2), float("-inf"))     # real j only, (6)
-            new_top = torch.maximum(top, logits.amax(-1, keepdim=True))
-            safe = new_top.masked_fill(torch.isinf(new_top), 0.0)        # no real position yet: nothing to rescale
-            weights = torch.exp(logits - safe)                                                 # (..., n, c)
-            rescale = torch.exp(top - safe)
-            norm = norm * rescale + weights.sum(-1, keepdim=True)
-            total = total * rescale + weights @ d[..., part, :]                                # (7), unnormalised
-            top = new_top
-        return self.distance(total / norm, q, q_mask)

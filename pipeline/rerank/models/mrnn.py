@@ -26,7 +26,8 @@ Adam lr 1e-2 [R] (paper 1e-4; see training_defaults), weight decay 1e-3 (as L2).
 queries and documents of a batch pass the feature maps together (one set of BatchNorm statistics, as at evaluation);
 inputs optionally IDF-scaled (idf_inputs); frozen BERT token features are computed once per distinct text; in
 evaluation each distinct text's MRA is computed once (`remembered`: it depends on that text alone), so reranking
-a query's top 100 costs the pair attention of eqs. (5)-(8), not 100 passes of the feature maps.
+a query's top 100 costs the pair attention of eqs. (5)-(8), not 100 passes of the feature maps; under `predict` it
+is kept only until the last batch that needs it (`plan_batches`), so memory does not grow with the run.
 Two defaults depart from the paper because they stopped training (measured by pipeline/benchmarks/mrnn_dynamics.py):
 the feature sum T of eq. (2) is ~0.3 s after BN + PReLU, so eq. (3) is one-hot from the start and its FC gets no
 gradient (summary=mean keeps it soft); and Adam at lr 1e-4 moves no parameter by more than 1e-4 a step.
@@ -129,21 +130,6 @@ def input_idf(token_lists: list[list[str]], ids: dict[str, int], size: int) -> t
     return weights
 
 
-def position_groups(rows: list, budget: int) -> list[list]:
-    """`rows` in order, cut into runs whose padded size (count x longest) stays within `budget` positions (a row
-    longer than the budget alone)."""
-    groups: list[list] = []
-    longest = 0
-    for row in rows:
-        if groups and (len(groups[-1]) + 1) * max(longest, len(row)) <= budget:
-            groups[-1].append(row)
-            longest = max(longest, len(row))
-        else:
-            groups.append([row])
-            longest = len(row)
-    return groups
-
-
 # -- the model ---------------------------------------------------------------------------------------------------
 @register_model
 class MRNN(RerankModel):
@@ -152,9 +138,6 @@ class MRNN(RerankModel):
     # lr 1e-2 [R] (paper 1e-4): Adam moves a parameter by ~lr a step, and at 27-33 steps an epoch (WikiQA) 1e-4 held
     # sc_n, BN, PReLU and the attention FC within +-0.003 an epoch. Best WikiQA dev AP (summary=mean, own negatives,
     # s = 128, seed 0): lr 1e-4 0.571 (epoch 1 of 3), 1e-3 0.624 (3 of 8), 3e-3 0.662 (5 of 8), 1e-2 0.666 (6 of 6)
-    attention_chunk = 0     # document positions per step of eqs. (5)-(8) (0: all at once); not in the config: it
-    map_positions = 0       # moves distances by float rounding only. Evaluation: text positions per feature-map pass
-                            # (0: all at once). Both off by default: eval/MRNN.md §3 measured no lower peak RSS
     training_defaults = {"optimizer": "adam", "lr": 1e-2, "weight_decay": 1e-3, "schedule": "constant",
                          "train_batch_size": 32, "negatives_per_positive": 8, "epochs": 10, "max_grad_norm": None,
                          "measure": "AP"}
@@ -281,7 +264,7 @@ class MRNN(RerankModel):
         """(B, L) word-piece rows -> (B, L, H) frozen BERT last-layer features, computed once per distinct text:
         the BERT never changes, so each epoch after the first reads them from memory."""
         pad = self.tokenizer.pad_token_id
-        rows = [tuple(row[row != pad].tolist()) for row in ids.cpu()]
+        rows = self.text_rows(ids)
 
         def bert_features(missing: list[tuple[int, ...]]):
             for start in range(0, len(missing), 256):
@@ -315,17 +298,30 @@ class MRNN(RerankModel):
         mra, _ = self.resolution_attention(self.feature_maps(x, mask))
         return mra, mask
 
+    def text_rows(self, ids: torch.Tensor) -> list[tuple[int, ...]]:
+        """(K, L) padded ids -> each text's ids, padding dropped: the key of its remembered tensors."""
+        pad = self.pad_id()
+        return [tuple(row[row != pad].tolist()) for row in ids.cpu()]
+
+    def plan_batches(self, batches) -> None:
+        """`predict`'s batches, as `remembered` will look their texts up: a text's maps are kept until its last
+        batch and a text of one batch not at all (pipeline/rerank/memo.py), so the memory holds the queries and
+        passages still to be reused, not every text of the run (eval/MRNN.md §3). The same scores: a kept text
+        is one that would be looked up again."""
+        prepared = (self.prepare(pairs).tensors for pairs in batches)
+        self._mra.expect(self.text_rows(t["query_ids"]) + self.text_rows(t["doc_ids"]) for t in prepared)
+
     def remembered(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """`multi_resolution` in evaluation, once per distinct text: with BatchNorm's running statistics and the
         padding masked, a text's MRA depends on that text alone. Kept until the next train()/eval() call (the
-        weights change only in between; `predict` calls eval() first), at most 1 GiB of it (pipeline/rerank/memo.py)."""
+        weights change only in between; `predict` calls eval() first), at most 1 GiB of it (pipeline/rerank/memo.py);
+        under `predict` (`plan_batches`) only until the text's last batch."""
         pad = self.pad_id()
-        rows = [tuple(row[row != pad].tolist()) for row in ids.cpu()]
+        rows = self.text_rows(ids)
 
         def maps(missing: list[tuple[int, ...]]):
-            for group in position_groups(missing, self.map_positions) if self.map_positions else [missing]:
-                fresh, _ = self.multi_resolution(pad_rows([list(row) for row in group], pad)[0].to(ids.device))
-                yield from (fresh[k, :len(row)] for k, row in enumerate(group))              # (L_k, s) each
+            fresh, _ = self.multi_resolution(pad_rows([list(row) for row in missing], pad)[0].to(ids.device))
+            return [fresh[k, :len(row)] for k, row in enumerate(missing)]                   # (L_k, s) each
 
         mra = torch.zeros(*ids.shape, self.config.filters, device=ids.device)
         for b, (row, value) in enumerate(zip(rows, self._mra.lookup(rows, maps))):
@@ -335,8 +331,7 @@ class MRNN(RerankModel):
     def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_index: torch.Tensor) -> MRNNOutput:
         """(U, n) distinct queries, (B, m) documents, (B,) query row of each pair -> distances and representations."""
         queries, query_mask, docs, doc_mask = self.represent(query_ids, doc_ids)   # (U, n, s), (B, m, s) + masks
-        distance, _ = self.query_attention(queries[query_index], query_mask[query_index], docs, doc_mask,
-                                           self.attention_chunk)                                          # (B,)
+        distance, _ = self.query_attention(queries[query_index], query_mask[query_index], docs, doc_mask)  # (B,)
         return MRNNOutput(distance, queries, query_mask, docs, doc_mask, query_index)
 
     def score(self, output: MRNNOutput) -> torch.Tensor:
@@ -348,7 +343,7 @@ class MRNN(RerankModel):
         docs, doc_mask = (output.docs, output.doc_mask) if columns is None else \
             (output.docs[columns], output.doc_mask[columns])
         distances, _ = self.query_attention(output.queries.unsqueeze(1), output.query_mask.unsqueeze(1),
-                                            docs.unsqueeze(0), doc_mask.unsqueeze(0), self.attention_chunk)
+                                            docs.unsqueeze(0), doc_mask.unsqueeze(0))
         return distances
 
     def triplet_masks(self, output: MRNNOutput, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
