@@ -13,7 +13,11 @@ rotated each round), `--repeats` rounds; pairs/s and the ratio to CrossEncoder i
   fp32-old: irpipe before the token budget (sorted by characters, 64 pairs a batch, every layer over every position);
 - bf16 (`amp=bf16`) and int8 (`quantize=int8`): irpipe's fast CPU options.
 Scores: max |difference| of each mode from CrossEncoder's raw scores (fp32 aims at <= 1e-4). With `--checkpoint` (a
-trained monobert) also each mode's nDCG@10 on DL19 and DL20 (all 43 / 54 queries' top-100) beside fp32's.
+trained monobert) also each of `--quality-modes`' nDCG@10, RR@10 and AP on DL19 and DL20 (all 43 / 54 queries'
+top-100) beside fp32's, with what moved a ranking (`quality_by_mode`); `--modes` with no value skips the timing:
+
+    python -m pipeline.benchmarks.inference_speed --checkpoint CKPT --modes --quality-modes fp32 bf16 int8 \
+        --output inference-quality --record
 GPU (only when CUDA is present; here skipped with the reason): pipeline/benchmarks/_inference_gpu.py.
 """
 from __future__ import annotations
@@ -86,36 +90,83 @@ def score_differences(ce, functions: dict, modes: list[str], pairs: list) -> dic
             for name, values in scores.items()}
 
 
+MEASURES = ("nDCG@10", "RR@10", "AP")  # RR and AP at the datasets' relevance level (2 for DL)
+
+
 def _docids(run, qid: str) -> list[str]:
     return [docid for docid, _ in run.ranking[qid]]
 
 
-def ndcg_by_mode(functions: dict, modes: list[str]) -> dict:
-    """nDCG@10 (and top-10 agreement with fp32) of each mode reranking DL19 and DL20's shipped top-100."""
+def swaps(run, fp32_run, fp32_scores: dict, depth: int = 10) -> tuple[int, float]:
+    """The pairs of documents in either run's top `depth` (per query) that `run` orders the other way round from
+    fp32, and the largest fp32 score gap among them (a swap of a near-tie has a gap within the mode's score error)."""
+    count, widest = 0, 0.0
+    for qid, hits in fp32_run.ranking.items():
+        fp32_rank = {d: i for i, d in enumerate(_docids(fp32_run, qid))}
+        rank = {d: i for i, d in enumerate(_docids(run, qid))}
+        docs = sorted({d for d, _ in hits[:depth]} | set(_docids(run, qid)[:depth]), key=fp32_rank.get)
+        for i, a in enumerate(docs):
+            for b in docs[i + 1:]:
+                if rank[a] > rank[b]:
+                    count += 1
+                    widest = max(widest, fp32_scores[qid][a] - fp32_scores[qid][b])
+    return count, widest
+
+
+def adjacent_gap(run, depth: int = 10) -> float:
+    """The median score gap between neighbours in the runs' top `depth`: how close a typical pair of ranks lies."""
+    return statistics.median(a[1] - b[1] for hits in run.ranking.values() for a, b in zip(hits[:depth], hits[1:depth]))
+
+
+def quality_by_mode(functions: dict, modes: list[str], done=lambda quality: None) -> dict:
+    """nDCG@10, RR@10 and AP of each mode reranking DL19 and DL20's shipped top-100, beside fp32's: the measures'
+    differences, the largest score difference, rankings and top 10s that agree, queries whose nDCG@10 moved, and the
+    swapped top-10 pairs with their widest fp32 gap (is a change a near-tie?). Mode by mode, fp32 first, on both
+    datasets; `done(quality so far)` after each (a slow mode's rows come last, the others' are kept meanwhile)."""
+    data = {name: dl_pairs(name) for name in ("dl19-passage", "dl20-passage")}
+    out = {name: {"rel_level": dataset.rel_level, "modes": {}} for name, (dataset, _) in data.items()}
+    fp32 = {}
+    for mode in dict.fromkeys(["fp32", *modes]):
+        for name, (dataset, pairs) in data.items():
+            start = time.perf_counter()
+            scores, run, table = _reranked(functions[mode], dataset, pairs)
+            if mode == "fp32":
+                fp32[name] = scores, run, table
+                out[name]["median_adjacent_top10_gap_fp32"] = adjacent_gap(run)
+            out[name]["modes"][mode] = _row(scores, run, table, *fp32[name]) | {
+                "seconds": round(time.perf_counter() - start)}
+            print(f"{name} {mode}: " + ", ".join(f"{m} {out[name]['modes'][mode][m]}" for m in MEASURES), flush=True)
+            done(out)
+    return out
+
+
+def _reranked(function, dataset, pairs) -> tuple[dict, object, dict]:
+    """qid -> docid -> score of `function` on `pairs`, the run, and measure -> qid -> value."""
     from pipeline.data.runs import Run
-    from pipeline.evaluate import evaluate
+    from pipeline.evaluate import per_query
     from pipeline.rerank.pairs import scores_by_query
 
-    out = {}
-    for name in ("dl19-passage", "dl20-passage"):
-        dataset, pairs = dl_pairs(name)
-        runs, rows, scores = {}, {}, {}
-        for mode in modes:
-            start = time.perf_counter()
-            scores[mode] = functions[mode](pairs)
-            runs[mode] = Run.from_scores(scores_by_query(pairs, scores[mode]))
-            value = evaluate(runs[mode], dataset.qrels(), ["nDCG@10"], rel_level=dataset.rel_level)
-            rows[mode] = {"nDCG@10": round(next(iter(value.values())), 4), "seconds": round(time.perf_counter() - start)}
-        top = {mode: {q: {d for d, _ in hits[:10]} for q, hits in run.ranking.items()} for mode, run in runs.items()}
-        for mode in modes:
-            rows[mode]["delta_vs_fp32"] = round(rows[mode]["nDCG@10"] - rows["fp32"]["nDCG@10"], 4)
-            rows[mode]["max_abs_score_vs_fp32"] = max(abs(a - b) for a, b in zip(scores[mode], scores["fp32"]))
-            rows[mode]["same_ranking_queries"] = sum(_docids(runs[mode], q) == _docids(runs["fp32"], q)
-                                                     for q in runs["fp32"].ranking)
-            rows[mode]["top10_overlap_vs_fp32"] = round(statistics.mean(
-                len(top[mode][q] & top["fp32"][q]) / 10 for q in top["fp32"]), 4)
-        out[name] = rows
-    return out
+    scores = scores_by_query(pairs, function(pairs))
+    run = Run.from_scores(scores)
+    table = per_query(run, dataset.qrels(), list(MEASURES), rel_level=dataset.rel_level)
+    return scores, run, dict(zip(MEASURES, table.values()))  # keyed as asked ("RR@10", not "RR(rel=2)@10")
+
+
+def _row(scores: dict, run, table: dict, fp32_scores: dict, fp32_run, fp32_table: dict) -> dict:
+    """A mode's measures and how its ranking differs from fp32's."""
+    means = {m: statistics.mean(table[m].values()) for m in MEASURES}
+    fp32_means = {m: statistics.mean(fp32_table[m].values()) for m in MEASURES}
+    top = lambda r, q: {d for d, _ in r.ranking[q][:10]}  # noqa: E731
+    count, widest = swaps(run, fp32_run, fp32_scores)
+    return {"queries": len(table["nDCG@10"])} | {m: round(means[m], 4) for m in MEASURES} | {
+        f"delta_{m}_vs_fp32": round(means[m] - fp32_means[m], 4) for m in MEASURES} | {
+        "max_abs_score_vs_fp32": max(abs(s - fp32_scores[q][d]) for q, docs in scores.items() for d, s in docs.items()),
+        "same_ranking_queries": sum(_docids(run, q) == _docids(fp32_run, q) for q in fp32_run.ranking),
+        "top10_overlap_vs_fp32": round(statistics.mean(len(top(run, q) & top(fp32_run, q)) / 10
+                                                       for q in fp32_run.ranking), 4),
+        "ndcg_changed_queries": sum(abs(v - fp32_table["nDCG@10"][q]) > 1e-9 for q, v in table["nDCG@10"].items()),
+        "top10_swaps": count, "max_fp32_gap_of_swaps": widest,
+        "tied_scores_in_top10": sum(len({s for _, s in hits[:10]}) < len(hits[:10]) for hits in run.ranking.values())}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,9 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--modes", nargs="*", choices=MODES, default=list(MODES)[:-1],
                         help="modes timed (default all but fp32-old; none: no timing)")
-    parser.add_argument("--ndcg-modes", nargs="*", choices=MODES[1:], default=["fp32", "bf16", "int8"],
+    parser.add_argument("--quality-modes", nargs="*", choices=MODES[1:], default=["fp32", "bf16", "int8"],
                         help="modes evaluated on DL19/DL20 with --checkpoint (default fp32 bf16 int8; none: skip)")
-    parser.add_argument("--ndcg-threads", type=int, help="torch threads for the nDCG reranks (default: --threads)")
+    parser.add_argument("--quality-threads", type=int, help="torch threads for the DL reranks (default: --threads)")
     parser.add_argument("--max-length", type=int, default=256, help="word pieces (default 256; a checkpoint's own)")
     parser.add_argument("--gpu-only", action="store_true", help="only the GPU measurements (_inference_gpu.py)")
     parser.add_argument("--output", default="inference-speed", help="eval/benchmarks/<NAME>.json (with --record)")
@@ -157,10 +208,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.modes:
             payload |= {"speed": timed({m: functions[m] for m in args.modes}, pairs, args.repeats),
                         "scores": score_differences(ce, functions, args.modes, pairs)}
-        if args.checkpoint and args.ndcg_modes:
-            torch.set_num_threads(args.ndcg_threads or args.threads)
-            payload["ndcg_threads"] = torch.get_num_threads()
-            payload["ndcg"] = ndcg_by_mode(functions, list(dict.fromkeys(["fp32", *args.ndcg_modes])))
+        if args.checkpoint and args.quality_modes:
+            torch.set_num_threads(args.quality_threads or args.threads)
+            payload["quality_threads"] = torch.get_num_threads()
+            # recorded after each mode too, with "quality_finished": false, so a slow mode's wait keeps the others'
+            partial = lambda quality: args.record and record(  # noqa: E731
+                args.output, __spec__.name, argv, payload | {"quality": quality, "quality_finished": False})
+            payload["quality"] = quality_by_mode(functions, args.quality_modes, partial)
+            payload["quality_finished"] = True
         _print_cpu(payload)
     payload["gpu"] = gpu_measurements(args, model)
     print("gpu:", payload["gpu"].get("skipped", "see the JSON"))
@@ -171,14 +226,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print_cpu(payload: dict) -> None:
     print(f"{payload['cpu']}, {payload['threads']} thread(s), {payload['pairs']} DL19 pairs, {payload['repeats']} rounds")
-    print(f"{'mode':<16} {'pairs/s':>8} {'x CrossEncoder':>15} {'max |d| vs CE':>14} {'max |d| vs fp32':>16}")
+    if payload.get("speed"):
+        print(f"{'mode':<16} {'pairs/s':>8} {'x CrossEncoder':>15} {'max |d| vs CE':>14} {'max |d| vs fp32':>16}")
     for mode, row in payload.get("speed", {}).items():
         diff = payload["scores"].get(mode, {})
         print(f"{mode:<16} {row['pairs_per_s']:>8} {row.get('speedup_vs_crossencoder', ''):>15} "
               f"{diff.get('max_abs_vs_crossencoder', 0):>14.2e} {diff.get('max_abs_vs_fp32', 0):>16.2e}")
-    for dataset, rows in payload.get("ndcg", {}).items():
-        print(dataset, ", ".join(f"{m} nDCG@10 {r['nDCG@10']} ({r['delta_vs_fp32']:+.4f}, top-10 overlap "
-                                 f"{r['top10_overlap_vs_fp32']})" for m, r in rows.items()))
+    for dataset, quality in payload.get("quality", {}).items():
+        for mode, r in quality["modes"].items():
+            print(f"{dataset} {mode:<16}", ", ".join(f"{m} {r[m]} ({r[f'delta_{m}_vs_fp32']:+.4f})" for m in MEASURES),
+                  f"top-10 overlap {r['top10_overlap_vs_fp32']}, max |d| vs fp32 {r['max_abs_score_vs_fp32']:.2e}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,28 @@
+"""The inference benchmark's ranking comparison of a mode with fp32 (pipeline/benchmarks/inference_speed.py
+`swaps`, `adjacent_gap`): what it counts as a swapped pair and the fp32 gap it reports for it."""
+from __future__ import annotations
+
+from pipeline.benchmarks.inference_speed import adjacent_gap, swaps
+from pipeline.data.runs import Run
+
+
+def test_swaps_counts_reordered_pairs_of_either_top_k_with_their_widest_fp32_gap():
+    fp32 = {"q": {"a": 3.0, "b": 2.9, "c": 2.0, "d": 1.0}}
+    mode = {"q": {"a": 3.0, "b": 3.1, "c": 2.0, "d": 2.5}}  # b over a (gap 0.1), d over c (gap 1.0), d at rank 3
+    assert swaps(Run.from_scores(mode), Run.from_scores(fp32), fp32, depth=4) == (2, 1.0)
+    # top 2 of either run: a, b (fp32) and b, a (mode): only the a/b swap; d's rise past c is below the cut
+    count, widest = swaps(Run.from_scores(mode), Run.from_scores(fp32), fp32, depth=2)
+    assert (count, round(widest, 6)) == (1, 0.1)
+    assert swaps(Run.from_scores(fp32), Run.from_scores(fp32), fp32) == (0, 0.0)
+
+
+def test_a_document_entering_the_top_k_is_compared_with_those_it_passed():
+    fp32 = {"q": {"a": 3.0, "b": 2.0, "c": 1.0}}
+    mode = {"q": {"a": 3.0, "b": 0.5, "c": 1.0}}  # c enters the top 2 over b
+    count, widest = swaps(Run.from_scores(mode), Run.from_scores(fp32), fp32, depth=2)
+    assert (count, round(widest, 6)) == (1, 1.0)
+
+
+def test_adjacent_gap_is_the_median_over_neighbours_in_the_top_k():
+    run = Run.from_scores({"q": {"a": 4.0, "b": 3.0, "c": 2.5, "d": 0.0}, "r": {"x": 1.0, "y": 0.9}})
+    assert round(adjacent_gap(run, depth=3), 6) == 0.5  # gaps 1.0, 0.5 (q's top 3) and 0.1 (r)
