@@ -4,7 +4,8 @@ reranking and training.
 `predict` scores pairs through the one batched path (pipeline/rerank/batching.py): sorted by length (the model's
 `input_lengths`, word pieces for the BERT models), cut into batches of at most `batch_size` pairs and
 `batch_tokens` padded positions, tokenised on a background thread while the model computes, scores gathered on the
-device and copied back once, in input order; a CUDA out-of-memory halves the batch. It runs in eval mode under
+device and copied back once, in input order; a CUDA out-of-memory halves the batch. The model is told the batches
+first (`plan_batches`: MRNN keeps a text's maps only while a later batch needs them). It runs in eval mode under
 `torch.inference_mode` (and autocast: `amp`, by default bf16 on CUDA and none on the CPU), counts the pairs the
 model had to truncate, and, with `with_loss=True`, also returns the mean of the model's own loss over labelled
 pairs (dev loss; pairs of one query form one group).
