@@ -41,6 +41,9 @@ def tokenize(text: str) -> list[str]:
     """Lower-cased word tokens: white space, then punctuation at word edges and clitics split off."""
     tokens: list[str] = []
     for chunk in text.lower().split():
+        if chunk.isalnum():  # a plain word (the common case): no edges, no clitic (\w is isalnum, or "_")
+            tokens.append(chunk)
+            continue
         chunk = _PTB_BRACKETS.get(chunk, chunk)
         if chunk in _CLITICS or not any(c.isalnum() for c in chunk):
             tokens.append(chunk)  # "n't", "''", "...", "--"
