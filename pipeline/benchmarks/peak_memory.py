@@ -3,7 +3,8 @@ candidates' length (issue 33 item 5).
 
     python -m pipeline.benchmarks.peak_memory [--candidates 10000,100000] [--encode 10000,100000]
                                               [--lengths 256,1024,4096] [--record [NAME]]
-    python -m pipeline.benchmarks.peak_memory --candidates 1000000 --encode 1000000 --lengths "" --record peak-memory-1m
+    python -m pipeline.benchmarks.peak_memory --candidates 1000000 --encode "" --lengths "" --record peak-memory-1m-rerank
+    python -m pipeline.benchmarks.peak_memory --candidates "" --encode 1000000 --lengths "" --record peak-memory-1m-encode
 
 Each setting runs in a fresh process with one torch thread; printed (one JSON line each): the peak RSS (MiB, the
 process's ru_maxrss), the RSS before the measured step (inputs built, model loaded), their difference, and the
