@@ -18,7 +18,8 @@ shared machine the wall-clock rates carry the other processes' load (and Linux's
 session's processes one share of the CPU, however many workers it starts), so each row also gives its CPU time per
 query (`time.process_time`: the local process; the Ray workers' processes in their shards plus the driver's):
 what the work costs, which the load does not change much.
-`--pyserini` adds Pyserini's own CLI (`python -m pyserini.search.lucene --bm25`, fresh process, `--threads`) on the
+`--pyserini` adds Pyserini's own CLI (`python -m pyserini.search.lucene --bm25`, fresh process, `--threads`,
+`--batch-size 128`: without a batch its CLI searches one query at a time) on the
 same index and topics: its time, peak RSS and whether its lines are the local run's. Each row has a peak RSS: the
 local rows this process's (the `--threads` row runs first), Pyserini's its process's, the Ray rows each worker's.
 `--ray-queries N` runs the 1-thread local row and the Ray rows on the first N queries only (their rates compare
@@ -84,14 +85,15 @@ def _search(index: Path, topics, threads: int, options) -> tuple[object, dict]:
 def _pyserini_row(work: Path, index: Path, topics, local_run, threads: int) -> dict:
     """Pyserini's own CLI (`python -m pyserini.search.lucene --bm25`) on the same index and topics, in a fresh
     process with `threads` threads: its time, its peak RSS and whether its lines are the local run's."""
-    from pipeline.benchmarks.bm25_speed import same_lines, timed_search
+    from pipeline.benchmarks.bm25_speed import PYSERINI_BATCH, same_lines, timed_search
 
     topics_file, ours, theirs = work / "topics.tsv", work / "local.trec", work / "pyserini.trec"
     with open(topics_file, "w", encoding="utf-8") as out:
         out.writelines(f"{qid}\t{' '.join(text.split())}\n" for qid, text in topics.items())
     local_run.write(ours, tag="Anserini")  # Pyserini's CLI tags its lines "Anserini"
     side = timed_search("pyserini", index, topics_file, theirs, TOP_K_FULL, threads)
-    return {"engine": "pyserini-cli", "workers": None, "threads": threads, "queries": len(topics),
+    return {"engine": "pyserini-cli", "workers": None, "threads": threads,
+            "batch_size": PYSERINI_BATCH if threads > 1 else 1, "queries": len(topics),
             "seconds": round(side["seconds"], 1), "queries_per_s": round(len(topics) / side["seconds"], 1),
             "peak_rss_mib": side["peak_rss_mib"], "identical_to_local": same_lines(ours, theirs)}
 
