@@ -8,9 +8,9 @@ rerank sees each passage many times. Unbounded, that memory grows with the colle
 A plan (`expect`: the rows of every lookup to come, in order, as `predict`'s batches will look them up) keeps a
 text only until its last planned lookup, and a text looked up once not at all: the memory then holds the texts
 still to be reused (a query whose candidates are still to come, a passage shared by queries), not every text
-scored (eval/MRNN.md §3: without a plan a 1M-candidate rerank filled the whole bound). The plan holds one 8-byte
-hash per planned lookup while it is counted, then the counts of the texts looked up more than once; it lasts until
-`clear`.
+scored (eval/MRNN.md §3: without a plan, the texts of a 1M-candidate rerank would fill the whole bound). The plan
+holds one 8-byte hash per planned lookup while it is counted, then the counts of the texts looked up more than
+once; it lasts until `clear`.
 """
 from __future__ import annotations
 
