@@ -209,10 +209,20 @@ def encode_on_cluster(directory: str | Path, source: ModelSource, runtime: Runti
                       documents: Iterable[tuple[str, str]], dtype: str, shard_size: int,
                       options: EngineOptions) -> tuple[dict, dict]:
     """`write_store` on the cluster: the same plan of store shards, each encoded by a worker, written as it comes and
-    listed in the manifest once those before it are. Returns (manifest, stats)."""
+    listed in the manifest once those before it are; under the store's lock, as a local encode (two encoders into one
+    store take turns). Returns (manifest, stats)."""
+    from pipeline.rerank.store import store_lock
+
+    with store_lock(directory):
+        return _encode_on_cluster(Path(directory), source, runtime, model_digest, documents, dtype, shard_size,
+                                  options)
+
+
+def _encode_on_cluster(directory: Path, source: ModelSource, runtime: Runtime, model_digest: str,
+                       documents: Iterable[tuple[str, str]], dtype: str, shard_size: int,
+                       options: EngineOptions) -> tuple[dict, dict]:
     from pipeline.rerank.store import DTYPES, list_shard, plan_store, save_shard, saved_shard, shard_name
 
-    directory = Path(directory)
     manifest, chunks = plan_store(directory, source.name, model_digest, documents, dtype, shard_size)
     chunks = list(chunks)  # all planned: shards are handed out, and come back, in any order
     base = len(manifest["shards"])

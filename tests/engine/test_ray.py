@@ -234,6 +234,22 @@ def test_encode_is_identical(wikiqa_subset, tmp_path):
     assert (mismatch, errors) == ([], [])
 
 
+def test_a_second_encode_into_the_same_store_waits_for_the_first(wikiqa_subset, tmp_path, caplog):
+    """`irpipe encode --engine ray` takes the store's lock, as a local encode does: while another process holds it,
+    the encode waits (and says for whom), then writes the whole store."""
+    run, _, _ = wikiqa_subset
+    bert, store = save_tiny_bert(tmp_path / "tiny-bert"), tmp_path / "store"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pipeline.rerank.store import store_lock\n"
+                               f"with store_lock({str(store)!r}):\n    print('held', flush=True)\n    time.sleep(3)"],
+                              text=True, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert holder.stdout.readline().strip() == "held"
+    assert main(["encode", "--model", "biencoder", "--set", f"bert={bert}", "--run", str(run), "--dataset",
+                 "wikiqa/test", "--output", str(store), "--shard-size", "40", "--batch-size", "8", *RAY]) == 0
+    holder.wait(timeout=30)
+    assert f"encoding store {store}: waiting for pid {holder.pid}" in caplog.text
+    assert len(list(store.glob("shard-*.bin"))) == 5
+
+
 def _shards(pairs: list, size: int) -> int:
     return -(-len(pairs) // size)
 
