@@ -1,5 +1,5 @@
 """Benchmark: peak memory (RSS) of reranking and encoding against the number of candidates, and of MRNN against the
-candidates' length (issue 33 item 5).
+candidates' length.
 
     python -m pipeline.benchmarks.peak_memory [--candidates 10000,100000] [--encode 10000,100000]
                                               [--lengths 256,1024,4096] [--record [NAME]]

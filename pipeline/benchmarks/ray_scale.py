@@ -6,7 +6,7 @@ per-worker rates, the wall time of the full dev-small rerank (top-1000: 6.98M pa
     python -m pipeline.benchmarks.ray_scale --size 1000000 --workdir /tmp/ray-scale [--queries N] [--ray-queries N]
                                             [--pyserini] [--rerank-queries 60] [--encode-docs 4000] [--record [NAME]]
 
-At MS MARCO's full size (issue 30 item 3; about an hour on 2 cores, most of it indexing and the 2-thread searches):
+At MS MARCO's full size (recorded in eval/benchmarks/msmarco-full-size.json: 30 min indexing, 15 min searching):
 
     python -m pipeline.benchmarks.ray_scale --size 8841823 --workdir /tmp/msmarco-full --ray-queries 2000 \
         --pyserini --rerank-queries 0 --encode-docs 0 --record msmarco-full-size

@@ -1,4 +1,4 @@
-"""Bounded memory (issue 33 item 5, eval/MRNN.md §3): what scoring and encoding hold does not grow with the run.
+"""Bounded memory (eval/MRNN.md §3): what scoring and encoding hold does not grow with the run.
 MRNN's largest tensor is set by the batch budget, not by the number or length of the candidates; its memory of
 per-text maps holds the texts still to be reused, not every text scored, with the very same scores; encoding reads
 the documents a shard at a time."""
