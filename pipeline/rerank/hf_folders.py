@@ -134,7 +134,6 @@ def _write_json(path: Path, data) -> None:
 def _write_tensors(path: Path, tensors: dict) -> None:
     from safetensors.torch import save_file
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     write_by_path(path, lambda scratch: save_file(tensors, scratch, metadata={"format": "pt"}))
 
 
