@@ -21,6 +21,7 @@ from pathlib import Path
 from pipeline.errors import IrpipeError, MissingResourceError
 
 MIN_JAVA = 21
+_processors: int | None = None  # `limit_processors`: the CPUs this process's JVM sizes itself for (None: all)
 
 
 def anserini_jar() -> Path:
@@ -91,6 +92,16 @@ def java_executable() -> Path:
     return java_home() / "bin" / "java"
 
 
+def limit_processors(count: int) -> None:
+    """Size this process's JVM, not yet started, for `count` CPUs (`-XX:ActiveProcessorCount`): a cluster worker
+    allotted one CPU then runs one JIT compiler of each tier and the serial garbage collector, instead of thread
+    pools sized for every core of the machine that compete with the other workers' searches (the JVM's choice
+    for a container limited to that many CPUs). The search itself is unchanged: the same hits and scores. No
+    effect once the JVM runs (a process starts one JVM, once)."""
+    global _processors
+    _processors = count
+
+
 @functools.lru_cache(maxsize=1)
 def start() -> None:
     """Start the JVM in this process with the Anserini jar on the classpath (once)."""
@@ -103,6 +114,8 @@ def start() -> None:
         # irpipe's clean-up never ran and the C++ destructors that exit() runs pulled torch's state from under the
         # main thread (a SIGSEGV and an hs_err file instead of exit 143: tests/test_cli.py)
         jnius_config.add_options(*jvm_options(), "-Xrs")
+        if _processors:
+            jnius_config.add_options(f"-XX:ActiveProcessorCount={_processors}")
     import jnius  # noqa: F401  (importing jnius starts the JVM)
 
 

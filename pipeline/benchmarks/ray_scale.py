@@ -11,17 +11,22 @@ At MS MARCO's full size (recorded in eval/benchmarks/msmarco-full-size.json: 30 
     python -m pipeline.benchmarks.ray_scale --size 8841823 --workdir /tmp/msmarco-full --ray-queries 2000 \
         --pyserini --rerank-queries 0 --encode-docs 0 --record msmarco-full-size
 
-Search runs locally with 1 thread and with `--threads`, then on Ray with 1 and 2 workers of 1 thread, all in one
-process and one run (the ratios between them are what a loaded machine leaves comparable); each Ray row gives the
+Search runs locally with `--threads` and with 1 thread, each in a fresh process (`irpipe search` as a user runs
+it: its own JVM, cold), then on Ray with 1 and 2 workers of 1 thread (each worker its own fresh JVM), all in one
+run (the ratios between them are what a loaded machine leaves comparable). A local search in a process whose JVM
+has already searched thousands of queries is faster than a fresh one (the JIT's later compilations; 1M passages,
+1 thread: 7.7 ms of CPU a query after 7,030 queries in the same JVM, 10.6 ms for queries 3,491-6,980 of a fresh
+one), so local rows timed in a warm process (as before 2026-11-27) made a Ray worker look slower than a local
+thread for what was the JVM's warm-up. Each Ray row gives the
 workers' own rates and `tail_seconds`, the driver's time from the last shard's arrival to the merged run. On a
 shared machine the wall-clock rates carry the other processes' load (and Linux's autogroup scheduler gives one
 session's processes one share of the CPU, however many workers it starts), so each row also gives its CPU time per
-query (`time.process_time`: the local process; the Ray workers' processes in their shards plus the driver's):
+query (`time.process_time`: the local search's process; the Ray workers' processes in their shards plus the driver's):
 what the work costs, which the load does not change much.
 `--pyserini` adds Pyserini's own CLI (`python -m pyserini.search.lucene --bm25`, fresh process, `--threads`,
 `--batch-size 128`: without a batch its CLI searches one query at a time) on the
 same index and topics: its time, peak RSS and whether its lines are the local run's. Each row has a peak RSS: the
-local rows this process's (the `--threads` row runs first), Pyserini's its process's, the Ray rows each worker's.
+local rows' and Pyserini's their process's, the Ray rows each worker's.
 `--ray-queries N` runs the 1-thread local row and the Ray rows on the first N queries only (their rates compare
 with each other, and a 1-thread pass over all 6,980 queries at 8.8M passages is long).
 The index's own build record (seconds, peak RSS of Python and Java) is copied into the result.
@@ -44,7 +49,6 @@ import argparse
 import filecmp
 import json
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -52,50 +56,65 @@ from pathlib import Path
 
 from pipeline.benchmarks import REPO, machine, record, run_main
 from pipeline.benchmarks.msmarco_scale import run_irpipe, write_synthetic_collection
+from pipeline.data.runs import read_run
 
 DEV_SMALL_QUERIES, TOP_K_FULL, MSMARCO_PASSAGES = 6980, 1000, 8_841_823
 WORKERS_PROJECTED = (1, 2, 8, 32)
 
 
-def _search(index: Path, topics, threads: int, options) -> tuple[object, dict]:
+def _local_search(work: Path, index: Path, topics, threads: int) -> tuple[Path, dict]:
+    """irpipe's BM25 stage in a fresh process (bm25_speed's worker: its clock and CPU from opening the index to the
+    written run): the run file (tagged "Anserini") and its row."""
+    from pipeline.benchmarks.bm25_speed import timed_search
+
+    topics_file, output = _topics_file(work, topics), work / f"local-{threads}-{len(topics)}.trec"
+    side = timed_search("ours", index, topics_file, output, TOP_K_FULL, threads)
+    return output, {"engine": "local", "workers": None, "threads": threads, "queries": len(topics),
+                    "seconds": round(side["seconds"], 1), "queries_per_s": round(len(topics) / side["seconds"], 1),
+                    "cpu_ms_per_query": {"total": round(1000 * side["cpu_seconds"] / len(topics), 2)},
+                    "peak_rss_mib": side["peak_rss_mib"]}
+
+
+def _topics_file(work: Path, topics) -> Path:
+    path = work / f"topics-{len(topics)}.tsv"
+    with open(path, "w", encoding="utf-8") as out:
+        out.writelines(f"{qid}\t{' '.join(text.split())}\n" for qid, text in topics.items())
+    return path
+
+
+def _ray_search(work: Path, index: Path, topics, options) -> tuple[Path, dict]:
     from pipeline.engine.tasks import search_on_cluster
     from pipeline.stages.bm25 import BM25
 
-    stage = BM25(str(index), hits=TOP_K_FULL, threads=threads)
+    stage = BM25(str(index), hits=TOP_K_FULL, threads=1)
     start, cpu = time.perf_counter(), time.process_time()
-    run, stats = search_on_cluster(stage, topics, options) if options else (stage.bind()(topics), None)
+    run, stats = search_on_cluster(stage, topics, options)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    row = {"engine": "ray" if options else "local", "workers": options.workers if options else None,
-           "threads": 1 if options else threads, "queries": len(topics), "seconds": round(seconds, 1),
-           "queries_per_s": round(len(topics) / seconds, 1)}
-    if stats:
-        arrived, workers_cpu = stats["arrived"], sum(w["cpu_seconds"] for w in stats["workers"])
-        row |= {"per_worker": stats["workers"], "tail_seconds": stats["tail_seconds"],
-                "shards_before_an_earlier_one": sum(a > b for a, b in zip(arrived, arrived[1:])),
-                "cpu_ms_per_query": {"workers": round(1000 * workers_cpu / len(topics), 2),
-                                     "driver": round(1000 * cpu / len(topics), 2),
-                                     "total": round(1000 * (workers_cpu + cpu) / len(topics), 2)}}
-        row["peak_rss_mib"] = {"workers": [w["peak_rss_mib"] for w in stats["workers"]]}
-    else:
-        row["cpu_ms_per_query"] = {"total": round(1000 * cpu / len(topics), 2)}
-        row["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # this process so far
-    return run, row
+    output = work / f"ray-{options.workers}-{len(topics)}.trec"
+    run.write(output, tag="Anserini")
+    arrived, workers_cpu = stats["arrived"], sum(w["cpu_seconds"] for w in stats["workers"])
+    return output, {"engine": "ray", "workers": options.workers, "threads": 1, "queries": len(topics),
+                    "seconds": round(seconds, 1), "queries_per_s": round(len(topics) / seconds, 1),
+                    "per_worker": stats["workers"], "tail_seconds": stats["tail_seconds"],
+                    "shards_before_an_earlier_one": sum(a > b for a, b in zip(arrived, arrived[1:])),
+                    "cpu_ms_per_query": {"workers": round(1000 * workers_cpu / len(topics), 2),
+                                         "driver": round(1000 * cpu / len(topics), 2),
+                                         "total": round(1000 * (workers_cpu + cpu) / len(topics), 2)},
+                    "peak_rss_mib": {"workers": [w["peak_rss_mib"] for w in stats["workers"]]}}
 
 
-def _pyserini_row(work: Path, index: Path, topics, local_run, threads: int) -> dict:
+def _pyserini_row(work: Path, index: Path, topics, local_file: Path, threads: int) -> dict:
     """Pyserini's own CLI (`python -m pyserini.search.lucene --bm25`) on the same index and topics, in a fresh
     process with `threads` threads: its time, its peak RSS and whether its lines are the local run's."""
     from pipeline.benchmarks.bm25_speed import PYSERINI_BATCH, same_lines, timed_search
 
-    topics_file, ours, theirs = work / "topics.tsv", work / "local.trec", work / "pyserini.trec"
-    with open(topics_file, "w", encoding="utf-8") as out:
-        out.writelines(f"{qid}\t{' '.join(text.split())}\n" for qid, text in topics.items())
-    local_run.write(ours, tag="Anserini")  # Pyserini's CLI tags its lines "Anserini"
-    side = timed_search("pyserini", index, topics_file, theirs, TOP_K_FULL, threads)
+    theirs = work / "pyserini.trec"
+    side = timed_search("pyserini", index, _topics_file(work, topics), theirs, TOP_K_FULL, threads)
     return {"engine": "pyserini-cli", "workers": None, "threads": threads,
             "batch_size": PYSERINI_BATCH if threads > 1 else 1, "queries": len(topics),
             "seconds": round(side["seconds"], 1), "queries_per_s": round(len(topics) / side["seconds"], 1),
-            "peak_rss_mib": side["peak_rss_mib"], "identical_to_local": same_lines(ours, theirs)}
+            "cpu_ms_per_query": {"total": round(1000 * side["cpu_seconds"] / len(topics), 2)},
+            "peak_rss_mib": side["peak_rss_mib"], "identical_to_local": same_lines(local_file, theirs)}
 
 
 def _rates(kind: str, items: int, stats: dict, unit: str) -> dict:
@@ -129,22 +148,22 @@ def bench(args) -> dict:
 
     topics = get_dataset("msmarco-passage/dev-small").topics()
     topics = topics.subset(list(topics.queries)[:args.queries])
-    _search(index, topics.subset(list(topics.queries)[:50]), 1, None)  # the JVM's first queries (JIT), not timed
     ray_topics = topics.subset(list(topics.queries)[:args.ray_queries]) if args.ray_queries else topics
-    runs = {}
-    for threads in sorted({1, args.threads}, reverse=True):  # the full run first: its peak RSS is then its own
-        runs[threads], row = _search(index, ray_topics if threads == 1 else topics, threads, None)
+    files = {}
+    for threads in sorted({1, args.threads}, reverse=True):
+        files[threads], row = _local_search(work, index, ray_topics if threads == 1 else topics, threads)
         result["search"].append(row)
         print(json.dumps(row), flush=True)
-    local_run = runs[args.threads]
-    same_queries = {qid: local_run.ranking[qid] for qid in ray_topics.queries}
-    result["search"][-1]["identical_to_local"] = runs[1].ranking == same_queries
+    local_file = files[args.threads]
+    local_run = read_run(local_file)
+    same_queries = [line for line in local_file.read_text().splitlines() if line.split(" ", 1)[0] in ray_topics.queries]
+    result["search"][-1]["identical_to_local"] = sorted(same_queries) == sorted(files[1].read_text().splitlines())
     if args.pyserini:
-        result["search"].append(_pyserini_row(work, index, topics, local_run, args.threads))
+        result["search"].append(_pyserini_row(work, index, topics, local_file, args.threads))
         print(json.dumps(result["search"][-1]), flush=True)
     for workers in (1, 2):
-        run, row = _search(index, ray_topics, 1, ray_options[workers])
-        row["identical_to_local"] = run.ranking == same_queries and run.tag == local_run.tag
+        ray_file, row = _ray_search(work, index, ray_topics, ray_options[workers])
+        row["identical_to_local"] = sorted(same_queries) == sorted(ray_file.read_text().splitlines())
         result["search"].append(row)
         print(json.dumps(row), flush=True)
     result["search_ratios"] = _ratios(result["search"], args.threads)

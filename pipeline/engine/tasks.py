@@ -82,6 +82,9 @@ class SearchTask:
         self.stage = stage
 
     def setup(self, threads: int) -> None:
+        from pipeline import java
+
+        java.limit_processors(threads)  # the worker's CPUs, not the machine's: its JIT and GC threads too
         self.stage = self.stage.bind()  # the index opens, and the worker's one JVM starts, once
 
     def run(self, topics: Topics) -> tuple[dict, int]:
