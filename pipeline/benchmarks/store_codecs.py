@@ -1,7 +1,9 @@
 """Benchmark: the ADDAX store's codecs side by side -- bytes per passage, projected MS MARCO size, scoring
 agreement with fp16 and effectiveness -- with the identity-start ADDAX (no training).
 
-    python -m pipeline.benchmarks.store_codecs [--dataset wikiqa/test] [--threads 1] [--record]
+    python -m pipeline.benchmarks.store_codecs [--dataset wikiqa/test] [--threads 1] [--codecs ...] [--record [NAME]]
+    python -m pipeline.benchmarks.store_codecs --dataset dl19-passage --max-doc-length 180 --codecs fp16 int8 \
+        residual2 residual1 residual2-128 residual1-256 --record store-codecs-dl19        # and dl20-passage
 
 The dataset's shipped candidates are encoded once (BERT's token rows, float32); each codec's store is then written
 through the store's own path (`write_encoded`: the residual codebook trained on a sample of those rows, every row
@@ -9,7 +11,8 @@ compressed, checksums in the manifest) and read back through `EncodingStore` (de
 `score_late_interaction`, as `irpipe rerank --store` does. The model is ADDAX with `init=identity` (MAGS the
 identity, the denoiser a sign projection, seed 0): it ranks with no training (eval/wikiqa-addax-identity.yaml is the
 trained one).
-- fp32 (the exact rows), fp16, int8, residual2, residual1: ADDAX's full head from the store's rows.
+- fp32 (the exact rows), fp16, int8, residual2, residual1, and residual2-128 / residual1-256 (the residual's 128 /
+  256 principal components, 34 bytes a row either): ADDAX's full head from the store's rows.
 - no_mags sign codes: the `no_mags` ablation with `codes=sign` keeps no rows at all: its document codes sgn(B) of
   eq. (8) do not depend on the query, so they are packed (1 bit per code dimension, `hash_bits` = 300 -> 38 bytes
   a row), unpacked and scored by MaxSim against the query's tanh(W_q U_Q) (eqs. (10)-(11)); a different model from
@@ -33,7 +36,7 @@ from pathlib import Path
 from pipeline.benchmarks import machine, record, run_main
 
 MSMARCO_PASSAGES = 8_841_823
-CODECS = ("fp32", "fp16", "int8", "residual2", "residual1")
+CODECS = ("fp32", "fp16", "int8", "residual2", "residual1", "residual2-128", "residual1-256")
 MEASURES = ["nDCG@10", "AP", "RR@10"]
 REFERENCES = {  # /work/shared/docs/REFERENCES.md
     "addax_bert_base_wikiqa_test_trained": "MAP 0.8250, MRR 0.8338 (paper; the head here is untrained)",
@@ -80,7 +83,7 @@ def sign_code_scores(model, pairs, rows: dict, batch: int = 256) -> tuple[list[f
 
 
 def bench(dataset: str, threads: int, batch_size: int, max_doc_length: int, codec_sample: int,
-          projection_dataset: str) -> dict:
+          projection_dataset: str, codecs: tuple[str, ...] = CODECS) -> dict:
     import torch
 
     from pipeline.data.registry import get_dataset
@@ -111,7 +114,7 @@ def bench(dataset: str, threads: int, batch_size: int, max_doc_length: int, code
 
     results, by_codec = {}, {}
     with tempfile.TemporaryDirectory() as folder:
-        for dtype in CODECS:
+        for dtype in codecs:
             start = time.perf_counter()
             manifest = write_encoded(Path(folder) / dtype, "addax", "start", docs.items(), encode, dtype,
                                      shard_size=2000, codec_sample=codec_sample)
@@ -131,7 +134,7 @@ def bench(dataset: str, threads: int, batch_size: int, max_doc_length: int, code
                               "centroids": (manifest["codec"] or {}).get("centroids"),
                               "write_seconds": round(write_seconds, 2), "warm_pairs_per_s": round(len(pairs) / seconds),
                               **measure(scores)}
-        for dtype in CODECS:
+        for dtype in codecs:
             results[dtype]["agreement_with_fp16"] = agreement(by_codec[dtype], by_codec["fp16"])
         torch.manual_seed(0)  # the identity start's sign projection, seeded
         no_mags = ADDAX(ADDAXConfig(max_doc_length=max_doc_length, ablation="no_mags", codes="sign"), model.bert,
@@ -183,18 +186,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="documents whose rows train the residual codebook (irpipe encode's default)")
     parser.add_argument("--projection-dataset", default="dl19-passage", metavar="NAME",
                         help="MS MARCO candidates whose rows per passage give the projection")
-    parser.add_argument("--record", action="store_true", help="write eval/benchmarks/store-codecs.json")
+    parser.add_argument("--codecs", nargs="+", default=list(CODECS), metavar="DTYPE",
+                        help="irpipe encode dtypes to compare, fp16 among them (default: %(default)s)")
+    parser.add_argument("--record", nargs="?", const="store-codecs", metavar="NAME",
+                        help="write eval/benchmarks/NAME.json (default NAME: store-codecs)")
     args = parser.parse_args(argv)
+    if "fp16" not in args.codecs:
+        parser.error("--codecs: fp16 is the reference the others are compared with; name it too")
 
     from pipeline import log
 
     log.configure(quiet=True)
     result = bench(args.dataset, args.threads, args.batch_size, args.max_doc_length, args.codec_sample,
-                   args.projection_dataset)
+                   args.projection_dataset, tuple(args.codecs))
     print(machine())
     print(json.dumps(result, indent=2))
     if args.record:
-        record("store-codecs", __spec__.name, argv, {"result": result})
+        record(args.record, __spec__.name, argv, {"result": result})
     return 0
 
 

@@ -22,9 +22,15 @@ from pipeline.commands.data_args import add_data_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
 from pipeline.commands.rerank import add_model_args, model_runtime
 from pipeline.errors import ConfigError
-from pipeline.rerank.codecs import DTYPES
+from pipeline.rerank.codecs import DTYPES, known
 
 CODEC_SAMPLE = 2048  # = pipeline.rerank.store.CODEC_SAMPLE (not imported here: it loads torch)
+
+
+def _dtype(value: str) -> str:
+    if not known(value):
+        raise argparse.ArgumentTypeError(f"{value!r}: choose one of {', '.join(DTYPES)}, residual1-<k> or residual2-<k>")
+    return value
 
 
 def define_args(parser: argparse.ArgumentParser) -> None:
@@ -33,9 +39,11 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     add_data_args(parser, parts=("corpus", "index", "run"),
                   what="what to encode: a run's candidates (--run, or the dataset's), else every document")
     parser.add_argument("--output", required=True, metavar="STORE", help="store folder (created, or resumed)")
-    parser.add_argument("--dtype", choices=DTYPES, default="fp16",
+    parser.add_argument("--dtype", type=_dtype, default="fp16",
                         help="how a row is kept (pipeline/rerank/codecs.py): fp16 (default), fp32, int8 (per-row "
-                             "scale), residual2 / residual1 (ColBERTv2: a centroid id and a 2- or 1-bit residual)")
+                             "scale), residual2 / residual1 (ColBERTv2: a centroid id and a 2- or 1-bit residual), "
+                             "residual1-<k> / residual2-<k> (the residual's k principal components only: "
+                             "residual1-256 is 34 bytes a 384-d row)")
     parser.add_argument("--codec-sample", type=int, default=CODEC_SAMPLE, metavar="N",
                         help=f"residual dtypes: documents whose rows train the codebook (default {CODEC_SAMPLE})")
     parser.add_argument("--centroids", type=int, default=None, metavar="K",

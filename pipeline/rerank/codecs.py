@@ -11,6 +11,11 @@ Every codec turns float32 rows (n, d) into fixed-size byte records (n, row_bytes
                  of 2^b buckets (b bits), decoded as the bucket's weight:  x^ = c + w[bucket]
                                                                               id (2 bytes, k <= 65536) + d b / 8 bytes
                                                                               (b = 2: 98, b = 1: 50 for d = 384)
+    residual<b>-<k>  the same with the residual turned to its k leading principal components first (k < d; the
+                 directions of the sample's residuals that vary most, orthonormal, P (d, k)), b bits each:
+                 x^ = c + P w[bucket]                                          id + k b / 8 bytes (b = 1, k = 256: 34)
+                 What the lower d - k components of a residual hold is dropped: MS MARCO at 87 rows a passage needs
+                 about 42 bytes a row to fit 30 GiB, where residual1 keeps 50.
 [R] cutoffs and weights per dimension: ColBERTv2 pools all dimensions of its normalised 128-d vectors; BERT's raw
 token rows, which ADDAX's MAGS reads, differ in scale from one dimension to another (a few outlier dimensions).
 Cutoffs are the residuals' quantiles j / 2^b (j = 1 .. 2^b - 1), weights their quantiles (j + 1/2) / 2^b.
@@ -19,6 +24,7 @@ Nearest centroid by L2 (the rows are not normalised), k = 2^floor(log2(16 sqrt(s
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,15 +35,21 @@ from pipeline.errors import ConfigError
 if TYPE_CHECKING:
     import torch  # imported where used: `irpipe encode --help` loads no torch
 
-DTYPES = ("fp16", "fp32", "int8", "residual2", "residual1")
+DTYPES = ("fp16", "fp32", "int8", "residual2", "residual1")  # and residual<b>-<k> (`check_dtype`)
+RESIDUAL = re.compile(r"residual(?P<bits>[12])(?:-(?P<kept>[1-9][0-9]*))?")
 FLOATS = {"fp16": np.dtype("<f2"), "fp32": np.dtype("<f4")}
 KMEANS_ITERATIONS = 10
 MAX_CENTROIDS = 1 << 16  # ids in 2 bytes
 
 
+def known(dtype: str) -> bool:
+    return dtype in DTYPES or RESIDUAL.fullmatch(dtype) is not None
+
+
 def check_dtype(dtype: str) -> None:
-    if dtype not in DTYPES:
-        raise ConfigError(f"dtype={dtype!r}; choose one of {', '.join(DTYPES)}", field="dtype")
+    if not known(dtype):
+        raise ConfigError(f"dtype={dtype!r}; choose one of {', '.join(DTYPES)}, or residual1-<k> / residual2-<k> "
+                          "(k principal components of the residual kept, k below the rows' dims)", field="dtype")
 
 
 def needs_training(dtype: str) -> bool:
@@ -45,7 +57,18 @@ def needs_training(dtype: str) -> bool:
 
 
 def bits_of(dtype: str) -> int:
-    return int(dtype.removeprefix("residual"))
+    return int(RESIDUAL.fullmatch(dtype)["bits"])
+
+
+def kept_of(dtype: str, dims: int) -> int:
+    """The residual dimensions a residual<b>[-<k>] record keeps: k, or all `dims`."""
+    kept = RESIDUAL.fullmatch(dtype)["kept"]
+    if kept is None:
+        return dims
+    if int(kept) >= dims:
+        raise ConfigError(f"dtype={dtype}: keeps {kept} components of {dims}-dim rows; use residual{bits_of(dtype)} "
+                          f"to keep them all, or a k below {dims}", field="dtype")
+    return int(kept)
 
 
 @dataclass
@@ -54,8 +77,9 @@ class Codec:
     dtype: str
     dims: int
     centroids: np.ndarray | None = None   # (k, d) float32
-    cutoffs: np.ndarray | None = None     # (d, 2^b - 1) float32, ascending per dimension
-    weights: np.ndarray | None = None     # (d, 2^b) float32
+    cutoffs: np.ndarray | None = None     # (k, 2^b - 1) float32, ascending per dimension (k = d but for -<k>)
+    weights: np.ndarray | None = None     # (k, 2^b) float32
+    projection: np.ndarray | None = None  # residual<b>-<k>: (d, k) float32, orthonormal columns P
 
     @property
     def row_bytes(self) -> int:
@@ -63,7 +87,11 @@ class Codec:
             return self.dims * FLOATS[self.dtype].itemsize
         if self.dtype == "int8":
             return self.dims + 4
-        return self._id_bytes + math.ceil(self.dims * bits_of(self.dtype) / 8)
+        return self._id_bytes + math.ceil(self._kept * bits_of(self.dtype) / 8)
+
+    @property
+    def _kept(self) -> int:
+        return kept_of(self.dtype, self.dims)
 
     @property
     def _id_bytes(self) -> int:
@@ -73,7 +101,8 @@ class Codec:
         """What the store keeps of the codec beside the manifest (codec.safetensors); none for fp16/fp32/int8."""
         if not needs_training(self.dtype):
             return {}
-        return {"centroids": self.centroids, "cutoffs": self.cutoffs, "weights": self.weights}
+        arrays = {"centroids": self.centroids, "cutoffs": self.cutoffs, "weights": self.weights}
+        return arrays | ({"projection": self.projection} if self.projection is not None else {})
 
     # -- rows -> records ---------------------------------------------------------------------------------------------
     def encode(self, rows: np.ndarray, block: int = 1 << 16) -> np.ndarray:
@@ -94,9 +123,11 @@ class Codec:
 
         ids = nearest(torch.from_numpy(rows), torch.from_numpy(self.centroids)).numpy()  # (n,)
         residual = rows - self.centroids[ids]                                           # r (n, d)
-        buckets = (residual[:, :, None] > self.cutoffs[None]).sum(-1).astype(np.uint8)  # (n, d) in [0, 2^b)
+        if self.projection is not None:
+            residual = residual @ self.projection                                       # P^T r (n, k)
+        buckets = (residual[:, :, None] > self.cutoffs[None]).sum(-1).astype(np.uint8)  # (n, k) in [0, 2^b)
         bits = bits_of(self.dtype)
-        planes = (buckets[:, :, None] >> np.arange(bits, dtype=np.uint8)) & 1           # (n, d, b) low bit first
+        planes = (buckets[:, :, None] >> np.arange(bits, dtype=np.uint8)) & 1           # (n, k, b) low bit first
         packed = np.packbits(planes.reshape(n, -1), axis=1)                             # (n, ceil(d b / 8))
         id_type = "<u2" if self._id_bytes == 2 else "<u4"
         return np.concatenate([ids.astype(id_type).view(np.uint8).reshape(n, -1), packed], 1)
@@ -111,11 +142,14 @@ class Codec:
         if self.dtype == "int8":
             q = records[:, :d].view(np.int8).astype(np.float32)
             return q * records[:, d:].copy().view("<f4")                                 # q s
-        cut, bits = self._id_bytes, bits_of(self.dtype)
+        cut, bits, k = self._id_bytes, bits_of(self.dtype), self._kept
         ids = records[:, :cut].copy().view("<u2" if cut == 2 else "<u4").reshape(n)
-        planes = np.unpackbits(records[:, cut:], axis=1, count=d * bits).reshape(n, d, bits)
-        buckets = (planes << np.arange(bits, dtype=np.uint8)).sum(-1)                   # (n, d)
-        return self.centroids[ids] + self.weights[np.arange(d), buckets]                # c + w[bucket]
+        planes = np.unpackbits(records[:, cut:], axis=1, count=k * bits).reshape(n, k, bits)
+        buckets = (planes << np.arange(bits, dtype=np.uint8)).sum(-1)                   # (n, k)
+        residual = self.weights[np.arange(k), buckets]                                  # w[bucket] (n, k)
+        if self.projection is not None:
+            residual = residual @ self.projection.T                                     # P w[bucket] (n, d)
+        return self.centroids[ids] + residual                                           # c + ...
 
 
 def nearest(rows: "torch.Tensor", centroids: "torch.Tensor") -> "torch.Tensor":
@@ -165,18 +199,36 @@ def train_codec(dtype: str, sample: np.ndarray, centroids: int | None = None) ->
     k = min(centroids or default_centroids(len(sample)), len(sample), MAX_CENTROIDS)
     c = kmeans(rows, k)
     residual = rows - c[nearest(rows, c)]                                               # (m, d)
+    projection = None
+    if kept_of(dtype, dims) < dims:
+        projection = principal_directions(residual, kept_of(dtype, dims))               # P (d, k)
+        residual = residual @ projection                                                # (m, k)
     buckets = 1 << bits_of(dtype)
     at = torch.arange(1, buckets, dtype=torch.float64) / buckets                        # j / 2^b
     mid = (torch.arange(buckets, dtype=torch.float64) + 0.5) / buckets                  # (j + 1/2) / 2^b
-    cutoffs = torch.quantile(residual.double(), at, dim=0).T                            # (d, 2^b - 1)
-    weights = torch.quantile(residual.double(), mid, dim=0).T                           # (d, 2^b)
-    return Codec(dtype, dims, c.numpy().astype(np.float32), cutoffs.float().numpy(), weights.float().numpy())
+    cutoffs = torch.quantile(residual.double(), at, dim=0).T                            # (k, 2^b - 1)
+    weights = torch.quantile(residual.double(), mid, dim=0).T                           # (k, 2^b)
+    return Codec(dtype, dims, c.numpy().astype(np.float32), cutoffs.float().numpy(), weights.float().numpy(),
+                 None if projection is None else projection.numpy())
+
+
+def principal_directions(rows: "torch.Tensor", k: int) -> "torch.Tensor":
+    """The k unit directions along which `rows` (m, d) vary most about their mean (the covariance's leading
+    eigenvectors, largest first; each with its largest coordinate positive, so a codebook does not depend on the
+    eigensolver's signs): (d, k) float32 with orthonormal columns."""
+    import torch
+
+    centred = rows.double() - rows.double().mean(0)
+    values, vectors = torch.linalg.eigh(centred.T @ centred)                            # ascending
+    top = vectors[:, values.argsort(descending=True)[:k]]                               # (d, k)
+    signs = torch.sign(top.gather(0, top.abs().argmax(0, keepdim=True)))
+    return (top * signs).float()
 
 
 def load_codec(dtype: str, dims: int, arrays: dict[str, np.ndarray] | None = None) -> Codec:
     check_dtype(dtype)
     arrays = arrays or {}
-    return Codec(dtype, dims, *(arrays.get(name) for name in ("centroids", "cutoffs", "weights")))
+    return Codec(dtype, dims, *(arrays.get(name) for name in ("centroids", "cutoffs", "weights", "projection")))
 
 
 def dims_of(dtype: str, row_bytes: int) -> int:

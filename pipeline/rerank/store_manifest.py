@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pipeline.data.files import file_sha256
 from pipeline.errors import InputError
-from pipeline.rerank.codecs import DTYPES, FLOATS, Codec, load_codec, needs_training
+from pipeline.rerank.codecs import FLOATS, Codec, known, load_codec, needs_training
 
 FORMAT = 2
 READS = (1, 2)      # format 1: fp16/fp32 rows, no checksums
@@ -40,7 +40,7 @@ def read_manifest(directory: Path) -> dict | None:
     for key in ("model", "model_digest", "dtype", "dims", "shards"):
         if key not in manifest:
             raise InputError(path, "missing", field=key)
-    if manifest["dtype"] not in (DTYPES if manifest["format"] == FORMAT else FLOATS):
+    if not (known(manifest["dtype"]) if manifest["format"] == FORMAT else manifest["dtype"] in FLOATS):
         raise InputError(path, f"unknown dtype {manifest['dtype']!r}", field="dtype")
     return manifest
 

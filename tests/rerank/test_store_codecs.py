@@ -31,9 +31,10 @@ def clustered_rows(n: int = 3000, dims: int = 64, seed: int = 0) -> tuple[np.nda
 
 def test_row_bytes_of_each_codec():
     rows, _ = clustered_rows(dims=384)
-    sizes = {dtype: train_codec(dtype, rows[:600], centroids=16).row_bytes for dtype in DTYPES}
+    sizes = {dtype: train_codec(dtype, rows[:600], centroids=16).row_bytes
+             for dtype in (*DTYPES, "residual1-256", "residual2-128")}
     assert sizes == {"fp32": 384 * 4, "fp16": 384 * 2, "int8": 384 + 4, "residual2": 2 + 384 * 2 // 8,
-                     "residual1": 2 + 384 // 8}
+                     "residual1": 2 + 384 // 8, "residual1-256": 2 + 256 // 8, "residual2-128": 2 + 128 * 2 // 8}
 
 
 def test_float_and_int8_round_trips_within_their_rounding():
@@ -69,6 +70,42 @@ def test_residual_round_trip_within_its_bucket(bits, rms_bound):
     assert np.all(np.abs(error)[inner] <= width[inner] + 1e-5)
 
 
+def test_a_projected_residual_keeps_its_principal_components():
+    """residual<b>-<k>: P (d, k) orthonormal, the directions the residuals vary most along (found again when the
+    noise lives in k known dimensions), each of its k coordinates P^T r decoded inside its own bucket, x^ = c + P
+    w[bucket]; where the residual lies in k dimensions the k-component code loses nothing against the full one."""
+    rng = np.random.default_rng(1)
+    dims, kept = 64, 16
+    centres = rng.standard_normal((8, dims)) * 3
+    noise = np.zeros((3000, dims))
+    noise[:, 5:5 + kept] = rng.standard_normal((3000, kept)) * np.linspace(0.5, 0.2, kept)  # rank 16, sds known
+    rows = (centres[rng.integers(0, 8, 3000)] + noise).astype(np.float32)
+    codec = train_codec(f"residual1-{kept}", rows[:2000], centroids=64)
+    full = train_codec("residual1", rows[:2000], centroids=64)
+    p = codec.projection
+    assert p.shape == (dims, kept) and codec.cutoffs.shape == (kept, 1) and codec.row_bytes == 2 + kept // 8
+    assert np.allclose(p.T @ p, np.eye(kept), atol=1e-5)
+    assert (p[5:5 + kept] ** 2).sum(0).min() > 0.99  # each direction inside the noise's 16 dimensions
+    test = rows[2000:]
+    decoded = codec.decode(codec.encode(test))
+    ids = nearest(torch.from_numpy(test), torch.from_numpy(codec.centroids)).numpy()
+    coordinates = (test - codec.centroids[ids]) @ p                                     # P^T r (n, k)
+    buckets = (coordinates[:, :, None] > codec.cutoffs[None]).sum(-1)
+    assert np.allclose(decoded, codec.centroids[ids] + codec.weights[np.arange(kept), buckets] @ p.T, atol=1e-5)
+    error = np.sqrt(((decoded - test) ** 2).sum(1).mean())
+    assert error <= 1.05 * np.sqrt(((full.decode(full.encode(test)) - test) ** 2).sum(1).mean())
+    assert error < 0.7 * np.sqrt((noise[2000:] ** 2).sum(1).mean())                  # 1 bit: ~0.6 of the noise
+
+
+def test_a_projection_must_drop_something():
+    rows, _ = clustered_rows(dims=64)
+    with pytest.raises(ConfigError, match="residual1 to keep them all"):
+        train_codec("residual1-64", rows[:600], centroids=16)
+    for wrong in ("residual3", "residual1-0", "residual1-", "residual-16"):
+        with pytest.raises(ConfigError, match="residual1-<k>"):
+            train_codec(wrong, rows[:600])
+
+
 @pytest.fixture(scope="module")
 def tiny_addax(tiny_bert):
     torch.manual_seed(0)
@@ -80,7 +117,7 @@ def _stored(folder, model) -> dict[str, torch.Tensor]:
     return {docid: store.get(docid) for docid, _ in DOCS}
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", (*DTYPES, "residual1-16"))
 def test_a_store_of_each_dtype_gives_its_codec_rows(tiny_addax, tmp_path, dtype):
     """Every document's token rows come back as the codec decodes them: float32 as encoded (1e-6: batches padded otherwise), the others within their
     codec's error of the fresh encodings."""
