@@ -133,3 +133,53 @@ def test_output_is_a_bert_folder_for_kwbert(tmp_path):
     model = KeywordBERT(KeywordBERTConfig(bert=str(tmp_path / "bert"), max_length=32)).eval()
     batch = model.prepare([Pair("a", "b", "信用卡怎么还款", "贷款利率怎么算")])
     assert model.score(model(**batch.tensors)).shape == (1,)
+
+
+def test_noisy_copy_keeps_whole_words_in_order_but_for_drops_and_neighbour_swaps():
+    from pipeline.training.pretrain import noisy_copy
+
+    words = [0, 0, 1, 2, 2, 3]
+    assert noisy_copy(words, torch.Generator().manual_seed(0), drop=0, swap=0) == [0, 1, 2, 3, 4, 5]
+    assert noisy_copy(words, torch.Generator().manual_seed(0), drop=1, swap=0) == [0, 1]
+    assert noisy_copy(words, torch.Generator().manual_seed(0), drop=0, swap=1) == [2, 3, 4, 5, 0, 1]  # carried on
+    for seed in range(20):
+        order = noisy_copy(words, torch.Generator().manual_seed(seed))
+        kept = {words[p] for p in order}
+        assert order and sorted(order) == [p for p, w in enumerate(words) if w in kept]  # whole words, once each
+        assert all(order[i + 1] == order[i] + 1 for i in range(len(order) - 1) if words[order[i]] == words[order[i + 1]])
+
+
+def test_pair_batches_pair_a_text_with_its_copy_or_another_text(tmp_path):
+    from pipeline.training.mlm import make_tokenizer
+    from pipeline.training.pretrain import MaskedBatches
+
+    options = _options(pairs=True, max_length=32, mask_rate=0.0001)  # one token masked a side
+    tokenizer = make_tokenizer(build_vocab(TEXTS), tmp_path)
+    batches = MaskedBatches(TEXTS, tokenizer, options)
+    batch = batches.batch(list(range(len(TEXTS))), torch.Generator().manual_seed(0))
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    assert 0 < int(batch["pair_labels"].sum()) < len(TEXTS)
+    for row, (ids, types, mask, copy) in enumerate(zip(batch["input_ids"], batch["token_type_ids"],
+                                                       batch["attention_mask"], batch["pair_labels"])):
+        ids, types = ids[mask.bool()].tolist(), types[mask.bool()].tolist()
+        first_sep = ids.index(sep)
+        assert ids[0] == cls and ids[-1] == sep and types == [0] * (first_sep + 1) + [1] * (len(ids) - first_sep - 1)
+        labels = batch["labels"][row][mask.bool()].tolist()
+        a = [l if l != -100 else i for i, l in zip(ids[1:first_sep], labels[1:first_sep])]
+        b = [l if l != -100 else i for i, l in zip(ids[first_sep + 1:-1], labels[first_sep + 1:-1])]
+        assert a == batches.ids[row] and 1 <= sum(l != -100 for l in labels) <= 2
+        if copy:
+            assert set(b) <= set(a)
+        else:
+            assert b in [batches.ids[i] for i in range(len(TEXTS))]
+
+
+def test_pair_pretraining_logs_its_head_and_gives_a_bert_folder(tmp_path):
+    from pipeline.rerank.bert import load_bert
+
+    record = pretrain(TEXTS, tmp_path / "pairs", _options(pairs=True, steps=4, save_every=2))
+    assert 0 <= record["pair_accuracy"] <= 1 and 0 <= record["held_out"]["pair_accuracy"] <= 1
+    bert, _ = load_bert(str(tmp_path / "pairs"))
+    assert bert.config.num_hidden_layers == 1 and bert.config.type_vocab_size == 2
+    with pytest.raises(ConfigError, match="changed options"):
+        pretrain(TEXTS, tmp_path / "pairs", _options(steps=4, save_every=2), resume=True)

@@ -35,6 +35,9 @@ def define_args(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(defaults, name), metavar=unit,
                             help=f"{text} (default: %(default)s)")
     parser.add_argument("--whole-words", action="store_true", help="whole-word masking over jieba words")
+    parser.add_argument("--pairs", action="store_true",
+                        help="sentence pairs: each text with its noisy copy or another text, masked on both sides, "
+                             "and a head that tells the copy (pipeline/training/mlm.py)")
     parser.add_argument("--max-minutes", type=float, metavar="M", help="stop cleanly after M minutes (then --resume)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --output from its last saved state")
 

@@ -14,6 +14,15 @@ Cui et al. 2019 for Chinese): jieba words are chosen instead of tokens, and ever
 masked. The output folder is an ordinary BERT folder (config.json, model.safetensors of BertForMaskedLM, vocab.txt,
 tokenizer.json): `bert=OUT` in monobert / kwbert loads its encoder (pipeline/rerank/bert.py).
 
+Sentence pairs (`pairs`, [R]: the LCQMC diagnosis of eval/KEYWORD_BERT.md, section 4, found a BERT pretrained on
+single sentences that never learns to compare two): every example is [CLS] A [SEP] B [SEP] (token types 0 / 1, each
+side cut to (max_length - 3) // 2 pieces), where B is, with probability 1/2 each: a noisy copy of A (each jieba
+word dropped with probability 0.1, one at least kept, neighbouring words swapped with probability 0.1), or another
+training text, half the time one that shares a word with A (a word of A found in 2 to 2,000 texts) and otherwise any.
+Both sides are masked as above, so a word masked in A can often be read off B (as in the translation-LM task of
+Lample & Conneau 2019), and a linear head on the pooled [CLS] (BERT's next-sentence head, BertForPreTraining) says
+whether B is A's copy: the loss is the MLM loss plus that cross-entropy. The folder keeps the same BERT encoder.
+
 Resuming: every `save_every` steps the model, optimizer, schedule and RNG states go into OUT/state/step-NNNNNNN/,
 committed by rewriting OUT/state/current.json atomically (as pipeline/training/state.py does for the reranker
 loop); `--resume` continues from the commit and reaches the same weights as an uninterrupted run.
@@ -48,6 +57,7 @@ class MLMOptions:
     weight_decay: float = 0.01
     mask_rate: float = 0.15
     whole_words: bool = False    # jieba whole-word masking
+    pairs: bool = False          # sentence pairs: A with its noisy copy or another text, and the copy-or-not head
     held_out: float = 0.02       # fraction of the texts kept out of training for the held-out loss / accuracy
     seed: int = 0
     save_every: int = 500

@@ -74,7 +74,8 @@ def mask_tokens(ids: list[int], words: list[int], rate: float, vocab_size: int, 
 
 
 class MaskedBatches:
-    """Token ids and word ids of every text (tokenized once); batches with fresh masks from a seeded generator."""
+    """Token ids and word ids of every text (tokenized once); batches with fresh masks (and, for `pairs`, partners)
+    from a seeded generator."""
 
     def __init__(self, texts: list[str], tokenizer, options: MLMOptions):
         encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, truncation=True,
@@ -84,21 +85,93 @@ class MaskedBatches:
                       for text, offsets in zip(texts, encoded["offset_mapping"])]
         self.tokenizer, self.options = tokenizer, options
         self.keep = [i for i, ids in enumerate(self.ids) if ids]
+        self.sharing = self.segments = None
+        if options.pairs:  # a noisy copy drops and swaps jieba words, whatever the masking's unit
+            self.segments = self.words if options.whole_words else [
+                word_ids(text, offsets, True) for text, offsets in zip(texts, encoded["offset_mapping"])]
+            self.sharing = SharedWords(texts, self.keep)
 
     def batch(self, rows: list[int], generator: torch.Generator) -> dict[str, torch.Tensor]:
-        tok, options = self.tokenizer, self.options
+        if self.options.pairs:
+            return self._pair_batch(rows, generator)
         inputs, labels = [], []
         for row in rows:
-            masked, target = mask_tokens(self.ids[row], self.words[row], options.mask_rate, tok.vocab_size,
-                                         tok.mask_token_id, len(SPECIALS), generator)
-            inputs.append([tok.cls_token_id, *masked, tok.sep_token_id])
+            masked, target = self._masked(self.ids[row], self.words[row], generator)
+            inputs.append([self.tokenizer.cls_token_id, *masked, self.tokenizer.sep_token_id])
             labels.append([-100, *target, -100])
-        ids, mask = pad_rows(inputs, tok.pad_token_id)                                   # (B, L) each
+        ids, mask = pad_rows(inputs, self.tokenizer.pad_token_id)                          # (B, L) each
         return {"input_ids": ids, "labels": pad_rows(labels, -100)[0], "attention_mask": mask}
+
+    def _masked(self, ids: list[int], words: list[int], generator: torch.Generator):
+        tok = self.tokenizer
+        return mask_tokens(ids, words, self.options.mask_rate, tok.vocab_size, tok.mask_token_id, len(SPECIALS),
+                           generator)
+
+    def _pair_batch(self, rows: list[int], generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """[CLS] A [SEP] B [SEP], both sides masked; pair_labels 1 where B is A's noisy copy, else 0."""
+        tok, side = self.tokenizer, (self.options.max_length - 3) // 2
+        inputs, labels, types, copies = [], [], [], []
+        for row in rows:
+            a, a_words = self.ids[row][:side], self.words[row][:side]
+            draw = torch.rand(1, generator=generator).item()
+            if draw < 0.5:
+                order = noisy_copy(self.segments[row][:side], generator)
+                b, b_words = [a[p] for p in order], [a_words[p] for p in order]
+            else:
+                other = self.sharing.partner(row, generator) if draw < 0.75 else None
+                if other is None:
+                    other = self.keep[int(torch.randint(len(self.keep), (1,), generator=generator))]
+                b, b_words = self.ids[other][:side], self.words[other][:side]
+            (masked_a, target_a), (masked_b, target_b) = self._masked(a, a_words, generator), self._masked(b, b_words, generator)
+            inputs.append([tok.cls_token_id, *masked_a, tok.sep_token_id, *masked_b, tok.sep_token_id])
+            labels.append([-100, *target_a, -100, *target_b, -100])
+            types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
+            copies.append(int(draw < 0.5))
+        ids, mask = pad_rows(inputs, tok.pad_token_id)                                   # (B, L) each
+        return {"input_ids": ids, "labels": pad_rows(labels, -100)[0], "attention_mask": mask,
+                "token_type_ids": pad_rows(types, 0)[0], "pair_labels": torch.tensor(copies)}
 
     def epoch_order(self, epoch: int) -> list[int]:
         generator = torch.Generator().manual_seed(self.options.seed * 100003 + epoch)
         return [self.keep[i] for i in torch.randperm(len(self.keep), generator=generator).tolist()]
+
+
+def noisy_copy(words: list[int], generator: torch.Generator, drop: float = 0.1, swap: float = 0.1) -> list[int]:
+    """The positions of a noisy copy of a text whose tokens belong to `words`: each word dropped with probability
+    `drop` (one at least kept), then each neighbouring pair of the kept words swapped with probability `swap`, left
+    to right; a word's tokens stay together and in order."""
+    groups: dict[int, list[int]] = {}
+    for position, word in enumerate(words):
+        groups.setdefault(word, []).append(position)
+    kept = [key for key in groups if torch.rand(1, generator=generator).item() >= drop] or [next(iter(groups))]
+    for i in range(len(kept) - 1):
+        if torch.rand(1, generator=generator).item() < swap:
+            kept[i], kept[i + 1] = kept[i + 1], kept[i]
+    return [position for key in kept for position in groups[key]]
+
+
+class SharedWords:
+    """For each text, the other texts that share one of its jieba words found in 2 to `most` texts: a partner that
+    looks like A but is not A's copy."""
+
+    def __init__(self, texts: list[str], rows: list[int], most: int = 2000):
+        from pipeline.retrieve.segment import default_segmenter
+
+        cut = default_segmenter().cut
+        self.words = {row: sorted({w for w in cut(texts[row]) if w.strip()}) for row in rows}
+        postings: dict[str, list[int]] = {}
+        for row in rows:
+            for word in self.words[row]:
+                postings.setdefault(word, []).append(row)
+        self.postings = {w: r for w, r in postings.items() if 2 <= len(r) <= most}
+
+    def partner(self, row: int, generator: torch.Generator) -> int | None:
+        words = [w for w in self.words.get(row, ()) if w in self.postings]
+        if not words:
+            return None
+        others = self.postings[words[int(torch.randint(len(words), (1,), generator=generator))]]
+        pick = others[int(torch.randint(len(others) - 1, (1,), generator=generator))]
+        return pick if pick != row else others[-1]
 
 
 def split_held_out(texts: list[str], fraction: float, seed: int) -> tuple[list[str], list[str]]:
@@ -110,13 +183,28 @@ def split_held_out(texts: list[str], fraction: float, seed: int) -> tuple[list[s
 
 
 def new_model(vocab_size: int, options: MLMOptions):
-    """A BertForMaskedLM initialised from `seed` (heads of 64, or 32; feed-forward 4 x hidden)."""
-    from transformers import BertForMaskedLM
+    """A BertForMaskedLM (`pairs`: BertForPreTraining, with the pair head) initialised from `seed` (heads of 64, or
+    32; feed-forward 4 x hidden)."""
+    from transformers import BertForMaskedLM, BertForPreTraining
 
     config = new_bert_config(vocab_size, options.hidden, options.layers,
                              positions=max(128, options.max_length))  # fine-tuning uses up to 128 pieces
     torch.manual_seed(options.seed)
-    return BertForMaskedLM(config)
+    return BertForPreTraining(config) if options.pairs else BertForMaskedLM(config)
+
+
+def forward(model, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(MLM logits (B, L, V), pair logits (B, 2) or None) of a batch."""
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
+    out = model(**inputs)
+    if "pair_labels" in batch:
+        return out.prediction_logits, out.seq_relationship_logits
+    return out.logits, None
+
+
+def pair_hits(pair_logits: torch.Tensor, batch: dict) -> int:
+    """How many pairs the head calls right (class 1: B is A's copy; BertForPreTraining's head, its classes ours)."""
+    return int((pair_logits.argmax(-1) == batch["pair_labels"]).sum())
 
 
 def new_stepper(model, options: MLMOptions) -> GradientStepper:
@@ -131,17 +219,19 @@ def held_out_scores(model, batches: MaskedBatches, seed: int, batch_size: int) -
     """Masked-token loss and accuracy over every held-out sentence, with masks fixed by `seed` (comparable across
     saves)."""
     model.eval()
-    generator, loss, correct, count = torch.Generator().manual_seed(seed), 0.0, 0, 0
+    generator, loss, correct, count, pairs_right = torch.Generator().manual_seed(seed), 0.0, 0, 0, 0
     rows = batches.keep
     for start in range(0, len(rows), batch_size):
         batch = batches.batch(rows[start:start + batch_size], generator)
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits  # (B, L, V)
+        logits, pair_logits = forward(model, batch)                                     # (B, L, V), (B, 2)
         chosen = batch["labels"] != -100
         loss += torch.nn.functional.cross_entropy(logits[chosen], batch["labels"][chosen], reduction="sum").item()
         correct += (logits[chosen].argmax(-1) == batch["labels"][chosen]).sum().item()
         count += int(chosen.sum())
+        pairs_right += pair_hits(pair_logits, batch) if pair_logits is not None else 0
     model.train()
-    return {"loss": loss / max(1, count), "accuracy": correct / max(1, count), "tokens": count}
+    scores = {"loss": loss / max(1, count), "accuracy": correct / max(1, count), "tokens": count}
+    return scores | ({"pair_accuracy": pairs_right / max(1, len(rows))} if batches.options.pairs else {})
 
 
 def _store(out: Path) -> StateStore:
@@ -181,8 +271,11 @@ class Window:
     count: int = 0
     seconds: float = 0.0
     tokens: int = 0
+    pairs: int = 0
+    pairs_right: int = 0
 
-    def add(self, loss: torch.Tensor, logits: torch.Tensor, batch: dict, seconds: float) -> None:
+    def add(self, loss: torch.Tensor, logits: torch.Tensor, batch: dict, seconds: float,
+            pair_logits: torch.Tensor | None = None) -> None:
         chosen = batch["labels"] != -100
         count = int(chosen.sum())
         self.loss += loss.item() * count
@@ -190,11 +283,15 @@ class Window:
         self.count += count
         self.seconds += seconds
         self.tokens += int(batch["attention_mask"].sum())
+        if pair_logits is not None:
+            self.pairs += len(pair_logits)
+            self.pairs_right += pair_hits(pair_logits, batch)
 
     def record(self, step: int, per_epoch: int, lr: float) -> dict:
-        return {"step": step, "epoch": round(step / per_epoch, 3), "loss": self.loss / max(1, self.count),
-                "accuracy": self.correct / max(1, self.count), "lr": lr,
-                "tokens_per_s": self.tokens / max(1e-9, self.seconds)}
+        record = {"step": step, "epoch": round(step / per_epoch, 3), "loss": self.loss / max(1, self.count),
+                  "accuracy": self.correct / max(1, self.count), "lr": lr,
+                  "tokens_per_s": self.tokens / max(1e-9, self.seconds)}
+        return record | ({"pair_accuracy": self.pairs_right / self.pairs} if self.pairs else {})
 
 
 @dataclass
@@ -215,17 +312,19 @@ class Pretraining:
     def per_epoch(self) -> int:
         return -(-len(self.batches.keep) // self.options.batch_size)
 
-    def train_step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, dict]:
-        """One optimizer step on batch `step`: (loss, logits, batch)."""
+    def train_step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, dict, torch.Tensor | None]:
+        """One optimizer step on batch `step`: (MLM loss, MLM logits, batch, pair logits or None)."""
         size = self.options.batch_size
         epoch, index = divmod(step, self.per_epoch)
         order = self.batches.epoch_order(epoch)
         batch = self.batches.batch(order[index * size:(index + 1) * size], self.generator)
-        logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits  # (B, L, V)
+        logits, pair_logits = forward(self.model, batch)                                # (B, L, V), (B, 2)
         chosen = batch["labels"] != -100
         loss = torch.nn.functional.cross_entropy(logits[chosen], batch["labels"][chosen])
-        self.stepper.step(loss)
-        return loss, logits, batch
+        pair_loss = (torch.nn.functional.cross_entropy(pair_logits, batch["pair_labels"]) if pair_logits is not None
+                     else 0.0)
+        self.stepper.step(loss + pair_loss)
+        return loss.detach(), logits, batch, pair_logits
 
     def save(self, step: int) -> None:
         """The resumable state after `step` (committed), then the BERT folder."""
@@ -287,10 +386,10 @@ def _run(run: Pretraining, step: int, max_minutes: float | None) -> dict:
         bar.update(step)
         while step < options.steps:
             tick = time.monotonic()
-            loss, logits, batch = run.train_step(step)
+            loss, logits, batch, pair_logits = run.train_step(step)
             step += 1
             bar.update(1)
-            window.add(loss, logits, batch, time.monotonic() - tick)
+            window.add(loss, logits, batch, time.monotonic() - tick, pair_logits)
             out_of_time = max_minutes is not None and time.monotonic() - started > 60 * max_minutes
             saving = step % options.save_every == 0 or step == options.steps or out_of_time
             if step % options.log_every == 0 or saving:
