@@ -15,9 +15,10 @@ Search runs locally with `--threads` and with 1 thread, each in a fresh process 
 it: its own JVM, cold), then on Ray with 1 and 2 workers of 1 thread (each worker its own fresh JVM), all in one
 run (the ratios between them are what a loaded machine leaves comparable). A local search in a process whose JVM
 has already searched thousands of queries is faster than a fresh one (the JIT's later compilations; 1M passages,
-1 thread: 7.7 ms of CPU a query after 7,030 queries in the same JVM, 10.6 ms for queries 3,491-6,980 of a fresh
-one), so local rows timed in a warm process (as before 2026-11-27) made a Ray worker look slower than a local
-thread for what was the JVM's warm-up. Each Ray row gives the
+6,980 queries, 1 thread: 7.73 ms of CPU a query in the benchmark's JVM after 7,030 queries, recorded in
+eval/benchmarks/ray-scale-1m-jvm-cpus.json, against 11.4 ms in a fresh process, eval/benchmarks/ray-scale-1m.json),
+so local rows timed in a warm process (as before 2026-11-27) made a Ray worker look slower than a local thread for
+what was the JVM's warm-up. Each Ray row gives the
 workers' own rates and `tail_seconds`, the driver's time from the last shard's arrival to the merged run. On a
 shared machine the wall-clock rates carry the other processes' load (and Linux's autogroup scheduler gives one
 session's processes one share of the CPU, however many workers it starts), so each row also gives its CPU time per
