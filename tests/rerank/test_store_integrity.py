@@ -104,7 +104,10 @@ def test_irpipe_encode_records_the_rerun_that_repairs_its_store(tiny_addax, tmp_
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in DOCS))
     argv = ["encode", "--model", str(checkpoint), "--corpus", str(corpus), "--output", str(tmp_path / "s"),
-            "--dtype", "residual1", "--shard-size", "3", "--centroids", "8"]
+            "--dtype", "residual1-16", "--shard-size", "3", "--centroids", "8"]
+    with pytest.raises(SystemExit) as refused:  # argparse: exit 2, naming the dtypes
+        main(["-q", *argv[:-5], "residual3", *argv[-4:]])
+    assert refused.value.code == 2
     assert main(["-q", *argv]) == 0
     manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
     output = argv.index("--output")
