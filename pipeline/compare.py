@@ -44,6 +44,19 @@ def paired_ttest(values: Mapping[str, float], baseline: Mapping[str, float]) -> 
         return float(stats.ttest_rel([values[q] for q in common], [baseline[q] for q in common]).pvalue)
 
 
+def paired_difference(values: Mapping[str, float], baseline: Mapping[str, float]) -> dict[str, float | list[float]]:
+    """Mean paired difference (values - baseline) over the keys both have, with its two-sided 95% t confidence
+    interval (the interval of the same test `paired_ttest` makes)."""
+    from scipy import stats
+
+    diffs = [values[k] - baseline[k] for k in baseline if k in values]
+    if len(diffs) < 2:
+        return {"difference": math.nan, "ci95": [math.nan, math.nan]}
+    mean, sem = statistics.fmean(diffs), statistics.stdev(diffs) / math.sqrt(len(diffs))
+    half = float(stats.t.ppf(0.975, len(diffs) - 1)) * sem
+    return {"difference": mean, "ci95": [mean - half, mean + half]}
+
+
 def adjust_pvalues(pvalues: Mapping[str, float], method: str | None) -> dict[str, float]:
     """Family-wise correction over the compared runs of one measure; NaN p-values stay NaN and are not counted.
 

@@ -484,3 +484,19 @@ def test_cacm_query_conventions_and_ties_match_trec_eval(trec_eval, tmp_path):
 def hash_score(qid: str, doc: str) -> int:
     """A deterministic score in 0..4 (so many ties), independent of PYTHONHASHSEED."""
     return sum(map(ord, qid + doc)) * 7 % 5
+
+
+def test_paired_difference_is_the_t_tests_interval():
+    """The 95% interval excludes 0 exactly when the paired t-test's p < 0.05; mean and interval by hand."""
+    from pipeline.compare import paired_difference, paired_ttest
+
+    base = {f"q{i}": 0.1 * (i % 7) for i in range(40)}
+    for shift in (0.0, 0.02, 0.05, 0.2):
+        values = {q: v + shift + 0.03 * ((i * 5) % 3 - 1) for i, (q, v) in enumerate(base.items())}
+        effect, p = paired_difference(values, base), paired_ttest(values, base)
+        diffs = [values[q] - base[q] for q in base]
+        assert effect["difference"] == pytest.approx(sum(diffs) / len(diffs))
+        low, high = effect["ci95"]
+        assert low < effect["difference"] < high and (low > 0 or high < 0) == (p < 0.05)
+    one = paired_difference({"a": 1.0}, {"a": 0.0})  # one pair: no interval
+    assert all(x != x for x in (one["difference"], *one["ci95"]))  # NaN

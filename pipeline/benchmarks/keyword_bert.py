@@ -195,9 +195,9 @@ def evaluation_data(dataset: str, depth: int, queries: int | None):
 
 def summarise(results: dict[str, list[dict]], bm25: dict[str, dict[str, float]]) -> dict:
     """Mean ± sd and seeds of each system's numbers (`fusion`: of its dev-tuned fusion with BM25), its mean
-    shortcuts, and the paired t-tests: the COMPARISONS, and each ranker (alone and fused) against BM25 (`bm25`:
-    measure -> qid -> value)."""
-    from pipeline.compare import paired_ttest
+    shortcuts, and the paired t-tests: the COMPARISONS (with their mean paired difference and its 95% interval), and
+    each ranker (alone and fused) against BM25 (`bm25`: measure -> qid -> value)."""
+    from pipeline.compare import paired_difference, paired_ttest
 
     def spread(values: list[float]) -> dict:
         return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
@@ -219,12 +219,14 @@ def summarise(results: dict[str, list[dict]], bm25: dict[str, dict[str, float]])
             summary[name]["fusion"] = {m: spread([f[m] for f in fused]) for m in MEASURES}
             summary[name]["fusion"]["weights"] = [f["weight"] for f in fused]
             tests[f"{name} + bm25 vs bm25"] = {m: paired_ttest(mean_of(fused, m), bm25[m]) for m in MEASURES}
+    effects = {}
     for a, b in COMPARISONS:
         if a in results and b in results:
-            tests[f"{a} vs {b}"] = {m: paired_ttest(mean_of(results[a], "correct" if m == "accuracy" else m),
-                                                    mean_of(results[b], "correct" if m == "accuracy" else m))
-                                    for m in ("accuracy", *MEASURES)}
-    return {"systems": summary, "paired_t_test_p": tests}
+            pairs = {m: (mean_of(results[a], "correct" if m == "accuracy" else m),
+                         mean_of(results[b], "correct" if m == "accuracy" else m)) for m in ("accuracy", *MEASURES)}
+            tests[f"{a} vs {b}"] = {m: paired_ttest(*pair) for m, pair in pairs.items()}
+            effects[f"{a} - {b}"] = {m: paired_difference(*pair) for m, pair in pairs.items()}
+    return {"systems": summary, "paired_t_test_p": tests, "paired_differences": effects}
 
 
 def main(argv: list[str] | None = None) -> int:
