@@ -12,7 +12,8 @@ from safetensors.torch import load_file
 from pipeline.errors import ConfigError
 from pipeline.training import pretrain as pretrain_module
 from pipeline.training.mlm import SPECIALS, MLMOptions, build_vocab
-from pipeline.training.pretrain import mask_tokens, pretrain, word_ids
+from pipeline.training.mlm_examples import mask_tokens, word_ids
+from pipeline.training.pretrain import pretrain
 
 TEXTS = ["信用卡怎么还款", "贷款利率怎么算", "今天足球比赛怎么样", "我想去打篮球", "信用卡如何办理",
          "银行贷款需要什么材料", "足球比赛几点开始", "篮球和足球哪个好"] * 3
@@ -136,7 +137,7 @@ def test_output_is_a_bert_folder_for_kwbert(tmp_path):
 
 
 def test_noisy_copy_keeps_whole_words_in_order_but_for_drops_and_neighbour_swaps():
-    from pipeline.training.pretrain import noisy_copy
+    from pipeline.training.mlm_examples import noisy_copy
 
     words = [0, 0, 1, 2, 2, 3]
     assert noisy_copy(words, torch.Generator().manual_seed(0), drop=0, swap=0) == [0, 1, 2, 3, 4, 5]
@@ -151,7 +152,7 @@ def test_noisy_copy_keeps_whole_words_in_order_but_for_drops_and_neighbour_swaps
 
 def test_pair_batches_pair_a_text_with_its_copy_or_another_text(tmp_path):
     from pipeline.training.mlm import make_tokenizer
-    from pipeline.training.pretrain import MaskedBatches
+    from pipeline.training.mlm_examples import MaskedBatches
 
     options = _options(pairs=True, max_length=32, mask_rate=0.0001)  # one token masked a side
     tokenizer = make_tokenizer(build_vocab(TEXTS), tmp_path)

@@ -5,8 +5,8 @@ that need a BERT in a language no pretrained checkpoint here speaks (Chinese: ke
     vocab  = build_vocab(texts)            # [PAD] [UNK] [CLS] [SEP] [MASK], then characters (and ##pieces) by count
     pretrain(texts, OUT, MLMOptions(layers=2, hidden=256, steps=20000))   # resumable: OUT/state/, OUT/pretrain.jsonl
 
-This module: the options, the corpus and the vocabulary (no torch: the command line imports it). The masking and
-the loop: pipeline/training/pretrain.py.
+This module: the options, the corpus and the vocabulary (no torch: the command line imports it). The masked
+examples: pipeline/training/mlm_examples.py; the loop: pipeline/training/pretrain.py.
 
 Masking (Devlin et al. 2019): 15% of the tokens of a sentence are chosen; of those 80% become [MASK], 10% a random
 token, 10% stay; the loss is the cross-entropy of the chosen tokens only. Whole-word masking (`whole_words`,
