@@ -157,14 +157,15 @@ def bench(args) -> dict:
         print(json.dumps(row), flush=True)
     local_file = files[args.threads]
     local_run = read_run(local_file)
-    same_queries = [line for line in local_file.read_text().splitlines() if line.split(" ", 1)[0] in ray_topics.queries]
-    result["search"][-1]["identical_to_local"] = sorted(same_queries) == sorted(files[1].read_text().splitlines())
+    same_queries = sorted(line for line in local_file.read_text().splitlines()  # the local run's lines, of the
+                          if line.split(" ", 1)[0] in ray_topics.queries)       # queries the other rows search
+    result["search"][-1]["identical_to_local"] = same_queries == sorted(files[1].read_text().splitlines())
     if args.pyserini:
         result["search"].append(_pyserini_row(work, index, topics, local_file, args.threads))
         print(json.dumps(result["search"][-1]), flush=True)
     for workers in (1, 2):
         ray_file, row = _ray_search(work, index, ray_topics, ray_options[workers])
-        row["identical_to_local"] = sorted(same_queries) == sorted(ray_file.read_text().splitlines())
+        row["identical_to_local"] = same_queries == sorted(ray_file.read_text().splitlines())
         result["search"].append(row)
         print(json.dumps(row), flush=True)
     result["search_ratios"] = _ratios(result["search"], args.threads)

@@ -22,14 +22,16 @@ from pipeline.commands.data_args import add_data_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
 from pipeline.commands.rerank import add_model_args, model_runtime
 from pipeline.errors import ConfigError
-from pipeline.rerank.codecs import DTYPES, known
+from pipeline.rerank.codecs import check_dtype
 
 CODEC_SAMPLE = 2048  # = pipeline.rerank.store.CODEC_SAMPLE (not imported here: it loads torch)
 
 
 def _dtype(value: str) -> str:
-    if not known(value):
-        raise argparse.ArgumentTypeError(f"{value!r}: choose one of {', '.join(DTYPES)}, residual1-<k> or residual2-<k>")
+    try:
+        check_dtype(value)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     return value
 
 

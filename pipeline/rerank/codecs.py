@@ -199,9 +199,9 @@ def train_codec(dtype: str, sample: np.ndarray, centroids: int | None = None) ->
     k = min(centroids or default_centroids(len(sample)), len(sample), MAX_CENTROIDS)
     c = kmeans(rows, k)
     residual = rows - c[nearest(rows, c)]                                               # (m, d)
-    projection = None
-    if kept_of(dtype, dims) < dims:
-        projection = principal_directions(residual, kept_of(dtype, dims))               # P (d, k)
+    projection, kept = None, kept_of(dtype, dims)
+    if kept < dims:
+        projection = principal_directions(residual, kept)                               # P (d, k)
         residual = residual @ projection                                                # (m, k)
     buckets = 1 << bits_of(dtype)
     at = torch.arange(1, buckets, dtype=torch.float64) / buckets                        # j / 2^b

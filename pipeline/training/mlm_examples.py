@@ -11,17 +11,29 @@ from pipeline.rerank.bert import pad_rows
 from pipeline.training.mlm import SPECIALS, MLMOptions
 
 
-def word_ids(text: str, offsets: list[tuple[int, int]], whole_words: bool) -> list[int]:
-    """The word of each token: jieba words by character span (whole-word masking), else each token its own."""
-    if not whole_words:
-        return list(range(len(offsets)))
+def jieba_words(text: str) -> list[str]:
     from pipeline.retrieve.segment import default_segmenter
 
-    owner, start = [0] * len(text), 0
-    for index, word in enumerate(default_segmenter().cut(text)):  # normalised text: NFKC keeps CJK positions
-        owner[start:start + len(word)] = [index] * len(word)
-        start += len(word)
+    return list(default_segmenter().cut(text))  # normalised text: NFKC keeps CJK positions
+
+
+def word_ids(text: str, offsets: list[tuple[int, int]], whole_words: bool) -> list[int]:
+    """The word of each token: jieba words by character span (whole-word masking), else each token its own."""
+    return token_words(offsets, jieba_words(text)) if whole_words else list(range(len(offsets)))
+
+
+def token_words(offsets: list[tuple[int, int]], words: list[str]) -> list[int]:
+    """The index in `words` (a text cut into words) of each token, by the token's first character (-1 past the end)."""
+    owner = [index for index, word in enumerate(words) for _ in word]
     return [owner[s] if s < len(owner) else -1 for s, _ in offsets]
+
+
+def word_groups(words: list[int]) -> dict[int, list[int]]:
+    """Each word's token positions, in order, the words in order of first appearance."""
+    groups: dict[int, list[int]] = {}
+    for position, word in enumerate(words):
+        groups.setdefault(word, []).append(position)
+    return groups
 
 
 def mask_tokens(ids: list[int], words: list[int], rate: float, vocab_size: int, mask_id: int, first_normal: int,
@@ -29,9 +41,7 @@ def mask_tokens(ids: list[int], words: list[int], rate: float, vocab_size: int, 
     """(inputs, labels) of one sentence's token ids: round(rate x tokens) tokens chosen by whole words in a random
     order (a word that would overshoot is skipped); labels are the original ids there and -100 elsewhere."""
     budget = max(1, round(rate * len(ids)))
-    groups: dict[int, list[int]] = {}
-    for position, word in enumerate(words):
-        groups.setdefault(word, []).append(position)
+    groups = word_groups(words)
     order = torch.randperm(len(groups), generator=generator).tolist()
     chosen: list[int] = []
     for key in (list(groups)[i] for i in order):
@@ -55,16 +65,17 @@ class MaskedBatches:
     def __init__(self, texts: list[str], tokenizer, options: MLMOptions):
         encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, truncation=True,
                             max_length=options.max_length - 2)
-        self.ids = encoded["input_ids"]
-        self.words = [word_ids(text, offsets, options.whole_words)
-                      for text, offsets in zip(texts, encoded["offset_mapping"])]
+        self.ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
+        cuts = [jieba_words(text) for text in texts] if options.whole_words or options.pairs else None
+        self.words = ([token_words(o, cut) for o, cut in zip(offsets, cuts)] if options.whole_words
+                      else [list(range(len(o))) for o in offsets])
         self.tokenizer, self.options = tokenizer, options
         self.keep = [i for i, ids in enumerate(self.ids) if ids]
         self.sharing = self.segments = None
         if options.pairs:  # a noisy copy drops and swaps jieba words, whatever the masking's unit
-            self.segments = self.words if options.whole_words else [
-                word_ids(text, offsets, True) for text, offsets in zip(texts, encoded["offset_mapping"])]
-            self.sharing = SharedWords(texts, self.keep)
+            self.segments = (self.words if options.whole_words
+                             else [token_words(o, cut) for o, cut in zip(offsets, cuts)])
+            self.sharing = SharedWords(cuts, self.keep)
 
     def batch(self, rows: list[int], generator: torch.Generator) -> dict[str, torch.Tensor]:
         if self.options.pairs:
@@ -115,9 +126,7 @@ def noisy_copy(words: list[int], generator: torch.Generator, drop: float = 0.1, 
     """The positions of a noisy copy of a text whose tokens belong to `words`: each word dropped with probability
     `drop` (one at least kept), then each neighbouring pair of the kept words swapped with probability `swap`, left
     to right; a word's tokens stay together and in order."""
-    groups: dict[int, list[int]] = {}
-    for position, word in enumerate(words):
-        groups.setdefault(word, []).append(position)
+    groups = word_groups(words)
     kept = [key for key in groups if torch.rand(1, generator=generator).item() >= drop] or [next(iter(groups))]
     for i in range(len(kept) - 1):
         if torch.rand(1, generator=generator).item() < swap:
@@ -126,14 +135,11 @@ def noisy_copy(words: list[int], generator: torch.Generator, drop: float = 0.1, 
 
 
 class SharedWords:
-    """For each text, the other texts that share one of its jieba words found in 2 to `most` texts: a partner that
-    looks like A but is not A's copy."""
+    """For each text (cut into jieba words), the other texts that share one of its words found in 2 to `most` texts:
+    a partner that looks like A but is not A's copy."""
 
-    def __init__(self, texts: list[str], rows: list[int], most: int = 2000):
-        from pipeline.retrieve.segment import default_segmenter
-
-        cut = default_segmenter().cut
-        self.words = {row: sorted({w for w in cut(texts[row]) if w.strip()}) for row in rows}
+    def __init__(self, cuts: list[list[str]], rows: list[int], most: int = 2000):
+        self.words = {row: sorted({w for w in cuts[row] if w.strip()}) for row in rows}
         postings: dict[str, list[int]] = {}
         for row in rows:
             for word in self.words[row]:
