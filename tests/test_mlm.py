@@ -58,8 +58,12 @@ def test_vocab_from_the_text():
     assert vocab[:5] == SPECIALS and {"信", "用", "a", "##b"} <= set(vocab) and "卡" not in vocab and "##c" not in vocab
 
 
-def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, monkeypatch):
-    whole = pretrain(TEXTS, tmp_path / "whole", _options())
+@pytest.mark.parametrize("pairs", [False, True])
+def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, monkeypatch, pairs):
+    def options(**changes):  # with or without sentence pairs (their partners come from the saved RNG too)
+        return _options(**({"pairs": pairs} | changes))
+
+    whole = pretrain(TEXTS, tmp_path / "whole", options())
     export = pretrain_module.write_bert_folder
 
     def killed_after_first_save(*args):
@@ -68,12 +72,12 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pretrain_module, "write_bert_folder", killed_after_first_save)
     with pytest.raises(KeyboardInterrupt):
-        pretrain(TEXTS, tmp_path / "resumed", _options())
+        pretrain(TEXTS, tmp_path / "resumed", options())
     with pytest.raises(ConfigError, match="--resume"):
-        pretrain(TEXTS, tmp_path / "resumed", _options())
+        pretrain(TEXTS, tmp_path / "resumed", options())
     with pytest.raises(ConfigError, match="changed options"):
-        pretrain(TEXTS, tmp_path / "resumed", _options(lr=0.1), resume=True)
-    resumed = pretrain(TEXTS, tmp_path / "resumed", _options(), resume=True)
+        pretrain(TEXTS, tmp_path / "resumed", options(lr=0.1), resume=True)
+    resumed = pretrain(TEXTS, tmp_path / "resumed", options(), resume=True)
     a, b = load_file(tmp_path / "whole" / "model.safetensors"), load_file(tmp_path / "resumed" / "model.safetensors")
     assert a.keys() == b.keys() and [k for k in a if not torch.equal(a[k], b[k])] == []
     speed = "tokens_per_s"
