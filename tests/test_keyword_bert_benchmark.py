@@ -88,3 +88,20 @@ def test_lcqmc_dev_labels_follow_length_and_test_labels_do_not(shared_data):
     assert dev_overlap > 0.3 and test_overlap > 0.4
     positives = [p for p in get_dataset("lcqmc/dev").pairs() if p.label == 1]
     assert statistics.fmean(len(p.text_a) + len(p.text_b) for p in positives) > 26
+
+
+def test_accuracy_alone_without_a_ranking():
+    """--ranking-queries 0 (no Lucene: what a GPU machine without Java runs): the summary holds accuracy and its
+    paired comparison, and nothing of a ranking."""
+    from pipeline.benchmarks.keyword_bert import summarise
+
+    def run(correct: list[float]) -> dict:
+        return {"accuracy": statistics.fmean(correct), "correct": {f"q{i}/d": c for i, c in enumerate(correct)}}
+
+    results = {"monobert": [run([1, 0, 0, 1]), run([1, 0, 1, 1])], "kwbert": [run([1, 1, 0, 1]), run([1, 1, 1, 1])]}
+    summary = summarise(results, {})
+    assert summary["systems"]["kwbert"] == {"accuracy": {"mean": 0.875, "sd": pytest.approx(0.1768, abs=1e-4),
+                                                         "seeds": [0.75, 1.0]}}
+    assert list(summary["paired_t_test_p"]) == ["kwbert vs monobert"]
+    assert list(summary["paired_differences"]["kwbert - monobert"]) == ["accuracy"]
+    assert summary["paired_differences"]["kwbert - monobert"]["accuracy"]["difference"] == pytest.approx(0.25)

@@ -188,3 +188,15 @@ def test_pair_pretraining_logs_its_head_and_gives_a_bert_folder(tmp_path):
     assert bert.config.num_hidden_layers == 1 and bert.config.type_vocab_size == 2
     with pytest.raises(ConfigError, match="changed options"):
         pretrain(TEXTS, tmp_path / "pairs", _options(steps=4, save_every=2), resume=True)
+
+
+def test_the_device_is_how_it_runs_not_what_it_trains(tmp_path):
+    """A run saved on one device resumes on another (the recorded options leave the device out, as the threads); a
+    CUDA device asked for where torch sees none is a ConfigError, before anything is written."""
+    pretrain(TEXTS, tmp_path / "bert", _options(steps=6, device="cpu"), max_minutes=0)  # stops after its first step
+    record = pretrain(TEXTS, tmp_path / "bert", _options(steps=6, device="auto"), resume=True)
+    assert record["step"] == 6
+    assert "device" not in json.loads((tmp_path / "bert" / "pretrain.json").read_text())["options"]
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="CUDA"):
+            pretrain(TEXTS, tmp_path / "elsewhere", _options(device="cuda"))

@@ -72,13 +72,13 @@ def recipe_of(name: str, args, seed: int, ranking: bool = False):
         train, options = f"{args.dataset}/questions-dev", {"negatives": "bm25", "depth": args.train_depth} | options
     overrides = {"bert": args.bert, "max_length": args.max_length} | ({"dict": args.dict} if model == "kwbert" else {})
     overrides |= fields | key_values(args.set, "--set")
-    return Recipe(model, train, None, options, overrides, device="cpu", threads=args.threads)
+    return Recipe(model, train, None, options, overrides, device=args.device, threads=args.threads)
 
 
-def scores_of(model, pairs, batch_size: int) -> list[float]:
-    from pipeline.rerank.scoring import predict
+def scores_of(model, pairs, batch_size: int, device: str = "cpu") -> list[float]:
+    from pipeline.rerank.scoring import predict, resolve_device
 
-    return predict(model, pairs, batch_size, "cpu", desc="scoring").scores
+    return predict(model, pairs, batch_size, resolve_device(device), desc="scoring").scores
 
 
 @dataclass
@@ -144,23 +144,25 @@ def tune_weight(ranking: Ranking, scores: list[float], grid: list[float]) -> tup
     return best, {str(w): round(v, 4) for w, v in values.items()}
 
 
-def measure(checkpoint: Path, ranker: Path, test_pairs, ranking: Ranking, batch_size: int, tuning: Ranking | None,
-            grid: list[float]) -> dict:
-    """Accuracy (and per-pair correctness) of `checkpoint` on the test pairs; Success@k (and per query), shortcuts
-    and, with `tuning`, the dev-tuned fusion with BM25 of `ranker` on the ranking."""
+def measure(checkpoint: Path, ranker: Path | None, test_pairs, ranking: Ranking | None, batch_size: int,
+            tuning: Ranking | None, grid: list[float], device: str = "cpu") -> dict:
+    """Accuracy (and per-pair correctness) of `checkpoint` on the test pairs; with a `ranking`, Success@k (and per
+    query), shortcuts and, with `tuning`, the dev-tuned fusion with BM25 of `ranker` on the ranking."""
     from pipeline.rerank.checkpoint import load_checkpoint
 
     model = load_checkpoint(checkpoint)
     correct = {f"{p.qid}/{p.docid}": float((s > 0) == (p.label > 0))
-               for p, s in zip(test_pairs, scores_of(model, test_pairs, batch_size))}
+               for p, s in zip(test_pairs, scores_of(model, test_pairs, batch_size, device))}
+    result = {"accuracy": statistics.fmean(correct.values()), "correct": correct}
+    if ranking is None:
+        return result
     model = load_checkpoint(ranker) if ranker != checkpoint else model
-    scores = scores_of(model, ranking.pairs, batch_size)
+    scores = scores_of(model, ranking.pairs, batch_size, device)
     table = ranking.per_query(scores)
-    result = {"accuracy": statistics.fmean(correct.values()), "correct": correct,
-              **{m: statistics.fmean(table[m].values()) for m in MEASURES}, "per_query": table,
-              "shortcuts": ranking.shortcuts(scores)}
+    result |= {**{m: statistics.fmean(table[m].values()) for m in MEASURES}, "per_query": table,
+               "shortcuts": ranking.shortcuts(scores)}
     if tuning is not None:
-        weight, by_weight = tune_weight(tuning, scores_of(model, tuning.pairs, batch_size), grid)
+        weight, by_weight = tune_weight(tuning, scores_of(model, tuning.pairs, batch_size, device), grid)
         fused = ranking.per_query(ranking.fused(scores, weight))
         result["fusion"] = {"weight": weight, "dev Success@1 by weight": by_weight,
                             **{m: statistics.fmean(fused[m].values()) for m in MEASURES}, "per_query": fused}
@@ -183,14 +185,14 @@ def ranking_of(dataset_name: str, depth: int, queries: int | None) -> Ranking:
 
 
 def evaluation_data(dataset: str, depth: int, queries: int | None):
-    """(labelled test pairs, the ranking of the first `queries` test queries (all: None))."""
+    """(labelled test pairs, the ranking of the first `queries` test queries (all: None; 0: no ranking, None))."""
     from pipeline.data.registry import get_dataset
     from pipeline.rerank.pairs import pairs_of
 
     test = get_dataset(f"{dataset}/test")
     qrels, run = test.qrels(), test.run()
     test_pairs = [replace(p, label=float(qrels[p.qid][p.docid])) for p in pairs_of(test.topics(), run, run.texts)]
-    return test_pairs, ranking_of(f"{dataset}/questions-test", depth, queries)
+    return test_pairs, (ranking_of(f"{dataset}/questions-test", depth, queries) if queries != 0 else None)
 
 
 def summarise(results: dict[str, list[dict]], bm25: dict[str, dict[str, float]]) -> dict:
@@ -209,8 +211,11 @@ def summarise(results: dict[str, list[dict]], bm25: dict[str, dict[str, float]])
         return {k: statistics.fmean(r["per_query"][key][k] for r in runs) for k in runs[0]["per_query"][key]}
 
     summary, tests = {}, {}
+    measures = ("accuracy", *MEASURES) if bm25 else ("accuracy",)   # no bm25: accuracy only (no ranking)
     for name, runs in results.items():
-        summary[name] = {m: spread([r[m] for r in runs]) for m in ("accuracy", *MEASURES)}
+        summary[name] = {m: spread([r[m] for r in runs]) for m in measures}
+        if not bm25:
+            continue
         summary[name]["shortcuts"] = {k: round(statistics.fmean(r["shortcuts"][k] for r in runs), 4)
                                       for k in runs[0]["shortcuts"]}
         tests[f"{name} vs bm25"] = {m: paired_ttest(mean_of(runs, m), bm25[m]) for m in MEASURES}
@@ -223,7 +228,7 @@ def summarise(results: dict[str, list[dict]], bm25: dict[str, dict[str, float]])
     for a, b in COMPARISONS:
         if a in results and b in results:
             pairs = {m: (mean_of(results[a], "correct" if m == "accuracy" else m),
-                         mean_of(results[b], "correct" if m == "accuracy" else m)) for m in ("accuracy", *MEASURES)}
+                         mean_of(results[b], "correct" if m == "accuracy" else m)) for m in measures}
             tests[f"{a} vs {b}"] = {m: paired_ttest(*pair) for m, pair in pairs.items()}
             effects[f"{a} - {b}"] = {m: paired_difference(*pair) for m, pair in pairs.items()}
     return {"systems": summary, "paired_t_test_p": tests, "paired_differences": effects}
@@ -243,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--negatives-per-positive", type=int, default=1)
     parser.add_argument("--replace-ratio", type=float, default=0.1)
     parser.add_argument("--depth", type=int, default=20, help="BM25 hits reranked per query")
-    parser.add_argument("--ranking-queries", type=int, metavar="N", help="rank only the first N test queries")
+    parser.add_argument("--ranking-queries", type=int, metavar="N",
+                        help="rank only the first N test queries (0: no ranking, accuracy only; needs no Lucene)")
     parser.add_argument("--ranking-train", choices=("questions", "pairs"), default="questions",
                         help="the ranker: trained on <dataset>/questions-dev with BM25 negatives, or the pair "
                              "classifier")
@@ -255,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a model config field for every system (e.g. pooling=cls); repeatable")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="where the systems train and score: cpu, cuda, auto")
     parser.add_argument("--eval-batch-size", type=int, default=256)
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--output", metavar="FILE", help="with --record: the JSON file (default: "
@@ -265,27 +272,30 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     started = time.monotonic()
     test_pairs, ranking = evaluation_data(args.dataset, args.depth, args.ranking_queries)
-    bm25 = ranking.per_query(ranking.bm25)
-    tuning = ranking_of(f"{args.dataset}/questions-dev", args.depth, args.tune_queries) if args.fusion else None
+    bm25 = ranking.per_query(ranking.bm25) if ranking else {}
+    tuning = ranking_of(f"{args.dataset}/questions-dev", args.depth, args.tune_queries) if args.fusion and ranking else None
     results: dict[str, list[dict]] = {}
     for name in args.systems:
         for seed in args.seeds:
             tick = time.monotonic()
             checkpoint = recipe_of(name, args, seed).ensure_trained()
-            ranker = recipe_of(name, args, seed, ranking=True).ensure_trained()
-            result = measure(checkpoint, ranker, test_pairs, ranking, args.eval_batch_size, tuning, args.fusion_grid)
+            ranker = recipe_of(name, args, seed, ranking=True).ensure_trained() if ranking else None
+            result = measure(checkpoint, ranker, test_pairs, ranking, args.eval_batch_size, tuning, args.fusion_grid,
+                             args.device)
             results.setdefault(name, []).append(result)
             fusion = result.get("fusion")
-            print(f"{name} seed {seed}: accuracy {result['accuracy']:.4f}, "
-                  + ", ".join(f"{m} {result[m]:.4f}" for m in MEASURES) + f", shortcuts {result['shortcuts']}"
+            print(f"{name} seed {seed}: accuracy {result['accuracy']:.4f}"
+                  + "".join(f", {m} {result[m]:.4f}" for m in MEASURES if m in result)
+                  + (f", shortcuts {result['shortcuts']}" if ranking else "")
                   + (f", fused (w {fusion['weight']}) Success@1 {fusion['Success@1']:.4f}" if fusion else "")
                   + f" ({time.monotonic() - tick:.0f} s)", flush=True)
     summary = {"command": "python -m pipeline.benchmarks.keyword_bert " + " ".join(argv or sys.argv[1:]),
                "settings": {k: v for k, v in vars(args).items() if k not in ("record", "output")},
-               "bm25": {m: statistics.fmean(bm25[m].values()) for m in MEASURES},
-               "random order": ranking.random_order(), **summarise(results, bm25), "paper": PAPER,
+               **({"bm25": {m: statistics.fmean(bm25[m].values()) for m in MEASURES},
+                   "random order": ranking.random_order()} if ranking else {}),
+               **summarise(results, bm25), "paper": PAPER,
                "minutes": round((time.monotonic() - started) / 60, 1)}
-    print(json.dumps({k: summary[k] for k in ("bm25", "systems", "paired_t_test_p")}, indent=1))
+    print(json.dumps({k: summary[k] for k in ("bm25", "systems", "paired_t_test_p") if k in summary}, indent=1))
     if args.record:
         with atomic_write(args.output or REPO / "eval" / "benchmarks" / f"keyword-bert-{args.dataset}.json") as out:
             json.dump(summary, out, indent=2)

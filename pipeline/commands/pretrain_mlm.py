@@ -34,6 +34,8 @@ def define_args(parser: argparse.ArgumentParser) -> None:
             ("log_every", int, "N", "steps between log lines"), ("threads", int, "N", "torch CPU threads")):
         parser.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(defaults, name), metavar=unit,
                             help=f"{text} (default: %(default)s)")
+    parser.add_argument("--device", default=defaults.device, metavar="DEVICE",
+                        help="auto (CUDA when there is one, under bf16 autocast), cpu, cuda or cuda:N (default: auto)")
     parser.add_argument("--whole-words", action="store_true", help="whole-word masking over jieba words")
     parser.add_argument("--pairs", action="store_true",
                         help="sentence pairs: each text with its noisy copy or another text, masked on both sides, "

@@ -63,6 +63,7 @@ class MLMOptions:
     save_every: int = 500
     log_every: int = 100
     threads: int | None = None
+    device: str = "auto"         # auto: the first CUDA device when there is one (bf16 autocast there), else the CPU
 
     def check(self) -> None:
         for name in ("layers", "hidden", "batch_size", "steps", "save_every", "log_every"):

@@ -26,6 +26,7 @@ from pipeline.data.files import atomic_write, writing
 from pipeline.errors import ConfigError
 from pipeline.log import logger, progress
 from pipeline.rerank.bert import new_bert_config, write_bert_folder
+from pipeline.rerank.scoring import autocast, resolve_amp, resolve_device
 from pipeline.training.mlm_examples import MaskedBatches
 from pipeline.training.mlm import LOG, MLMOptions, build_vocab, make_tokenizer
 from pipeline.training.optim import GradientStepper, LinearWarmupDecay, make_optimizer
@@ -55,12 +56,17 @@ def new_model(vocab_size: int, options: MLMOptions):
 
 
 def forward(model, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(MLM logits (B, L, V), pair logits (B, 2) or None) of a batch."""
+    """(MLM logits (B, L, V), pair logits (B, 2) or None, in fp32) of a batch (moved to the model's device; on CUDA
+    under bf16 autocast)."""
+    device = next(model.parameters()).device
+    for key, value in batch.items():
+        batch[key] = value.to(device, non_blocking=True)
     inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
-    out = model(**inputs)
+    with autocast(device, resolve_amp("auto", device)):
+        out = model(**inputs)
     if "pair_labels" in batch:
-        return out.prediction_logits, out.seq_relationship_logits
-    return out.logits, None
+        return out.prediction_logits.float(), out.seq_relationship_logits.float()
+    return out.logits.float(), None
 
 
 def pair_hits(pair_logits: torch.Tensor, batch: dict) -> int:
@@ -223,7 +229,7 @@ def pretrain(texts: list[str], out: str | Path, options: MLMOptions, vocab: list
     resuming = _started(out, _settings(texts, vocab, options), resume)
     tokenizer = make_tokenizer(vocab, out)
     batches, held = MaskedBatches(train_texts, tokenizer, options), MaskedBatches(held_texts, tokenizer, options)
-    model = new_model(len(vocab), options)
+    model = new_model(len(vocab), options).to(resolve_device(options.device))
     run = Pretraining(out, options, tokenizer, batches, held, model, new_stepper(model, options),
                       torch.Generator().manual_seed(options.seed), _store(out))
     step = run.resume() if resuming else 0
@@ -233,7 +239,7 @@ def pretrain(texts: list[str], out: str | Path, options: MLMOptions, vocab: list
 
 def _settings(texts: list[str], vocab: list[str], options: MLMOptions) -> dict:
     """What a resume must match: the options (less how it runs), the corpus and the vocabulary."""
-    return {"options": {k: v for k, v in asdict(options).items() if k not in ("threads", "save_every", "log_every")},
+    return {"options": {k: v for k, v in asdict(options).items() if k not in ("threads", "device", "save_every", "log_every")},
             "corpus_sha1": hashlib.sha1("\n".join(texts).encode()).hexdigest(), "texts": len(texts),
             "vocab_sha1": hashlib.sha1("\n".join(vocab).encode()).hexdigest()}
 
