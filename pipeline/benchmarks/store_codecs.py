@@ -20,6 +20,9 @@ trained one).
 Agreement: per query Kendall's tau between the codec's and fp16's scores (mean over queries), the largest score
 difference, and the share of queries whose top document is the same. Effectiveness: nDCG@10, AP and RR@10 at the
 dataset's relevance level. Speed: warm pairs/s of `score_late_interaction` from each store (1 thread).
+Centroid density: the default k (ColBERTv2's rule on the sample's rows, at most 2^16 for 2-byte ids) leaves DL19's
+374k rows about 91 rows a centroid, where MS MARCO's ~770M rows at the 2^16 cap leave ~11,700: a small collection's
+residuals are smaller than MS MARCO's would be. `--centroids K` sets k, e.g. to MS MARCO's density (DL19: 32).
 Projection: MS MARCO passages are longer than the dataset's; the rows per passage are measured on DL19's shipped
 MS MARCO candidates at L_D = 180 (MODELS.md), times each codec's row bytes, plus the measured .ids bytes a passage
 and the codebook, over 8,841,823 passages.
@@ -83,7 +86,7 @@ def sign_code_scores(model, pairs, rows: dict, batch: int = 256) -> tuple[list[f
 
 
 def bench(dataset: str, threads: int, batch_size: int, max_doc_length: int, codec_sample: int,
-          projection_dataset: str, codecs: tuple[str, ...] = CODECS) -> dict:
+          projection_dataset: str, codecs: tuple[str, ...] = CODECS, centroids: int | None = None) -> dict:
     import torch
 
     from pipeline.data.registry import get_dataset
@@ -117,7 +120,7 @@ def bench(dataset: str, threads: int, batch_size: int, max_doc_length: int, code
         for dtype in codecs:
             start = time.perf_counter()
             manifest = write_encoded(Path(folder) / dtype, "addax", "start", docs.items(), encode, dtype,
-                                     shard_size=2000, codec_sample=codec_sample)
+                                     shard_size=2000, codec_sample=codec_sample, centroids=centroids)
             write_seconds = time.perf_counter() - start
             store = EncodingStore.open(Path(folder) / dtype, "addax", "start")
             score_late_interaction(model, pairs[:50], store, batch_size, torch.device("cpu"), desc="warm-up")
@@ -154,6 +157,7 @@ def bench(dataset: str, threads: int, batch_size: int, max_doc_length: int, code
     return {"dataset": dataset, "queries": len(run.ranking), "pairs": len(pairs), "passages": len(docs),
             "mean_rows_per_passage": round(sum(len(r) for r in fresh.values()) / len(docs), 1),
             "max_doc_length": max_doc_length, "threads": threads, "codec_sample_documents": codec_sample,
+            "rows": sum(len(r) for r in fresh.values()),
             "encode_seconds_once": round(encode_seconds, 1), "codecs": results, "msmarco_projection": projection,
             "references": REFERENCES}
 
@@ -184,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-doc-length", type=int, default=128, help="L_D word pieces (WikiQA: 128)")
     parser.add_argument("--codec-sample", type=int, default=2048, metavar="N",
                         help="documents whose rows train the residual codebook (irpipe encode's default)")
+    parser.add_argument("--centroids", type=int, metavar="K",
+                        help="residual codebook centroids (default: ColBERTv2's rule from the sample's rows); a "
+                             "collection's rows per centroid decide how well the centroids fit it (docstring)")
     parser.add_argument("--projection-dataset", default="dl19-passage", metavar="NAME",
                         help="MS MARCO candidates whose rows per passage give the projection")
     parser.add_argument("--codecs", nargs="+", default=list(CODECS), metavar="DTYPE",
@@ -198,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
     log.configure(quiet=True)
     result = bench(args.dataset, args.threads, args.batch_size, args.max_doc_length, args.codec_sample,
-                   args.projection_dataset, tuple(args.codecs))
+                   args.projection_dataset, tuple(args.codecs), args.centroids)
     print(machine())
     print(json.dumps(result, indent=2))
     if args.record:
