@@ -9,6 +9,7 @@ recorded beside its numbers.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 
 import pytest
@@ -21,7 +22,7 @@ from support import needs_shared_data
 def _args(**changes) -> argparse.Namespace:
     args = dict(dataset="lcqmc", bert="models/zh-bert-2l-128", dict="thucnews", epochs=2, lr=1e-4, batch_size=32,
                 max_length=64, negatives_per_positive=1, replace_ratio=0.1, set=[], threads=1,
-                ranking_train="questions", train_depth=10)
+                ranking_train="questions", train_depth=10, device="cpu")
     return argparse.Namespace(**(args | changes))
 
 
@@ -105,3 +106,39 @@ def test_accuracy_alone_without_a_ranking():
     assert list(summary["paired_t_test_p"]) == ["kwbert vs monobert"]
     assert list(summary["paired_differences"]["kwbert - monobert"]) == ["accuracy"]
     assert summary["paired_differences"]["kwbert - monobert"]["accuracy"]["difference"] == pytest.approx(0.25)
+
+
+def test_scores_from_elsewhere_must_list_the_same_pairs(tmp_path):
+    """--rankings-from: the scores written by --score-rankings are taken only for the very pairs exported."""
+    from pipeline.benchmarks.keyword_bert_rankings import exported_scores, load_ranking, scores_path
+    from pipeline.errors import ConfigError
+
+    ranking = _ranking()
+    (tmp_path / "test.json").write_text(json.dumps({"pairs": [[p.qid, p.docid, p.query, p.text] for p in ranking.pairs],
+                                                    "bm25": ranking.bm25, "qrels": ranking.qrels}))
+    assert [(p.qid, p.docid, p.text) for p in load_ranking(tmp_path / "test.json").pairs] == \
+        [(p.qid, p.docid, p.text) for p in ranking.pairs]
+    with pytest.raises(ConfigError, match="--score-rankings"):
+        exported_scores(tmp_path, "kwbert", 0, {"test": ranking})
+    scores_path(tmp_path, "kwbert", 0).parent.mkdir()
+    scores_path(tmp_path, "kwbert", 0).write_text(json.dumps({"test": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}))
+    assert exported_scores(tmp_path, "kwbert", 0, {"test": ranking}) == {"test": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}
+    reordered = Ranking(ranking.pairs[::-1], ranking.bm25[::-1], ranking.qrels)
+    with pytest.raises(ConfigError, match="do not list this run's pairs"):
+        exported_scores(tmp_path, "kwbert", 0, {"test": reordered})
+
+
+@needs_shared_data
+def test_the_exported_training_data_is_the_rankers_own(tmp_path, shared_data):
+    """--export-rankings writes a folder on which the ranker's recipe (`negatives=bm25`, depth 10) trains on the very
+    queries, candidates, labels and texts it trains on from lcqmc/questions-dev, without an index."""
+    from pipeline.benchmarks.keyword_bert import main
+    from pipeline.data.registry import get_dataset
+    from pipeline.training.examples import examples_from
+
+    assert main(["--dataset", "lcqmc", "--ranking-queries", "5", "--export-rankings", str(tmp_path / "R")]) == 0
+    exported = get_dataset(str(tmp_path / "R" / "train"))
+    assert exported.run().texts  # `run_texts: corpus`
+    own, there = examples_from(get_dataset("lcqmc/questions-dev"), "bm25", 10), examples_from(exported, "bm25", 10)
+    assert (own.queries, own.labels, own.texts) == (there.queries, there.labels, there.texts)
+    assert len({p[0] for p in json.loads((tmp_path / "R" / "test.json").read_text())["pairs"]}) == 5

@@ -55,7 +55,7 @@ PAPER = {"accuracy, 2 / 4 / 6 / 12 layers (private Q-Q set, Table 4-5)": {"bert"
                                                                                            "keyword": 93.9}}
 
 
-def recipe_of(name: str, args, seed: int, ranking: bool = False):
+def recipe_of(name: str, args, seed: int, ranking: bool = False, ranking_data: str | None = None):
     """The training recipe of a system: on the labelled pairs of `<dataset>/dev`, or, for ranking with
     `--ranking-train questions`, on `<dataset>/questions-dev` with BM25's top `--train-depth` as negatives (the
     system's sampled negatives replace them) -- the recipe of eval/lcqmc-questions-test-{kwbert,monobert}.yaml."""
@@ -69,7 +69,8 @@ def recipe_of(name: str, args, seed: int, ranking: bool = False):
         options |= {"replace_ratio": args.replace_ratio} if extra["negatives"] == "keyword" else {}
     train = f"{args.dataset}/dev"
     if ranking and args.ranking_train == "questions":
-        train, options = f"{args.dataset}/questions-dev", {"negatives": "bm25", "depth": args.train_depth} | options
+        train = ranking_data or f"{args.dataset}/questions-dev"   # or its export (keyword_bert_rankings.py)
+        options = {"negatives": "bm25", "depth": args.train_depth} | options
     overrides = {"bert": args.bert, "max_length": args.max_length} | ({"dict": args.dict} if model == "kwbert" else {})
     overrides |= fields | key_values(args.set, "--set")
     return Recipe(model, train, None, options, overrides, device=args.device, threads=args.threads)
@@ -158,15 +159,32 @@ def measure(checkpoint: Path, ranker: Path | None, test_pairs, ranking: Ranking 
         return result
     model = load_checkpoint(ranker) if ranker != checkpoint else model
     scores = scores_of(model, ranking.pairs, batch_size, device)
+    tuning_scores = scores_of(model, tuning.pairs, batch_size, device) if tuning is not None else None
+    return result | ranking_result(scores, ranking, tuning, tuning_scores, grid)
+
+
+def ranking_result(scores: list[float], ranking: Ranking, tuning: Ranking | None, tuning_scores: list[float] | None,
+                   grid: list[float]) -> dict:
+    """Success@k (and per query) and shortcuts of a ranker's `scores` of the ranking; with `tuning`, its fusion with
+    BM25, the weight tuned on the tuning ranking (whose scores are `tuning_scores`)."""
     table = ranking.per_query(scores)
-    result |= {**{m: statistics.fmean(table[m].values()) for m in MEASURES}, "per_query": table,
-               "shortcuts": ranking.shortcuts(scores)}
+    result = {**{m: statistics.fmean(table[m].values()) for m in MEASURES}, "per_query": table,
+              "shortcuts": ranking.shortcuts(scores)}
     if tuning is not None:
-        weight, by_weight = tune_weight(tuning, scores_of(model, tuning.pairs, batch_size, device), grid)
+        weight, by_weight = tune_weight(tuning, tuning_scores, grid)
         fused = ranking.per_query(ranking.fused(scores, weight))
         result["fusion"] = {"weight": weight, "dev Success@1 by weight": by_weight,
                             **{m: statistics.fmean(fused[m].values()) for m in MEASURES}, "per_query": fused}
     return result
+
+
+def scored_elsewhere(args, name: str, seed: int, ranking: Ranking, tuning: Ranking | None) -> dict:
+    """The ranking result of a ranker trained and scored by --score-rankings (its scores in --rankings-from)."""
+    from pipeline.benchmarks.keyword_bert_rankings import exported_scores
+
+    scores = exported_scores(Path(args.rankings_from), name, seed,
+                             {"test": ranking, **({"tune": tuning} if tuning is not None else {})})
+    return ranking_result(scores["test"], ranking, tuning, scores.get("tune"), args.fusion_grid)
 
 
 def ranking_of(dataset_name: str, depth: int, queries: int | None) -> Ranking:
@@ -211,7 +229,8 @@ def summarise(results: dict[str, list[dict]], bm25: dict[str, dict[str, float]])
         return {k: statistics.fmean(r["per_query"][key][k] for r in runs) for k in runs[0]["per_query"][key]}
 
     summary, tests = {}, {}
-    measures = ("accuracy", *MEASURES) if bm25 else ("accuracy",)   # no bm25: accuracy only (no ranking)
+    # what the runs measured: accuracy (not with --rankings-from) and the ranking (not without Lucene)
+    measures = tuple(m for m in ("accuracy", *MEASURES) if m in next(iter(results.values()))[0])
     for name, runs in results.items():
         summary[name] = {m: spread([r[m] for r in runs]) for m in measures}
         if not bm25:
@@ -237,7 +256,8 @@ def summarise(results: dict[str, list[dict]], bm25: dict[str, dict[str, float]])
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--dataset", choices=("lcqmc", "bq"), default="lcqmc")
-    parser.add_argument("--bert", required=True, metavar="DIR", help="the BERT folder (irpipe pretrain-mlm --output)")
+    parser.add_argument("--bert", metavar="DIR", help="the BERT folder (irpipe pretrain-mlm --output); needed but "
+                                                      "with --export-rankings")
     parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--dict", default="thucnews", help="keyword dictionary of kwbert and keyword negatives")
@@ -263,29 +283,52 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="where the systems train and score: cpu, cuda, auto")
     parser.add_argument("--eval-batch-size", type=int, default=256)
+    parser.add_argument("--export-rankings", metavar="DIR", help="write the rankers' BM25 training data and the "
+                        "rankings to DIR, then stop (pipeline/benchmarks/keyword_bert_rankings.py)")
+    parser.add_argument("--score-rankings", metavar="DIR", help="train each ranker on DIR/train and write its scores "
+                        "of DIR's rankings, then stop (no Lucene: a GPU machine)")
+    parser.add_argument("--rankings-from", metavar="DIR", help="the rankers' scores from DIR/scores (no accuracy)")
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--output", metavar="FILE", help="with --record: the JSON file (default: "
                                                          "eval/benchmarks/keyword-bert-<dataset>.json)")
     args = parser.parse_args(argv)
+    if not args.bert and not args.export_rankings:
+        parser.error("--bert is needed (all but --export-rankings train or name models on a BERT)")
     import torch
 
     torch.set_num_threads(args.threads)
     started = time.monotonic()
-    test_pairs, ranking = evaluation_data(args.dataset, args.depth, args.ranking_queries)
+    if args.score_rankings:
+        from pipeline.benchmarks.keyword_bert_rankings import score_rankings
+
+        score_rankings(args, Path(args.score_rankings))
+        return 0
+    if args.rankings_from:
+        test_pairs, ranking = None, ranking_of(f"{args.dataset}/questions-test", args.depth, args.ranking_queries)
+    else:
+        test_pairs, ranking = evaluation_data(args.dataset, args.depth, args.ranking_queries)
     bm25 = ranking.per_query(ranking.bm25) if ranking else {}
     tuning = ranking_of(f"{args.dataset}/questions-dev", args.depth, args.tune_queries) if args.fusion and ranking else None
+    if args.export_rankings:
+        from pipeline.benchmarks.keyword_bert_rankings import export_rankings
+
+        export_rankings(args, Path(args.export_rankings), ranking, tuning)
+        return 0
     results: dict[str, list[dict]] = {}
     for name in args.systems:
         for seed in args.seeds:
             tick = time.monotonic()
-            checkpoint = recipe_of(name, args, seed).ensure_trained()
-            ranker = recipe_of(name, args, seed, ranking=True).ensure_trained() if ranking else None
-            result = measure(checkpoint, ranker, test_pairs, ranking, args.eval_batch_size, tuning, args.fusion_grid,
-                             args.device)
+            if args.rankings_from:
+                result = scored_elsewhere(args, name, seed, ranking, tuning)
+            else:
+                checkpoint = recipe_of(name, args, seed).ensure_trained()
+                ranker = recipe_of(name, args, seed, ranking=True).ensure_trained() if ranking else None
+                result = measure(checkpoint, ranker, test_pairs, ranking, args.eval_batch_size, tuning,
+                                 args.fusion_grid, args.device)
             results.setdefault(name, []).append(result)
             fusion = result.get("fusion")
-            print(f"{name} seed {seed}: accuracy {result['accuracy']:.4f}"
-                  + "".join(f", {m} {result[m]:.4f}" for m in MEASURES if m in result)
+            print(f"{name} seed {seed}: "
+                  + ", ".join(f"{m} {result[m]:.4f}" for m in ("accuracy", *MEASURES) if m in result)
                   + (f", shortcuts {result['shortcuts']}" if ranking else "")
                   + (f", fused (w {fusion['weight']}) Success@1 {fusion['Success@1']:.4f}" if fusion else "")
                   + f" ({time.monotonic() - tick:.0f} s)", flush=True)

@@ -118,9 +118,13 @@ def _candidates(dataset, depth: int) -> "Run":
     return _with_texts(run, dataset, {d for hits in run.ranking.values() for d, _ in hits})
 
 
-def _with_texts(run: "Run", dataset, docids: set[str]) -> "Run":
-    """`run` with the texts of `docids` it lacks, from the dataset's index: as a reranker stage gets them
-    (pipeline/rerank/pairs.py `CandidateTexts`), a document the index does not hold is an error."""
+def _with_texts(run: "Run", dataset, docids: set[str], known: dict[str, str] | None = None) -> "Run":
+    """`run` with the texts of `docids` it lacks, from `known` (texts the dataset shipped with its run), else from the
+    dataset's index: as a reranker stage gets them (pipeline/rerank/pairs.py `CandidateTexts`), a document the index
+    does not hold is an error."""
+    shipped = {d: known[d] for d in docids if d not in run.texts and d in (known or {})}
+    if shipped:
+        run = type(run)(run.ranking, {**run.texts, **shipped}, run.tag, run.doc_fields)
     if all(d in run.texts for d in docids):
         return run
     from pipeline.retrieve.index import dataset_index_for, open_index
@@ -153,9 +157,11 @@ def examples_from(dataset, negatives: str = "labelled", depth: int = 100, min_re
             judged = qrels[qid]
             labels[qid] = {d: int(judged[d] >= level) for d, _ in run.ranking.get(qid, []) if d in judged and d in texts}
     else:
-        run = _candidates(dataset, depth).cut(depth)
+        candidates = _candidates(dataset, depth)
+        run = candidates.cut(depth)
         relevant = {qid: {d for d, label in qrels[qid].items() if label >= level} for qid in qids}
-        run = _with_texts(run, dataset, set().union(*relevant.values())) if "docs" in dataset.provides else run
+        if "docs" in dataset.provides:  # a relevant document cut from (or never in) the candidates: its text too
+            run = _with_texts(run, dataset, set().union(*relevant.values()), candidates.texts)
         texts = run.texts
         for qid in qids:
             labels[qid] = {d: 0 for d, _ in run.ranking.get(qid, []) if d not in relevant[qid] and d in texts}

@@ -117,6 +117,10 @@ BAD_FOLDERS = [  # (files to write, file at fault, line, field, message)
     ({"dataset.yaml": "files: {topics: t.tsv, qrels: q.txt}\n", "t.tsv": "1\ta\n", "q.txt": "1 0 d\n"}, "q.txt", 1,
      "columns", "expected 4 columns"),
     ({"dataset.yaml": "files: {topics: t.tsv}\n", "t.tsv": "1\ta\n1\tb\n"}, "t.tsv", 2, "qid", "appears twice"),
+    ({"dataset.yaml": "run_texts: index\nfiles: {topics: t.tsv, run: r.trec, corpus: c.tsv}\n", "t.tsv": "1\ta\n",
+      "r.trec": "1 Q0 d 1 1.0 x\n", "c.tsv": "d\ttext\n"}, "dataset.yaml", None, "run_texts", "the one value"),
+    ({"dataset.yaml": "run_texts: corpus\nfiles: {topics: t.tsv, run: r.trec}\n", "t.tsv": "1\ta\n",
+      "r.trec": "1 Q0 d 1 1.0 x\n"}, "dataset.yaml", None, "run_texts", "a run and a corpus file"),
 ]
 
 
@@ -195,3 +199,17 @@ def test_tune_and_eval_take_local_data(tmp_path, cache, capsys):
     by_folder = irpipe(capsys, "eval", tmp_path / "r.trec", "--dataset", data, "-m", "AP", "--format", "json")
     by_file = irpipe(capsys, "eval", tmp_path / "r.trec", "--qrels", data / "qrels.txt", "-m", "AP", "--format", "json")
     assert by_folder[0] == by_file[0] == 0 and by_folder[1] == by_file[1] and '"AP"' in by_file[1]
+
+
+def test_run_texts_from_the_corpus(tmp_path):
+    """`run_texts: corpus`: the run's candidates carry the corpus's texts (no index to read them from)."""
+    (tmp_path / "t.tsv").write_text("1\twhat colour is the sky\n")
+    (tmp_path / "r.trec").write_text("1 Q0 d2 1 2.0 x\n1 Q0 d1 2 1.0 x\n")
+    (tmp_path / "c.tsv").write_text("d1\tthe sky is blue\nd2\tgrass is green\nd3\tnot a candidate\n")
+    spec = "files: {topics: t.tsv, run: r.trec, corpus: c.tsv}\n"
+    (tmp_path / "dataset.yaml").write_text(spec)
+    assert get_dataset(str(tmp_path)).run().texts == {}
+    (tmp_path / "dataset.yaml").write_text("run_texts: corpus\n" + spec)
+    run = get_dataset(str(tmp_path)).run()
+    assert run.ranking == {"1": [("d2", 2.0), ("d1", 1.0)]}
+    assert run.texts == {"d1": "the sky is blue", "d2": "grass is green", "d3": "not a candidate"}

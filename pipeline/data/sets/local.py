@@ -12,6 +12,8 @@ A dataset folder names its files (paths relative to the folder) and, optionally,
       corpus: docs.jsonl         # JSONL, TSV, TREC SGML; optional
       run: bm25.trec             # a candidate run (TREC or MS MARCO); optional
       index: index/              # a Lucene index of the corpus; optional (else built from `corpus` on first use)
+    run_texts: corpus            # the run's candidates take their texts from `corpus` (read whole: a small one), so
+                                 # training and reranking on the run need no index and no Java (a GPU machine)
 
     kind: answer-selection       # WikiQA/TrecQA form; files default to a.toks, b.toks, sim.txt, id.txt
     kind: pairs                  # labelled pairs, one `label<TAB>text_a<TAB>text_b` a line; files: {pairs: FILE}
@@ -50,7 +52,7 @@ FILE_KEYS = {"trec": ("topics", "qrels", "corpus", "run", "index"),
              "pairs": ("pairs",)}
 DEFAULT_FILES = {"answer-selection": {"questions": "a.toks", "answers": "b.toks", "labels": "sim.txt", "ids": "id.txt"}}
 FORMATS = {"topics": TOPIC_FORMATS, "corpus": DOC_FORMATS, "run": RUN_FORMATS}
-_SPEC_KEYS = {"name", "description", "kind", "rel_level", "language", "files"}
+_SPEC_KEYS = {"name", "description", "kind", "rel_level", "language", "files", "run_texts"}
 
 
 def checksum(path: Path) -> str:
@@ -135,10 +137,14 @@ def local_dataset(spec: dict, folder: Path, where: str | Path, name: str | None 
         files[key] = (DataFile(str(path), "local", "", str(path), checksum(path), _size(path)), None)
         if fmt:
             formats[key] = fmt
+    if "run_texts" in spec and (spec["run_texts"] != "corpus" or kind != "trec" or not {"run", "corpus"} <= set(files)):
+        raise InputError(where, f"run_texts: {spec['run_texts']!r}; the one value is `corpus`, for a trec dataset with "
+                                "a run and a corpus file", field="run_texts")
     family = family or {"trec": LocalCollection, "answer-selection": LocalAnswerSelection, "pairs": LocalPairs}[kind]
     name = name or spec.get("name") or folder.resolve().name
     full = {"description": spec.get("description", f"local dataset ({kind}) in {folder}"), "family": f"local-{kind}",
-            "rel_level": level, "language": spec.get("language", "en"), "formats": formats}
+            "rel_level": level, "language": spec.get("language", "en"), "formats": formats,
+            "run_texts": spec.get("run_texts")}
     dataset = family(str(name), full, files)
     missing = [key for key in family.required if key not in files] if complete else []
     if missing:
@@ -207,7 +213,13 @@ class LocalCollection(LocalFiles, StandardDataset):
         self.provides = tuple(dict.fromkeys([*self.provides, *more, *(["run"] if "run" in files else [])]))
 
     def run(self) -> Run | None:
-        return read_run(self.path("run"), self.spec["formats"].get("run")) if "run" in self.files else None
+        """The run file's candidates; with `run_texts: corpus`, with the texts of every corpus document."""
+        if "run" not in self.files:
+            return None
+        run = read_run(self.path("run"), self.spec["formats"].get("run"))
+        if self.spec.get("run_texts") == "corpus":
+            run.texts = {doc["id"]: doc["contents"] for doc in self.docs()}
+        return run
 
 
 class LocalAnswerSelection(LocalFiles, AnswerSelectionDataset):
