@@ -110,7 +110,7 @@ def test_accuracy_alone_without_a_ranking():
 
 def test_scores_from_elsewhere_must_list_the_same_pairs(tmp_path):
     """--rankings-from: the scores written by --score-rankings are taken only for the very pairs exported."""
-    from pipeline.benchmarks.keyword_bert_rankings import exported_scores, load_ranking, scores_path
+    from pipeline.benchmarks._question_ranking import exported_scores, load_ranking, scores_path
     from pipeline.errors import ConfigError
 
     ranking = _ranking()

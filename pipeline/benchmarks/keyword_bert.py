@@ -29,14 +29,14 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from pipeline.benchmarks import run_main
+from pipeline.benchmarks._question_ranking import MEASURES, Ranking, ranking_of, tune_weight
 from pipeline.data.files import atomic_write
 
 REPO = Path(__file__).resolve().parents[2]
-MEASURES = ("Success@1", "Success@10")
 SYSTEMS = {  # name: (model, training options beyond the shared ones, model fields beyond the shared ones)
     "monobert": ("monobert", {}, {}),
     "kwbert": ("kwbert", {}, {}),
@@ -69,7 +69,7 @@ def recipe_of(name: str, args, seed: int, ranking: bool = False, ranking_data: s
         options |= {"replace_ratio": args.replace_ratio} if extra["negatives"] == "keyword" else {}
     train = f"{args.dataset}/dev"
     if ranking and args.ranking_train == "questions":
-        train = ranking_data or f"{args.dataset}/questions-dev"   # or its export (keyword_bert_rankings.py)
+        train = ranking_data or f"{args.dataset}/questions-dev"   # or its export (_question_ranking.py)
         options = {"negatives": "bm25", "depth": args.train_depth} | options
     overrides = {"bert": args.bert, "max_length": args.max_length} | ({"dict": args.dict} if model == "kwbert" else {})
     overrides |= fields | key_values(args.set, "--set")
@@ -80,69 +80,6 @@ def scores_of(model, pairs, batch_size: int, device: str = "cpu") -> list[float]
     from pipeline.rerank.scoring import predict, resolve_device
 
     return predict(model, pairs, batch_size, resolve_device(device), desc="scoring").scores
-
-
-@dataclass
-class Ranking:
-    """BM25's top `depth` (less the query's own question) of some question-retrieval queries, as pairs."""
-
-    pairs: list
-    bm25: list[float]                       # BM25's score of each pair
-    qrels: dict[str, dict[str, int]]
-
-    def per_query(self, scores: list[float]) -> dict[str, dict[str, float]]:
-        """measure -> qid -> value of the run that `scores` (one a pair) make."""
-        from pipeline.data.runs import Run
-        from pipeline.evaluate import per_query
-        from pipeline.rerank.pairs import scores_by_query
-
-        return per_query(Run.from_scores(scores_by_query(self.pairs, scores)), self.qrels, list(MEASURES))
-
-    def random_order(self) -> dict[str, float]:
-        """The expected Success@k of a random order of each query's candidates (0 where the paired one is absent)."""
-        by_query: dict[str, list] = {}
-        for pair in self.pairs:
-            by_query.setdefault(pair.qid, []).append(self.qrels.get(pair.qid, {}).get(pair.docid, 0) > 0)
-        k = {m: int(m.split("@")[1]) for m in MEASURES}
-        return {m: round(statistics.fmean(min(1.0, any(rel) * k[m] / len(rel)) for rel in by_query.values()), 4)
-                for m in MEASURES}
-
-    def fused(self, scores: list[float], weight: float) -> list[float]:
-        """z(BM25) + weight z(scores), both z-normalised per query (fusion(..., method=weighted, norm=zscore))."""
-        from pipeline.stage import NORMS
-
-        fused, by_query = [0.0] * len(self.pairs), {}
-        for i, pair in enumerate(self.pairs):
-            by_query.setdefault(pair.qid, []).append(i)
-        for rows in by_query.values():
-            bm25, model = NORMS["zscore"]([self.bm25[i] for i in rows]), NORMS["zscore"]([scores[i] for i in rows])
-            for i, b, m in zip(rows, bm25, model):
-                fused[i] = b + weight * m
-        return fused
-
-    def shortcuts(self, scores: list[float]) -> dict[str, float]:
-        """Mean per-query Spearman correlation of the scores with the candidate's length (characters) and with its
-        character Jaccard overlap with the query (queries whose scores or feature are all equal left out)."""
-        from scipy.stats import spearmanr
-
-        by_query: dict[str, list[tuple]] = {}
-        for pair, score in zip(self.pairs, scores):
-            a, b = set(pair.query), set(pair.text)
-            by_query.setdefault(pair.qid, []).append((score, len(pair.text), len(a & b) / max(1, len(a | b))))
-        out = {}
-        for k, feature in ((1, "length"), (2, "overlap")):
-            rhos = [spearmanr([r[0] for r in rows], [r[k] for r in rows])[0] for rows in by_query.values()
-                    if len({r[0] for r in rows}) > 1 and len({r[k] for r in rows}) > 1]
-            out[feature] = round(statistics.fmean(rhos), 4) if rhos else float("nan")
-        return out
-
-
-def tune_weight(ranking: Ranking, scores: list[float], grid: list[float]) -> tuple[float, dict[str, float]]:
-    """The weight of `grid` whose fusion has the best mean Success@1 on `ranking` (the smaller on a tie), and the
-    Success@1 of each weight."""
-    values = {w: statistics.fmean(ranking.per_query(ranking.fused(scores, w))["Success@1"].values()) for w in grid}
-    best = max(sorted(values), key=lambda w: values[w])   # sorted: max keeps the first (smallest) of equal ones
-    return best, {str(w): round(v, 4) for w, v in values.items()}
 
 
 def measure(checkpoint: Path, ranker: Path | None, test_pairs, ranking: Ranking | None, batch_size: int,
@@ -180,26 +117,11 @@ def ranking_result(scores: list[float], ranking: Ranking, tuning: Ranking | None
 
 def scored_elsewhere(args, name: str, seed: int, ranking: Ranking, tuning: Ranking | None) -> dict:
     """The ranking result of a ranker trained and scored by --score-rankings (its scores in --rankings-from)."""
-    from pipeline.benchmarks.keyword_bert_rankings import exported_scores
+    from pipeline.benchmarks._question_ranking import exported_scores
 
     scores = exported_scores(Path(args.rankings_from), name, seed,
                              {"test": ranking, **({"tune": tuning} if tuning is not None else {})})
     return ranking_result(scores["test"], ranking, tuning, scores.get("tune"), args.fusion_grid)
-
-
-def ranking_of(dataset_name: str, depth: int, queries: int | None) -> Ranking:
-    """BM25's top `depth` less the query's own question (as the eval/ configs' specs) on the first `queries`."""
-    from pipeline.data.registry import get_dataset
-    from pipeline.rerank.pairs import pairs_of
-    from pipeline.spec import parse
-
-    questions = get_dataset(dataset_name)
-    topics = questions.topics()
-    topics = topics.subset(list(topics)[:queries]) if queries else topics
-    run = parse(f"bm25(hits={depth}) >> exclude()").bind(questions)(topics)
-    texts = {doc["id"]: doc["contents"] for doc in questions.docs()}
-    qrels = {qid: judged for qid, judged in questions.qrels().items() if qid in topics}
-    return Ranking(pairs_of(topics, run, texts), [s for hits in run.ranking.values() for _, s in hits], qrels)
 
 
 def evaluation_data(dataset: str, depth: int, queries: int | None):
@@ -211,6 +133,25 @@ def evaluation_data(dataset: str, depth: int, queries: int | None):
     qrels, run = test.qrels(), test.run()
     test_pairs = [replace(p, label=float(qrels[p.qid][p.docid])) for p in pairs_of(test.topics(), run, run.texts)]
     return test_pairs, (ranking_of(f"{dataset}/questions-test", depth, queries) if queries != 0 else None)
+
+
+def score_rankings(args, folder: Path) -> None:
+    """--score-rankings R: train (or find cached) each system and seed's ranker on R/train, and write its scores of
+    R's rankings to R/scores/ (pipeline/benchmarks/_question_ranking.py)."""
+    from pipeline.benchmarks._question_ranking import SPLITS, load_ranking, scores_path
+    from pipeline.rerank.checkpoint import load_checkpoint
+
+    rankings = {split: load_ranking(folder / f"{split}.json") for split in SPLITS if (folder / f"{split}.json").is_file()}
+    for name in args.systems:
+        for seed in args.seeds:
+            recipe = recipe_of(name, args, seed, ranking=True, ranking_data=str(folder / "train"))
+            model = load_checkpoint(recipe.ensure_trained())
+            scores = {split: scores_of(model, r.pairs, args.eval_batch_size, args.device) for split, r in rankings.items()}
+            path = scores_path(folder, name, seed)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_write(path) as out:
+                json.dump({"recipe": recipe.key(), "bert": args.bert, **scores}, out)
+            print(f"{name} seed {seed}: scores of {', '.join(scores)} -> {path}", flush=True)
 
 
 def summarise(results: dict[str, list[dict]], bm25: dict[str, dict[str, float]]) -> dict:
@@ -284,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="where the systems train and score: cpu, cuda, auto")
     parser.add_argument("--eval-batch-size", type=int, default=256)
     parser.add_argument("--export-rankings", metavar="DIR", help="write the rankers' BM25 training data and the "
-                        "rankings to DIR, then stop (pipeline/benchmarks/keyword_bert_rankings.py)")
+                        "rankings to DIR, then stop (pipeline/benchmarks/_question_ranking.py)")
     parser.add_argument("--score-rankings", metavar="DIR", help="train each ranker on DIR/train and write its scores "
                         "of DIR's rankings, then stop (no Lucene: a GPU machine)")
     parser.add_argument("--rankings-from", metavar="DIR", help="the rankers' scores from DIR/scores (no accuracy)")
@@ -299,8 +240,6 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     started = time.monotonic()
     if args.score_rankings:
-        from pipeline.benchmarks.keyword_bert_rankings import score_rankings
-
         score_rankings(args, Path(args.score_rankings))
         return 0
     if args.rankings_from:
@@ -310,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     bm25 = ranking.per_query(ranking.bm25) if ranking else {}
     tuning = ranking_of(f"{args.dataset}/questions-dev", args.depth, args.tune_queries) if args.fusion and ranking else None
     if args.export_rankings:
-        from pipeline.benchmarks.keyword_bert_rankings import export_rankings
+        from pipeline.benchmarks._question_ranking import export_rankings
 
         export_rankings(args, Path(args.export_rankings), ranking, tuning)
         return 0

@@ -1,4 +1,6 @@
-"""The keyword-BERT benchmark's rankers trained and scored on a machine without Java (a GPU machine), measured here.
+"""The question rankings of the keyword-BERT benchmark (pipeline/benchmarks/keyword_bert.py): BM25's candidates as
+pairs (`Ranking`: Success@k, shortcuts, the fusion with BM25 and its tuned weight), and their export for rankers
+trained and scored on a machine without Java (a GPU machine), measured here.
 
 BM25 needs Lucene; a lent GPU machine has torch and transformers but no Java. The ranking half of
 pipeline/benchmarks/keyword_bert.py therefore splits in three steps over one folder R:
@@ -21,12 +23,95 @@ same pairs in the same order as the exported ones (else an error says so).
 from __future__ import annotations
 
 import json
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.data.files import atomic_write
 from pipeline.errors import ConfigError
 
+MEASURES = ("Success@1", "Success@10")
 SPLITS = ("test", "tune")
+
+
+@dataclass
+class Ranking:
+    """BM25's top `depth` (less the query's own question) of some question-retrieval queries, as pairs."""
+
+    pairs: list
+    bm25: list[float]                       # BM25's score of each pair
+    qrels: dict[str, dict[str, int]]
+
+    def per_query(self, scores: list[float]) -> dict[str, dict[str, float]]:
+        """measure -> qid -> value of the run that `scores` (one a pair) make."""
+        from pipeline.data.runs import Run
+        from pipeline.evaluate import per_query
+        from pipeline.rerank.pairs import scores_by_query
+
+        return per_query(Run.from_scores(scores_by_query(self.pairs, scores)), self.qrels, list(MEASURES))
+
+    def random_order(self) -> dict[str, float]:
+        """The expected Success@k of a random order of each query's candidates (0 where the paired one is absent)."""
+        by_query: dict[str, list] = {}
+        for pair in self.pairs:
+            by_query.setdefault(pair.qid, []).append(self.qrels.get(pair.qid, {}).get(pair.docid, 0) > 0)
+        k = {m: int(m.split("@")[1]) for m in MEASURES}
+        return {m: round(statistics.fmean(min(1.0, any(rel) * k[m] / len(rel)) for rel in by_query.values()), 4)
+                for m in MEASURES}
+
+    def fused(self, scores: list[float], weight: float) -> list[float]:
+        """z(BM25) + weight z(scores), both z-normalised per query (fusion(..., method=weighted, norm=zscore))."""
+        from pipeline.stage import NORMS
+
+        fused, by_query = [0.0] * len(self.pairs), {}
+        for i, pair in enumerate(self.pairs):
+            by_query.setdefault(pair.qid, []).append(i)
+        for rows in by_query.values():
+            bm25, model = NORMS["zscore"]([self.bm25[i] for i in rows]), NORMS["zscore"]([scores[i] for i in rows])
+            for i, b, m in zip(rows, bm25, model):
+                fused[i] = b + weight * m
+        return fused
+
+    def shortcuts(self, scores: list[float]) -> dict[str, float]:
+        """Mean per-query Spearman correlation of the scores with the candidate's length (characters) and with its
+        character Jaccard overlap with the query (queries whose scores or feature are all equal left out)."""
+        from scipy.stats import spearmanr
+
+        by_query: dict[str, list[tuple]] = {}
+        for pair, score in zip(self.pairs, scores):
+            a, b = set(pair.query), set(pair.text)
+            by_query.setdefault(pair.qid, []).append((score, len(pair.text), len(a & b) / max(1, len(a | b))))
+        out = {}
+        for k, feature in ((1, "length"), (2, "overlap")):
+            rhos = [spearmanr([r[0] for r in rows], [r[k] for r in rows])[0] for rows in by_query.values()
+                    if len({r[0] for r in rows}) > 1 and len({r[k] for r in rows}) > 1]
+            out[feature] = round(statistics.fmean(rhos), 4) if rhos else float("nan")
+        return out
+
+
+def tune_weight(ranking: Ranking, scores: list[float], grid: list[float]) -> tuple[float, dict[str, float]]:
+    """The weight of `grid` whose fusion has the best mean Success@1 on `ranking` (the smaller on a tie), and the
+    Success@1 of each weight."""
+    values = {w: statistics.fmean(ranking.per_query(ranking.fused(scores, w))["Success@1"].values()) for w in grid}
+    best = max(sorted(values), key=lambda w: values[w])   # sorted: max keeps the first (smallest) of equal ones
+    return best, {str(w): round(v, 4) for w, v in values.items()}
+
+
+def ranking_of(dataset_name: str, depth: int, queries: int | None) -> Ranking:
+    """BM25's top `depth` less the query's own question (as the eval/ configs' specs) on the first `queries`."""
+    from pipeline.data.registry import get_dataset
+    from pipeline.rerank.pairs import pairs_of
+    from pipeline.spec import parse
+
+    questions = get_dataset(dataset_name)
+    topics = questions.topics()
+    topics = topics.subset(list(topics)[:queries]) if queries else topics
+    run = parse(f"bm25(hits={depth}) >> exclude()").bind(questions)(topics)
+    texts = {doc["id"]: doc["contents"] for doc in questions.docs()}
+    qrels = {qid: judged for qid, judged in questions.qrels().items() if qid in topics}
+    return Ranking(pairs_of(topics, run, texts), [s for hits in run.ranking.values() for _, s in hits], qrels)
+
+
 
 
 def export_rankings(args, folder: Path, ranking, tuning) -> None:
@@ -53,7 +138,7 @@ def export_rankings(args, folder: Path, ranking, tuning) -> None:
     spec = {"name": f"{args.dataset}-questions-dev-bm25-top{args.train_depth}", "kind": "trec",
             "language": questions.language, "rel_level": questions.rel_level, "run_texts": "corpus",
             "description": f"{questions.name}: BM25's top {args.train_depth} (own question excluded) and the paired "
-                           "question, exported by pipeline/benchmarks/keyword_bert_rankings.py",
+                           "question, exported by pipeline/benchmarks/_question_ranking.py",
             "files": {"topics": "topics.tsv", "qrels": "qrels.txt", "corpus": "corpus.jsonl", "run": "run.trec"}}
     with atomic_write(train / "dataset.yaml") as out:
         json.dump(spec, out, ensure_ascii=False, indent=2)  # JSON is YAML
@@ -64,9 +149,8 @@ def export_rankings(args, folder: Path, ranking, tuning) -> None:
                            "qrels": chosen.qrels}, out, ensure_ascii=False)
 
 
-def load_ranking(path: Path):
-    """A `Ranking` (pipeline/benchmarks/keyword_bert.py) from an exported R/test.json or R/tune.json."""
-    from pipeline.benchmarks.keyword_bert import Ranking
+def load_ranking(path: Path) -> Ranking:
+    """A `Ranking` from an exported R/test.json or R/tune.json."""
     from pipeline.rerank.pairs import Pair
 
     data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -75,24 +159,6 @@ def load_ranking(path: Path):
 
 def scores_path(folder: Path, name: str, seed: int) -> Path:
     return Path(folder) / "scores" / f"{name}-seed{seed}.json"
-
-
-def score_rankings(args, folder: Path) -> None:
-    """Train (or find cached) each system and seed's ranker on R/train and write its scores of R's rankings."""
-    from pipeline.benchmarks.keyword_bert import recipe_of, scores_of
-    from pipeline.rerank.checkpoint import load_checkpoint
-
-    rankings = {split: load_ranking(folder / f"{split}.json") for split in SPLITS if (folder / f"{split}.json").is_file()}
-    for name in args.systems:
-        for seed in args.seeds:
-            recipe = recipe_of(name, args, seed, ranking=True, ranking_data=str(folder / "train"))
-            model = load_checkpoint(recipe.ensure_trained())
-            scores = {split: scores_of(model, r.pairs, args.eval_batch_size, args.device) for split, r in rankings.items()}
-            path = scores_path(folder, name, seed)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_write(path) as out:
-                json.dump({"recipe": recipe.key(), "bert": args.bert, **scores}, out)
-            print(f"{name} seed {seed}: scores of {', '.join(scores)} -> {path}", flush=True)
 
 
 def exported_scores(folder: Path, name: str, seed: int, rankings: dict) -> dict[str, list[float]]:
