@@ -22,7 +22,7 @@ from support import needs_shared_data
 def _args(**changes) -> argparse.Namespace:
     args = dict(dataset="lcqmc", bert="models/zh-bert-2l-128", dict="thucnews", epochs=2, lr=1e-4, batch_size=32,
                 max_length=64, negatives_per_positive=1, replace_ratio=0.1, set=[], threads=1,
-                ranking_train="questions", train_depth=10, device="cpu")
+                ranking_train="questions", train_depth=10, device="cpu", balance="none")
     return argparse.Namespace(**(args | changes))
 
 

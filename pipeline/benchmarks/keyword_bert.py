@@ -68,6 +68,8 @@ def recipe_of(name: str, args, seed: int, ranking: bool = False, ranking_data: s
         options |= {"negatives_dict": args.dict, "negatives_per_positive": args.negatives_per_positive}
         options |= {"replace_ratio": args.replace_ratio} if extra["negatives"] == "keyword" else {}
     train = f"{args.dataset}/dev"
+    if args.balance != "none" and not ranking:  # the pair classifier on length-balanced dev pairs
+        options["balance"] = args.balance
     if ranking and args.ranking_train == "questions":
         train = ranking_data or f"{args.dataset}/questions-dev"   # or its export (_question_ranking.py)
         options = {"negatives": "bm25", "depth": args.train_depth} | options
@@ -206,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=64)
+    parser.add_argument("--balance", choices=("none", "length"), default="none",
+                        help="the pair classifier's training pairs: length-balanced or not (pipeline/training/examples.py)")
     parser.add_argument("--negatives-per-positive", type=int, default=1)
     parser.add_argument("--replace-ratio", type=float, default=0.1)
     parser.add_argument("--depth", type=int, default=20, help="BM25 hits reranked per query")

@@ -7,6 +7,11 @@ rule or uniform, pipeline/training/negatives.py). A candidate is positive when i
 dataset's relevance level, 2 on TREC DL). Pairs carry the topic's extra fields (e.g. keywords) and the candidate's
 (the run's `doc_fields`, e.g. a tweet's URL).
 
+`balance="length"` ([R], the LCQMC diagnosis of eval/KEYWORD_BERT.md section 8.2: LCQMC's dev pairs are labelled
+by their length, the shortest tenth all non-matches, where the test pairs are not) keeps, within each tenth of the
+pairs by length (characters of query + document), as many positives as negatives: the larger side is subsampled
+(seeded), and a tenth with one label only is dropped. The label then says nothing of the length.
+
 An epoch is a seeded list of batches; a batch is a list of groups (pairs a pairwise loss compares), drawn by the
 model's `sampling` (pipeline/rerank/model.py): "pointwise" (a group = one pair), "pairs" (a positive and
 `negatives_per_positive` negatives of its query), "queries" (a query's positives and sampled negatives) or
@@ -173,6 +178,28 @@ def examples_from(dataset, negatives: str = "labelled", depth: int = 100, min_re
     return Examples({q: topics[q] for q in labels}, {d: texts[d] for d in used}, labels,
                     {q: topics.extra[q] for q in labels if q in topics.extra},
                     {d: run.doc_fields[d] for d in used if d in run.doc_fields})
+
+
+def length_balanced(examples: Examples, seed: int, bins: int = 10) -> Examples:
+    """`examples` with, in each of `bins` length quantiles, as many positives as negatives (module docstring)."""
+    pairs = sorted((len(examples.queries[q]) + len(examples.texts[d]), q, d) for q, docs in examples.labels.items()
+                   for d in docs)                                                   # (length, qid, docid)
+    edges = [pairs[len(pairs) * i // bins][0] for i in range(1, bins)]
+    by_bin: dict[tuple[int, int], list[tuple[str, str]]] = {}
+    for length, qid, docid in pairs:
+        by_bin.setdefault((sum(length >= e for e in edges), examples.labels[qid][docid]), []).append((qid, docid))
+    generator, kept = torch.Generator().manual_seed(seed), set()
+    for b in range(bins):
+        sides = [by_bin.get((b, 0), []), by_bin.get((b, 1), [])]
+        n = min(len(side) for side in sides)
+        for side in sides:
+            kept.update(side[i] for i in torch.randperm(len(side), generator=generator)[:n].tolist())
+    labels = {q: {d: label for d, label in docs.items() if (q, d) in kept} for q, docs in examples.labels.items()}
+    labels = {q: docs for q, docs in labels.items() if docs}
+    used = {d for docs in labels.values() for d in docs}
+    return Examples({q: examples.queries[q] for q in labels}, {d: examples.texts[d] for d in used}, labels,
+                    {q: f for q, f in examples.query_fields.items() if q in labels},
+                    {d: f for d, f in examples.doc_fields.items() if d in used})
 
 
 @dataclass

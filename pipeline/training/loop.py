@@ -31,7 +31,7 @@ from pipeline.log import logger, progress
 from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.rerank.model import Loss, RerankModel
 from pipeline.rerank.scoring import autocast, labelled, resolve_device
-from pipeline.training.examples import DevSet, Examples, epoch_batches, epoch_steps, examples_from
+from pipeline.training.examples import DevSet, Examples, epoch_batches, epoch_steps, examples_from, length_balanced
 from pipeline.training.identity import RecipeIdentity
 from pipeline.training.negatives import NegativeSampling
 from pipeline.training.optim import Stepper
@@ -143,6 +143,8 @@ def _prepare(recipe: RecipeIdentity, out: Path) -> TrainingRun:
     options = recipe.options
     examples = examples_from(recipe.train_set, options.negatives, options.depth, options.min_rel,
                              options.train_queries, NegativeSampling.of(options))
+    if options.balance == "length":
+        examples = length_balanced(examples, options.seed)
     dev_set = DevSet.of(recipe.dev_set, options.depth) if recipe.dev_set is not None else None
     selection = dev_set.key(options.measure) if dev_set is not None else None
     device = resolve_device(options.device)

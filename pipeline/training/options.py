@@ -14,6 +14,7 @@ from pipeline.errors import ConfigError
 from pipeline.validate import at_least, choice, field_problem
 
 NEGATIVES = ("labelled", "bm25", "keyword", "random")
+BALANCE = ("none", "length")
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("linear", "plateau", "constant")
 RUNTIME_OPTIONS = ("device", "eval_batch_size", "threads")  # how, not what: neither in recipe keys nor resume checks
@@ -38,6 +39,7 @@ class TrainOptions:
                                      # negative, the query with a keyword swapped for another of its domain
     min_rel: int | None = None       # label >= min_rel is positive; None: the dataset's rel_level
     train_queries: int | None = None  # keep only the first N training queries (budgets, smoke tests)
+    balance: str = "none"            # none | length: as many positives as negatives in each length tenth (examples.py)
     optimizer: str = "adamw"         # adamw | adam | sgd
     weight_decay: float = 0.01       # on matrices only (not biases, norms)
     momentum: float = 0.9            # sgd
@@ -61,10 +63,11 @@ class TrainOptions:
     # Options added after the first recipes were keyed, each with the value that trains as before it existed: at that
     # value an option stays out of recipe keys (pipeline/rerank/config.py recipe_fields). A new option goes here too.
     LEGACY: ClassVar[dict] = {"deterministic": False, "negatives_dict": "", "alpha": 0.6, "beta": 0.2,
-                              "replace_ratio": 0.0}
+                              "replace_ratio": 0.0, "balance": "none"}
 
     def check(self) -> None:
         choice("training", "negatives", self.negatives, NEGATIVES)
+        choice("training", "balance", self.balance, BALANCE)
         choice("training", "optimizer", self.optimizer, OPTIMIZERS)
         choice("training", "schedule", self.schedule, SCHEDULES)
         for name in ("epochs", "train_batch_size", "depth", "negatives_per_positive", "eval_batch_size", "bucket"):

@@ -312,3 +312,25 @@ def test_deterministic_mode_fixes_kernels_and_threads(tiny_bert, tiny_qa, tmp_pa
     finally:
         torch.use_deterministic_algorithms(False)
         torch.set_num_threads(threads)
+
+
+def test_length_balance_leaves_the_label_nothing_to_read_from_length():
+    """balance=length: in each length tenth as many positives as negatives (the larger side subsampled, seeded); a
+    tenth with one label only is dropped, as LCQMC dev's shortest tenth (all non-matches) is."""
+    from pipeline.training.examples import Examples, length_balanced
+
+    queries = {f"q{i}": "x" * (1 + i) for i in range(40)}                   # length grows with i
+    texts = {f"d{i}": "y" for i in range(40)}
+    labels = {f"q{i}": {f"d{i}": int(i >= 4 and i % 3 != 0)} for i in range(40)}  # the shortest tenth: all 0
+    examples = Examples(queries, texts, labels)
+    balanced = length_balanced(examples, seed=0)
+    kept = [(int(q[1:]), label) for q, docs in balanced.labels.items() for label in docs.values()]
+    assert all(i >= 4 for i, _ in kept) and len(kept) > 20                    # the all-negative tenth is gone
+    for tenth in range(10):
+        inside = [label for i, label in kept if 4 * tenth <= i < 4 * tenth + 4]
+        assert inside.count(0) == inside.count(1)
+    assert sum(label for _, label in kept) == len(kept) / 2
+    assert set(balanced.texts) == {d for docs in balanced.labels.values() for d in docs}
+    assert length_balanced(examples, seed=0).labels == balanced.labels     # seeded
+    with pytest.raises(ConfigError, match="balance"):
+        check_options({"balance": "size"})
