@@ -3,7 +3,8 @@
     python eval/lcqmc/pair_shortcuts.py
 
 - per split: the Spearman correlation of the pair label with the pair's length (characters of A + B) and with the
-  character Jaccard overlap of A and B, and the accuracy of a threshold on each, picked on the dev split;
+  character Jaccard overlap of A and B, and the accuracy of a threshold on each, picked on the dev split; the share
+  of matches in each tenth of the pairs by length (the tenths of `balance=length`, pipeline/training/examples.py);
 - on BM25's top 20 (own question excluded) of the first 2,000 lcqmc/questions-test queries: the paired question's
   length against the other candidates', Success@1 of ordering the candidates by length (longest first) and by
   overlap, and how many queries have a second, unjudged paraphrase among the candidates (another LCQMC pair labels
@@ -32,6 +33,15 @@ def threshold(values: list[float], labels: list[int]) -> float:
     return max(sorted(set(values)), key=lambda t: sum((v > t) == bool(y) for v, y in zip(values, labels)))
 
 
+def match_rate_by_tenth(pairs: list) -> list[float]:
+    lengths = sorted(len(p.text_a) + len(p.text_b) for p in pairs)
+    edges = [lengths[len(lengths) * i // 10] for i in range(1, 10)]
+    tenths: dict[int, list[int]] = {}
+    for p in pairs:
+        tenths.setdefault(sum(len(p.text_a) + len(p.text_b) >= e for e in edges), []).append(p.label)
+    return [statistics.fmean(tenths[t]) for t in sorted(tenths)]
+
+
 def label_table() -> None:
     for family in ("lcqmc", "bq"):
         splits = {split: list(get_dataset(f"{family}/{split}").pairs()) for split in ("dev", "test")}
@@ -43,6 +53,9 @@ def label_table() -> None:
                      f"{statistics.fmean((v > cut) == bool(y) for v, y in zip(values[s], labels[s])):.3f}"
                      for s in splits]
             print(f"{family} label ~ {name} (threshold {cut:.3f} from dev): " + "; ".join(cells))
+        for split, pairs in splits.items():
+            print(f"{family} {split} share of matches by length tenth, shortest first: "
+                  + " ".join(f"{rate:.2f}" for rate in match_rate_by_tenth(pairs)))
         print(f"{family} mean pair length: " + ", ".join(
             f"{s} {statistics.fmean(len(p.text_a) + len(p.text_b) for p in pairs):.1f}" for s, pairs in splits.items()))
 
