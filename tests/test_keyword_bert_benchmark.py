@@ -110,7 +110,7 @@ def test_accuracy_alone_without_a_ranking():
 
 def test_scores_from_elsewhere_must_list_the_same_pairs(tmp_path):
     """--rankings-from: the scores written by --score-rankings are taken only for the very pairs exported."""
-    from pipeline.benchmarks._question_ranking import exported_scores, load_ranking, scores_path
+    from pipeline.benchmarks._question_ranking import check_exported, exported_scores, load_ranking, scores_path
     from pipeline.errors import ConfigError
 
     ranking = _ranking()
@@ -123,9 +123,13 @@ def test_scores_from_elsewhere_must_list_the_same_pairs(tmp_path):
     scores_path(tmp_path, "kwbert", 0).parent.mkdir()
     scores_path(tmp_path, "kwbert", 0).write_text(json.dumps({"test": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}))
     assert exported_scores(tmp_path, "kwbert", 0, {"test": ranking}) == {"test": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}
+    check_exported(tmp_path, {"test": ranking})
     reordered = Ranking(ranking.pairs[::-1], ranking.bm25[::-1], ranking.qrels)
     with pytest.raises(ConfigError, match="do not list this run's pairs"):
-        exported_scores(tmp_path, "kwbert", 0, {"test": reordered})
+        check_exported(tmp_path, {"test": reordered})
+    fewer = Ranking(ranking.pairs[:5], ranking.bm25[:5], ranking.qrels)
+    with pytest.raises(ConfigError, match="does not score the 5 pairs"):
+        exported_scores(tmp_path, "kwbert", 0, {"test": fewer})
 
 
 @needs_shared_data

@@ -11,8 +11,8 @@ from safetensors.torch import load_file
 
 from pipeline.errors import ConfigError
 from pipeline.training import pretrain as pretrain_module
-from pipeline.training.mlm import SPECIALS, MLMOptions, build_vocab
-from pipeline.training.mlm_examples import mask_tokens, word_ids
+from pipeline.training.mlm import SPECIALS, MLMOptions, build_vocab, make_tokenizer
+from pipeline.training.mlm_examples import MaskedBatches, jieba_words, mask_tokens, token_words
 from pipeline.training.pretrain import pretrain
 
 TEXTS = ["信用卡怎么还款", "贷款利率怎么算", "今天足球比赛怎么样", "我想去打篮球", "信用卡如何办理",
@@ -39,9 +39,9 @@ def test_masking_rate_and_replacements():
     assert 0.75 < counts["mask"] / total < 0.85 and 0.06 < counts["other"] / total < 0.14
 
 
-def test_whole_words_are_masked_whole():
+def test_whole_words_are_masked_whole(tmp_path):
     text = "信用卡怎么还款"  # jieba: 信用卡 / 怎么 / 还款
-    words = word_ids(text, [(i, i + 1) for i in range(len(text))], whole_words=True)
+    words = token_words([(i, i + 1) for i in range(len(text))], jieba_words(text))
     assert words == [0, 0, 0, 1, 1, 2, 2]
     generator = torch.Generator().manual_seed(1)
     for _ in range(50):
@@ -50,7 +50,9 @@ def test_whole_words_are_masked_whole():
         for word in set(words):
             members = {i for i, w in enumerate(words) if w == word}
             assert members <= chosen or not members & chosen  # a word is masked whole or not at all
-    assert word_ids(text, [(i, i + 1) for i in range(len(text))], whole_words=False) == list(range(7))
+    tokenizer = make_tokenizer(build_vocab(TEXTS), tmp_path)
+    by_words = {whole: MaskedBatches([text], tokenizer, _options(whole_words=whole)).words for whole in (True, False)}
+    assert by_words == {True: [words], False: [list(range(7))]}  # the batches' words: jieba's, or a token each
 
 
 def test_vocab_from_the_text():

@@ -112,8 +112,6 @@ def ranking_of(dataset_name: str, depth: int, queries: int | None) -> Ranking:
     return Ranking(pairs_of(topics, run, texts), [s for hits in run.ranking.values() for _, s in hits], qrels)
 
 
-
-
 def export_rankings(args, folder: Path, ranking, tuning) -> None:
     """Write R/train (the ranker's training data), R/test.json and R/tune.json (`tuning`: None without --fusion)."""
     from pipeline.data.registry import get_dataset
@@ -161,17 +159,26 @@ def scores_path(folder: Path, name: str, seed: int) -> Path:
     return Path(folder) / "scores" / f"{name}-seed{seed}.json"
 
 
+def check_exported(folder: Path, rankings: dict) -> None:
+    """The rankings built here (split -> Ranking) are the exported ones: the same (query, candidate) pairs in the
+    same order, so that the scores written for those fit these (read once, before any scores)."""
+    for split, ranking in rankings.items():
+        exported = [(row[0], row[1]) for row in json.loads((folder / f"{split}.json").read_text("utf-8"))["pairs"]]
+        if exported != [(p.qid, p.docid) for p in ranking.pairs]:
+            raise ConfigError(f"the pairs of {folder}/{split}.json do not list this run's pairs: export again with "
+                              "the same --dataset, --depth, --ranking-queries and --tune-queries")
+
+
 def exported_scores(folder: Path, name: str, seed: int, rankings: dict) -> dict[str, list[float]]:
-    """The scores of `name` and `seed` for each of `rankings` (split -> the Ranking built here), checked against the
-    exported pairs: the same (query, candidate) pairs in the same order."""
+    """The scores of `name` and `seed` for each of `rankings` (split -> the Ranking built here, `check_exported`):
+    one score a pair."""
     path = scores_path(folder, name, seed)
     if not path.is_file():
         raise ConfigError(f"{path} is missing: run --score-rankings {folder} for {name}, seed {seed}")
     scores = json.loads(path.read_text(encoding="utf-8"))
     for split, ranking in rankings.items():
-        exported = [(row[0], row[1]) for row in json.loads((folder / f"{split}.json").read_text("utf-8"))["pairs"]]
-        if exported != [(p.qid, p.docid) for p in ranking.pairs] or len(scores.get(split, ())) != len(exported):
-            raise ConfigError(f"{folder}/{split}.json or its scores in {path} do not list this run's pairs: export "
-                              "again with the same --dataset, --depth, --ranking-queries and --tune-queries")
+        if len(scores.get(split, ())) != len(ranking.pairs):
+            raise ConfigError(f"{path} does not score the {len(ranking.pairs)} pairs of {folder}/{split}.json: run "
+                              f"--score-rankings {folder} again")
     return {split: scores[split] for split in rankings}
 

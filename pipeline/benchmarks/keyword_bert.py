@@ -35,6 +35,7 @@ from pathlib import Path
 from pipeline.benchmarks import run_main
 from pipeline.benchmarks._question_ranking import MEASURES, Ranking, ranking_of, tune_weight
 from pipeline.data.files import atomic_write
+from pipeline.training.options import BALANCE
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEMS = {  # name: (model, training options beyond the shared ones, model fields beyond the shared ones)
@@ -121,9 +122,13 @@ def scored_elsewhere(args, name: str, seed: int, ranking: Ranking, tuning: Ranki
     """The ranking result of a ranker trained and scored by --score-rankings (its scores in --rankings-from)."""
     from pipeline.benchmarks._question_ranking import exported_scores
 
-    scores = exported_scores(Path(args.rankings_from), name, seed,
-                             {"test": ranking, **({"tune": tuning} if tuning is not None else {})})
+    scores = exported_scores(Path(args.rankings_from), name, seed, rankings_by_split(ranking, tuning))
     return ranking_result(scores["test"], ranking, tuning, scores.get("tune"), args.fusion_grid)
+
+
+def rankings_by_split(ranking: Ranking, tuning: Ranking | None) -> dict[str, Ranking]:
+    """The exported splits (pipeline/benchmarks/_question_ranking.py) these rankings are: test, and tune with --fusion."""
+    return {"test": ranking, **({"tune": tuning} if tuning is not None else {})}
 
 
 def evaluation_data(dataset: str, depth: int, queries: int | None):
@@ -208,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=64)
-    parser.add_argument("--balance", choices=("none", "length"), default="none",
+    parser.add_argument("--balance", choices=BALANCE, default="none",
                         help="the pair classifier's training pairs: length-balanced or not (pipeline/training/examples.py)")
     parser.add_argument("--negatives-per-positive", type=int, default=1)
     parser.add_argument("--replace-ratio", type=float, default=0.1)
@@ -250,13 +255,17 @@ def main(argv: list[str] | None = None) -> int:
         test_pairs, ranking = None, ranking_of(f"{args.dataset}/questions-test", args.depth, args.ranking_queries)
     else:
         test_pairs, ranking = evaluation_data(args.dataset, args.depth, args.ranking_queries)
-    bm25 = ranking.per_query(ranking.bm25) if ranking else {}
     tuning = ranking_of(f"{args.dataset}/questions-dev", args.depth, args.tune_queries) if args.fusion and ranking else None
     if args.export_rankings:
         from pipeline.benchmarks._question_ranking import export_rankings
 
         export_rankings(args, Path(args.export_rankings), ranking, tuning)
         return 0
+    if args.rankings_from:
+        from pipeline.benchmarks._question_ranking import check_exported
+
+        check_exported(Path(args.rankings_from), rankings_by_split(ranking, tuning))
+    bm25 = ranking.per_query(ranking.bm25) if ranking else {}
     results: dict[str, list[dict]] = {}
     for name in args.systems:
         for seed in args.seeds:

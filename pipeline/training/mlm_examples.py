@@ -17,11 +17,6 @@ def jieba_words(text: str) -> list[str]:
     return list(default_segmenter().cut(text))  # normalised text: NFKC keeps CJK positions
 
 
-def word_ids(text: str, offsets: list[tuple[int, int]], whole_words: bool) -> list[int]:
-    """The word of each token: jieba words by character span (whole-word masking), else each token its own."""
-    return token_words(offsets, jieba_words(text)) if whole_words else list(range(len(offsets)))
-
-
 def token_words(offsets: list[tuple[int, int]], words: list[str]) -> list[int]:
     """The index in `words` (a text cut into words) of each token, by the token's first character (-1 past the end)."""
     owner = [index for index, word in enumerate(words) for _ in word]

@@ -27,8 +27,8 @@ from pipeline.errors import ConfigError
 from pipeline.log import logger, progress
 from pipeline.rerank.bert import new_bert_config, write_bert_folder
 from pipeline.rerank.scoring import autocast, resolve_amp, resolve_device
-from pipeline.training.mlm_examples import MaskedBatches
 from pipeline.training.mlm import LOG, MLMOptions, build_vocab, make_tokenizer
+from pipeline.training.mlm_examples import MaskedBatches
 from pipeline.training.optim import GradientStepper, LinearWarmupDecay, make_optimizer
 from pipeline.training.state import StateStore, rng_state, set_rng_state, write_by_path
 
