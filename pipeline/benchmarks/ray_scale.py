@@ -18,8 +18,11 @@ has already searched thousands of queries is faster than a fresh one (the JIT's 
 6,980 queries, 1 thread: 7.73 ms of CPU a query in the benchmark's JVM after 7,030 queries, recorded in
 eval/benchmarks/ray-scale-1m-jvm-cpus.json, against 11.4 ms in a fresh process, eval/benchmarks/ray-scale-1m.json),
 so local rows timed in a warm process (as before 2026-11-27) made a Ray worker look slower than a local thread for
-what was the JVM's warm-up. Each Ray row gives the
-workers' own rates and `tail_seconds`, the driver's time from the last shard's arrival to the merged run. On a
+what was the JVM's warm-up. Between them, the machine's own ceiling for two one-thread workers without Ray: two
+fresh 1-thread local processes started at once, each on half the queries (`local-processes`; on a 2-core machine
+a lone 1-thread JVM's compiler and collector threads run on the idle core, which two at once do not have, so Ray's
+1 -> 2 worker scaling is read against this row's, not against 2.0). Each Ray row gives the
+workers' own rates (`ray_2_over_ray_1_in_shards`: their summed rates, start-up left out) and `tail_seconds`, the driver's time from the last shard's arrival to the merged run. On a
 shared machine the wall-clock rates carry the other processes' load (and Linux's autogroup scheduler gives one
 session's processes one share of the CPU, however many workers it starts), so each row also gives its CPU time per
 query (`time.process_time`: the local search's process; the Ray workers' processes in their shards plus the driver's):
@@ -76,8 +79,32 @@ def _local_search(work: Path, index: Path, topics, threads: int) -> tuple[Path, 
                     "peak_rss_mib": side["peak_rss_mib"]}
 
 
-def _topics_file(work: Path, topics) -> Path:
-    path = work / f"topics-{len(topics)}.tsv"
+def _processes_at_once(work: Path, index: Path, topics, count: int = 2) -> tuple[list[Path], dict]:
+    """The machine's own ceiling for `count` one-thread workers, without Ray: `count` fresh local 1-thread searches
+    (`_local_search`'s processes) started at once, each on its contiguous part of the topics. Their wall time is
+    the longest one's (each timed from opening the index, as the local rows): their run files and row."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pipeline.benchmarks.bm25_speed import timed_search
+
+    qids = list(topics.queries)
+    size = -(-len(qids) // count)
+    parts = [topics.subset(qids[start:start + size]) for start in range(0, len(qids), size)]
+    files = [(_topics_file(work, part, f"part-{number}-of-{count}"), work / f"processes-{count}-{number}.trec")
+             for number, part in enumerate(parts)]
+    with ThreadPoolExecutor(len(files)) as pool:
+        sides = list(pool.map(lambda paths: timed_search("ours", index, *paths, TOP_K_FULL, 1), files))
+    seconds = max(side["seconds"] for side in sides)
+    return [output for _, output in files], {
+        "engine": "local-processes", "workers": count, "threads": 1, "queries": len(topics),
+        "seconds": round(seconds, 1), "queries_per_s": round(len(topics) / seconds, 1),
+        "per_process_seconds": [round(side["seconds"], 1) for side in sides],
+        "cpu_ms_per_query": {"total": round(1000 * sum(side["cpu_seconds"] for side in sides) / len(topics), 2)},
+        "peak_rss_mib": [side["peak_rss_mib"] for side in sides]}
+
+
+def _topics_file(work: Path, topics, name: str | None = None) -> Path:
+    path = work / f"topics-{name or len(topics)}.tsv"
     with open(path, "w", encoding="utf-8") as out:
         out.writelines(f"{qid}\t{' '.join(text.split())}\n" for qid, text in topics.items())
     return path
@@ -160,6 +187,11 @@ def bench(args) -> dict:
     same_queries = sorted(line for line in local_file.read_text().splitlines()  # the local run's lines, of the
                           if line.split(" ", 1)[0] in ray_topics.queries)       # queries the other rows search
     result["search"][-1]["identical_to_local"] = same_queries == sorted(files[1].read_text().splitlines())
+    outputs, row = _processes_at_once(work, index, ray_topics)
+    row["identical_to_local"] = same_queries == sorted(line for output in outputs
+                                                       for line in output.read_text().splitlines())
+    result["search"].append(row)
+    print(json.dumps(row), flush=True)
     if args.pyserini:
         result["search"].append(_pyserini_row(work, index, topics, local_file, args.threads))
         print(json.dumps(result["search"][-1]), flush=True)
@@ -185,7 +217,11 @@ def _ratios(rows: list[dict], threads: int) -> dict:
            if "cpu_ms_per_query" in r}
     pyserini = ({f"local_{threads}_threads_over_pyserini_cli": round(rate["local", threads] / rate["pyserini-cli", threads], 2)}
                 if ("pyserini-cli", threads) in rate else {})
+    in_shards = {r["workers"]: sum(w["per_second"] for w in r["per_worker"]) for r in rows if r["engine"] == "ray"}
     return pyserini | {"ray_2_over_ray_1": round(rate["ray", 2] / rate["ray", 1], 2),
+            "ray_2_over_ray_1_in_shards": round(in_shards[2] / in_shards[1], 2),  # the workers' own rates, summed
+            "machine_2_processes_over_local_1_thread": round(rate["local-processes", 2] / rate["local", 1], 2),
+            "ray_2_over_2_processes": round(rate["ray", 2] / rate["local-processes", 2], 2),
             f"ray_2_over_local_{threads}_threads": round(rate["ray", 2] / rate["local", threads], 2),
             "ray_1_over_local_1_thread": round(rate["ray", 1] / rate["local", 1], 2)} | {
         f"cpu_per_query_{engine}_{n}_over_local_1_thread": round(cpu[engine, n] / cpu["local", 1], 2)
@@ -217,7 +253,11 @@ def _rerank(args, work: Path, index: Path, topics, local_run, ray_options: dict,
                                                                  "queries_per_s": round(len(candidates) / stats["seconds"], 2)}
         result["rerank"].append(row)
         print(json.dumps(row), flush=True)
-    result["rerank"][-1]["identical_to_1_worker"] = scores[1] == scores[2]
+    one, two = result["rerank"]
+    two["identical_to_1_worker"] = scores[1] == scores[2]
+    two["over_1_worker"] = {"wall": round(two["pairs_per_s"] / one["pairs_per_s"], 2),  # the workers' own rates:
+                            "in_shards": round(sum(two["pairs_per_s_per_worker"]) /    # start-up left out
+                                               sum(one["pairs_per_s_per_worker"]), 2)}
 
 
 def _encode(args, work: Path, collection: Path, ray_options: dict, result: dict) -> None:
