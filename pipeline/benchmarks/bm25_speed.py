@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from pipeline.benchmarks import hardware, run_main
 from pipeline.data.files import atomic_write
+from pipeline.log import peak_rss_mib
 
 REPO = Path(__file__).resolve().parents[2]
 PYSERINI_BATCH = 128  # Pyserini's CLI searches on --threads only in batches of --batch-size (default 1: one thread)
@@ -53,7 +53,7 @@ def _worker(kind: str, index: str, topics: str, output: str, hits: int, threads:
         start, cpu = time.perf_counter(), time.process_time()
         BM25(index, 0.9, 0.4, hits, threads).bind()(read_topics(topics)).write(output, tag="Anserini")
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu  # CPU: every thread, the JVM's too
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB; the JVM runs in this process
+    peak = peak_rss_mib()  # the JVM runs in this process
     print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mib": round(peak)}))
 
 

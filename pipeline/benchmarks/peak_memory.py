@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from pipeline.benchmarks import machine, record, run_main
+from pipeline.log import peak_rss_mib
 
 WORDS = [f"w{i}" for i in range(5000)]
 PER_QUERY = 100
@@ -48,7 +49,7 @@ def rss_mib() -> tuple[int, int]:
 
     with open("/proc/self/statm") as statm:
         current = int(statm.read().split()[1]) * resource.getpagesize()
-    return round(current / 2**20), round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return round(current / 2**20), peak_rss_mib()
 
 
 def small_mrnn(folder: Path) -> str:

@@ -17,7 +17,6 @@ import ctypes
 import logging
 import math
 import os
-import resource
 import signal
 import time
 import uuid
@@ -27,7 +26,7 @@ from typing import Callable
 
 from pipeline.engine import EngineOptions
 from pipeline.errors import EngineError, IrpipeError, MissingResourceError
-from pipeline.log import logger, progress
+from pipeline.log import logger, peak_rss_mib, progress
 
 OBJECT_STORE_BYTES = 256 * 2**20  # a local cluster's shared-memory store: shards are small, results smaller
 IN_FLIGHT = 2                     # shards queued per worker, so that the next one is there when one finishes
@@ -132,7 +131,7 @@ class ShardWorker:
     def run(self, number: int, payload) -> tuple[int, object, int, float, float, dict]:
         start, cpu = time.perf_counter(), time.process_time()  # CPU: all of the process's threads (a JVM's too)
         result, items = self.task.run(payload)
-        self.info["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+        self.info["peak_rss_mib"] = peak_rss_mib()
         return number, result, items, time.perf_counter() - start, time.process_time() - cpu, self.info
 
 

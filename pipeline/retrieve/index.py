@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -42,7 +41,7 @@ from pipeline import java
 from pipeline.data.files import (INDEX_METADATA, atomic_write, cache_root, output_error, read_index_metadata,
                                  scratch_prefix, sweep_stale)
 from pipeline.errors import ConfigError, InputError, IrpipeError
-from pipeline.log import logger, progress
+from pipeline.log import logger, peak_rss_mib, progress
 from pipeline.retrieve.lucene import SEGMENTERS, LuceneIndex
 
 CHUNK_DOCS = 200_000
@@ -273,7 +272,7 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
                         "store_raw": store_raw,
                         "threads": threads, "memory_buffer_mb": memory_buffer, "anserini": java.anserini_jar().name,
                         "seconds": round(time.perf_counter() - start, 2),
-                        "peak_rss_mb": {"python": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+                        "peak_rss_mb": {"python": peak_rss_mib(),
                                         "java": java_peak_mb},
                         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
             if segmenter is not None:
