@@ -6,10 +6,11 @@ per-worker rates, the wall time of the full dev-small rerank (top-1000: 6.98M pa
     python -m pipeline.benchmarks.ray_scale --size 1000000 --workdir /tmp/ray-scale [--queries N] [--ray-queries N]
                                             [--pyserini] [--rerank-queries 60] [--encode-docs 4000] [--record [NAME]]
 
-At MS MARCO's full size (recorded in eval/benchmarks/msmarco-full-size.json: 30 min indexing, 15 min searching):
+At MS MARCO's full size (recorded in eval/benchmarks/msmarco-full-size.json: 30 min indexing, once; then 28 min
+of searching and reranking):
 
-    python -m pipeline.benchmarks.ray_scale --size 8841823 --workdir /tmp/msmarco-full --ray-queries 2000 \
-        --pyserini --rerank-queries 0 --encode-docs 0 --record msmarco-full-size
+    python -m pipeline.benchmarks.ray_scale --size 8841823 --workdir /tmp/msmarco-full --pyserini \
+        --rerank-queries 100 --encode-docs 0 --record msmarco-full-size
 
 Search runs locally with `--threads` and with 1 thread, each in a fresh process (`irpipe search` as a user runs
 it: its own JVM, cold), then on Ray with 1 and 2 workers of 1 thread (each worker its own fresh JVM), all in one
@@ -31,7 +32,10 @@ what the work costs, which the load does not change much.
 `--batch-size 128`: without a batch its CLI searches one query at a time) on the
 same index and topics: its time, peak RSS and whether its lines are the local run's. Each row has a peak RSS: the
 local rows' and Pyserini's their process's, the Ray rows each worker's.
-`--ray-queries N` runs the 1-thread local row and the Ray rows on the first N queries only (their rates compare
+`--rounds N` repeats the scaling rows (local 1 thread, 2 processes, Ray 1 and 2 workers) N times, interleaved, and
+gives each ratio as the median of the rounds' (`search_ratios_per_round` has them all): on a shared host one
+pass's ratios moved by a tenth between two runs of the same command (the host's speed, seen in the CPU per
+query of every row alike). `--ray-queries N` runs the scaling rows on the first N queries only (their rates compare
 with each other, and a 1-thread pass over all 6,980 queries at 8.8M passages is long).
 The index's own build record (seconds, peak RSS of Python and Java) is copied into the result.
 `--rerank-queries 0` / `--encode-docs 0` leave the rerank / encode parts (and their projections) out.
@@ -53,6 +57,7 @@ import argparse
 import filecmp
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -177,31 +182,35 @@ def bench(args) -> dict:
     topics = get_dataset("msmarco-passage/dev-small").topics()
     topics = topics.subset(list(topics.queries)[:args.queries])
     ray_topics = topics.subset(list(topics.queries)[:args.ray_queries]) if args.ray_queries else topics
-    files = {}
-    for threads in sorted({1, args.threads}, reverse=True):
-        files[threads], row = _local_search(work, index, ray_topics if threads == 1 else topics, threads)
-        result["search"].append(row)
-        print(json.dumps(row), flush=True)
-    local_file = files[args.threads]
-    local_run = read_run(local_file)
+    def add(row: dict, *outputs: Path, **more) -> None:
+        if outputs:
+            row["identical_to_local"] = same_queries == sorted(line for output in outputs
+                                                               for line in output.read_text().splitlines())
+        result["search"].append(row | more)
+        print(json.dumps(row | more), flush=True)
+
+    local_file, row = _local_search(work, index, topics, args.threads)
     same_queries = sorted(line for line in local_file.read_text().splitlines()  # the local run's lines, of the
                           if line.split(" ", 1)[0] in ray_topics.queries)       # queries the other rows search
-    result["search"][-1]["identical_to_local"] = same_queries == sorted(files[1].read_text().splitlines())
-    outputs, row = _processes_at_once(work, index, ray_topics)
-    row["identical_to_local"] = same_queries == sorted(line for output in outputs
-                                                       for line in output.read_text().splitlines())
-    result["search"].append(row)
-    print(json.dumps(row), flush=True)
+    add(row)
     if args.pyserini:
-        result["search"].append(_pyserini_row(work, index, topics, local_file, args.threads))
-        print(json.dumps(result["search"][-1]), flush=True)
-    for workers in (1, 2):
-        ray_file, row = _ray_search(work, index, ray_topics, ray_options[workers])
-        row["identical_to_local"] = same_queries == sorted(ray_file.read_text().splitlines())
-        result["search"].append(row)
-        print(json.dumps(row), flush=True)
-    result["search_ratios"] = _ratios(result["search"], args.threads)
+        add(_pyserini_row(work, index, topics, local_file, args.threads))
+    for number in range(args.rounds):  # interleaved: a slow spell of the host falls on every row of a round alike
+        output, row = _local_search(work, index, ray_topics, 1)
+        add(row, output, round=number)
+        outputs, row = _processes_at_once(work, index, ray_topics)
+        add(row, *outputs, round=number)
+        for workers in (1, 2):
+            output, row = _ray_search(work, index, ray_topics, ray_options[workers])
+            add(row, output, round=number)
+    per_round = [_ratios([r for r in result["search"] if r.get("round", number) == number], args.threads)
+                 for number in range(args.rounds)]
+    result["search_ratios"] = {key: round(statistics.median(ratios[key] for ratios in per_round), 2)
+                               for key in per_round[0]}  # of the rounds' (one round: its own)
+    if args.rounds > 1:
+        result["search_ratios_per_round"] = per_round
     print(json.dumps(result["search_ratios"]), flush=True)
+    local_run = read_run(local_file)
     if args.rerank_queries:
         _rerank(args, work, index, topics, local_run, ray_options, result)
     if args.encode_docs:
@@ -332,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="local search threads (default 2)")
     parser.add_argument("--ray-queries", type=int, help="the first N of those for the 1-thread and Ray rows (default: all)")
     parser.add_argument("--pyserini", action="store_true", help="add Pyserini's own CLI on the same index and topics")
+    parser.add_argument("--rounds", type=int, default=1, help="the scaling rows (local 1 thread, 2 processes, Ray 1 "
+                        "and 2 workers) this many times, interleaved; the ratios are the rounds' medians (default 1)")
     parser.add_argument("--rerank-queries", type=int, default=60, help="queries whose top-100 monobert reranks")
     parser.add_argument("--shard-pairs", type=int, default=512, help="pairs per rerank shard (default 512)")
     parser.add_argument("--encode-docs", type=int, default=4000, help="passages biencoder encodes (default 4,000)")
