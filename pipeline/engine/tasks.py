@@ -24,7 +24,7 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -33,9 +33,11 @@ from pipeline.data.topics import Topics
 from pipeline.engine import EngineOptions
 from pipeline.engine.cluster import run_shards
 from pipeline.engine.jobs import InOrder, JobFolder
-from pipeline.rerank.checkpoint import ModelSource
-from pipeline.rerank.pairs import Pair
-from pipeline.rerank.scoring import Runtime
+
+if TYPE_CHECKING:  # not imported at run time: a search worker would import torch with them (2.3 s of its start)
+    from pipeline.rerank.checkpoint import ModelSource
+    from pipeline.rerank.pairs import Pair
+    from pipeline.rerank.scoring import Runtime
 
 RESULT_FORMAT = "packed-1"  # of a search shard's job file (`pack_run`): in the job's key, so no older file is read
 

@@ -303,3 +303,12 @@ def test_an_interrupted_job_resumes(wikiqa_subset, tmp_path, cluster, caplog):
     skipped = int(re.search(rf"{shards} shards, (\d+) done before \(skipped\)", caplog.text).group(1))
     assert skipped >= finished
     assert (tmp_path / "ray.trec").read_text().splitlines() == local
+
+
+def test_a_search_worker_does_not_import_torch():
+    """What a search worker's actor unpickles (the task, the BM25 stage) and runs: no torch, whose import was 2.3 s
+    of every search worker's start."""
+    loaded = subprocess.run([sys.executable, "-c", "import sys, pipeline.engine.cluster, pipeline.engine.tasks, "
+                             "pipeline.stages.bm25; print('torch' in sys.modules)"],
+                            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "False"
