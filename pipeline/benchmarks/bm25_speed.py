@@ -53,8 +53,7 @@ def _worker(kind: str, index: str, topics: str, output: str, hits: int, threads:
         start, cpu = time.perf_counter(), time.process_time()
         BM25(index, 0.9, 0.4, hits, threads).bind()(read_topics(topics)).write(output, tag="Anserini")
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu  # CPU: every thread, the JVM's too
-    peak = peak_rss_mib()  # the JVM runs in this process
-    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mib": round(peak)}))
+    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mib": peak_rss_mib()}))  # the JVM's too
 
 
 def same_lines(a: Path, b: Path) -> bool:

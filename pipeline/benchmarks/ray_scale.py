@@ -22,12 +22,12 @@ so local rows timed in a warm process (as before 2026-11-27) made a Ray worker l
 what was the JVM's warm-up. Between them, the machine's own ceiling for two one-thread workers without Ray: two
 fresh 1-thread local processes started at once, each on half the queries (`local-processes`; on a 2-core machine
 a lone 1-thread JVM's compiler and collector threads run on the idle core, which two at once do not have, so Ray's
-1 -> 2 worker scaling is read against this row's, not against 2.0). Each Ray row gives the
-workers' own rates (`ray_2_over_ray_1_in_shards`: their summed rates, start-up left out) and `tail_seconds`, the driver's time from the last shard's arrival to the merged run. On a
-shared machine the wall-clock rates carry the other processes' load (and Linux's autogroup scheduler gives one
-session's processes one share of the CPU, however many workers it starts), so each row also gives its CPU time per
-query (`time.process_time`: the local search's process; the Ray workers' processes in their shards plus the driver's):
-what the work costs, which the load does not change much.
+1 -> 2 worker scaling is read against this row's, not against 2.0). Each Ray row gives the workers' own rates
+(`ray_2_over_ray_1_in_shards`: their summed rates, start-up left out) and `tail_seconds`, the driver's time from
+the last shard's arrival to the merged run. On a shared machine the wall-clock rates carry the other processes'
+load (and Linux's autogroup scheduler gives one session's processes one share of the CPU, however many workers it
+starts), so each row also gives its CPU time per query (`time.process_time`: the local search's process; the Ray
+workers' processes in their shards plus the driver's): what the work costs, which the load does not change much.
 `--pyserini` adds Pyserini's own CLI (`python -m pyserini.search.lucene --bm25`, fresh process, `--threads`,
 `--batch-size 128`: without a batch its CLI searches one query at a time) on the
 same index and topics: its time, peak RSS and whether its lines are the local run's. Each row has a peak RSS: the
@@ -186,8 +186,9 @@ def bench(args) -> dict:
         if outputs:
             row["identical_to_local"] = same_queries == sorted(line for output in outputs
                                                                for line in output.read_text().splitlines())
-        result["search"].append(row | more)
-        print(json.dumps(row | more), flush=True)
+        row |= more
+        result["search"].append(row)
+        print(json.dumps(row), flush=True)
 
     local_file, row = _local_search(work, index, topics, args.threads)
     same_queries = sorted(line for line in local_file.read_text().splitlines()  # the local run's lines, of the
@@ -210,9 +211,8 @@ def bench(args) -> dict:
     if args.rounds > 1:
         result["search_ratios_per_round"] = per_round
     print(json.dumps(result["search_ratios"]), flush=True)
-    local_run = read_run(local_file)
-    if args.rerank_queries:
-        _rerank(args, work, index, topics, local_run, ray_options, result)
+    if args.rerank_queries:  # its candidates: the local run's (7M lines at full size: read only for this)
+        _rerank(args, work, index, topics, read_run(local_file), ray_options, result)
     if args.encode_docs:
         _encode(args, work, collection, ray_options, result)
     result["projection"] = project(result, args.device)
