@@ -38,7 +38,7 @@ from pipeline import __version__
 from pipeline.data.files import atomic_write, cache_root, file_sha256, json_digest
 from pipeline.errors import ConfigError, UnknownNameError
 from pipeline.log import logger
-from pipeline.rerank import hf_folders, models
+from pipeline.rerank import hf_folders, migrations, models
 from pipeline.rerank.config import config_to_dict, make_config
 from pipeline.rerank.hf_folders import ModelFolderError
 
@@ -68,12 +68,12 @@ def checkpoint_config(config_class: type, fields, where: str | Path, overrides: 
     """The config dataclass from config.json's fields (all present, each of its kind, the whole checked), then
     `overrides`; what is wrong is a CheckpointError naming the file and field. A field the model gained after a
     checkpoint was saved is read as the value it was trained with, when the config class says it
-    (`LEGACY = {field: value}`), and logged; any other missing field is an error."""
+    (pipeline/rerank/migrations.py), and logged; any other missing field is an error."""
     if not isinstance(fields, dict):
         raise CheckpointError(where, "the model config is not a JSON object", field="config")
-    renamed = getattr(config_class, "RENAMED", {})  # a field saved under its old name
+    renamed = migrations.renamed(config_class)  # a field saved under its old name
     fields = {renamed.get(name, name): value for name, value in fields.items()}
-    legacy = getattr(config_class, "LEGACY", {})
+    legacy = migrations.added(config_class)
     older = {f.name: legacy[f.name] for f in dataclasses.fields(config_class) if f.name not in fields and f.name in legacy}
     if older:
         logger.info("%s: saved before the config field(s) %s; read as it was trained: %s", where, ", ".join(older),

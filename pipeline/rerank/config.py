@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from pipeline.errors import ConfigError
+from pipeline.rerank import migrations
 from pipeline.validate import default_of, field_problem
 
 
@@ -39,11 +40,11 @@ def config_to_dict(config) -> dict:
 
 def recipe_fields(values) -> dict:
     """What a config (or TrainOptions) says about the model it trains, for cache keys: every field less those still at
-    their `LEGACY` value (the class's `LEGACY = {field: value}`: the value that does what the class did before the
-    field existed), so that a field added with its LEGACY entry leaves every recipe key, and so every cached model,
-    as it was. Checkpoints saved before the field read it as that value too (checkpoint_config)."""
-    legacy = json.loads(json.dumps(getattr(type(values), "LEGACY", {})))
-    old_names = {new: old for old, new in getattr(type(values), "RENAMED", {}).items()}  # keys keep a field's old name
+    the value they had in effect before they existed (pipeline/rerank/migrations.py ADDED), so that a field added
+    with its entry there leaves every recipe key, and so every cached model, as it was; a renamed field keyed under
+    its old name. Checkpoints saved before the field read it as that value too (checkpoint_config)."""
+    legacy = json.loads(json.dumps(migrations.added(type(values))))
+    old_names = {new: old for old, new in migrations.renamed(type(values)).items()}  # keys keep a field's old name
     return {old_names.get(name, name): value for name, value in config_to_dict(values).items()
             if name not in legacy or value != legacy[name]}
 

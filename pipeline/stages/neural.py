@@ -29,7 +29,6 @@ the device, and, on the ray engine, hands scoring to the cluster's workers, whic
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import hashlib
 import json
@@ -48,7 +47,7 @@ from pipeline.rerank.scoring import DEVICES, Runtime, check_amp, check_quantize,
     resolve_device
 from pipeline.stages import register, register_model_stages
 from pipeline.stages.rerank import Reranker
-from pipeline.training.options import RUNTIME_OPTIONS, TrainOptions, check_options
+from pipeline.training.options import check_namespaces, check_options, split_options
 from pipeline.training.recipes import Recipe
 from pipeline.validate import at_least
 
@@ -87,17 +86,11 @@ class NeuralReranker(Reranker):
         self.amp = "none" if amp is None else check_amp(amp)  # None: `amp=none` in a spec
         self.batch_tokens, self.quantize = batch_tokens, check_quantize(quantize)
         self.threads, self.store = threads, (str(store) if store is not None else None)
-        config_fields = {f.name for f in dataclasses.fields(self.model_class.config_class)}
-        train_fields = {f.name for f in dataclasses.fields(TrainOptions)} - set(RUNTIME_OPTIONS) - {"amp"}
-        self.overrides = {k: v for k, v in options.items() if k in config_fields}
-        self.train_options = {k: v for k, v in options.items() if k not in config_fields}
+        split = split_options(name, self.model_class.config_class, options)  # runtime ones are the arguments above
+        self.overrides = split.config
+        # a SHARED name the config takes (`hcan(seed=1)`) reaches training through it (resolve_options)
+        self.train_options = {k: v for k, v in split.training.items() if k not in split.config}
         for key in self.train_options:
-            if key not in train_fields:
-                close = difflib.get_close_matches(key, sorted(config_fields | train_fields), n=3)
-                hint = f"; did you mean {', '.join(close)}?" if close else ""
-                raise ConfigError(f"{name} has no option {key!r}{hint} (model config: "
-                                  f"{', '.join(sorted(config_fields))}; training: {', '.join(sorted(train_fields))})",
-                                  field=key)
             if train is None:
                 raise ConfigError(f"{name}: {key}= is a training option; it goes with train=DATASET", field=key)
         make_config(self.model_class.config_class, self.overrides)  # checked now, not after minutes of work
@@ -216,6 +209,7 @@ def pretrained_digest(model_class: type[RerankModel], config) -> str:
 def reranker_class(name: str) -> type[NeuralReranker]:
     """The stage class of the model file `name` (pipeline/rerank/models/<name>.py), made once."""
     model_class = models.model_class(name)
+    check_namespaces(name, model_class.config_class)
     stage = type(f"{model_class.__name__}Reranker", (NeuralReranker,),
                  {"name": name, "model_class": model_class, "__module__": __name__,
                   "__doc__": f"Rerank with {model_class.__name__} ({name}): see NeuralReranker."})

@@ -1,14 +1,23 @@
-"""Training hyper-parameters (`TrainOptions`) and where they come from.
+"""Training hyper-parameters (`TrainOptions`), and the one resolver of a neural stage's options.
 
-Later ones win: the defaults below; the model class's `training_defaults`; same-named fields of the model's
-config; what the caller passes. So HCAN trains with SGD + Nesterov and LR halving on a dev plateau, BERT models
-with AdamW and linear warm-up/decay. What a model's loss is (and its margin) belongs to the model's config.
+A neural stage's keyword options (`addax(train=wikiqa/train, lr=1e-4, code_sharpness=4, device=cpu)`, or
+`irpipe train`'s flags) fall into exactly one of three namespaces (`split_options`):
+
+    model config   what the network is          the model's config dataclass (code_sharpness, max_length, ...)
+    training       how its weights are learnt   `TrainOptions` less the runtime names (epochs, lr, negatives, ...)
+    runtime        how it runs                  RUNTIME_OPTIONS (device, amp, threads, batch sizes, quantize)
+
+No name is in two of them, but `seed` (SHARED): HCAN's and MRNN's configs draw their unknown-word rows with it, and
+it seeds their training run too. `check_namespaces` refuses a model whose config reuses another namespace's name
+when its stage class is made (pipeline/stages/neural.py). Training options resolve as: the defaults below <- the
+model class's `training_defaults` <- the config's `seed` <- what the caller passes. So HCAN trains with SGD +
+Nesterov and LR halving on a dev plateau, BERT models with AdamW and linear warm-up/decay. What a model's loss is
+(and its margin) belongs to the model's config.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
 
 from pipeline.errors import ConfigError
 from pipeline.validate import at_least, choice, field_problem
@@ -18,6 +27,11 @@ BALANCE = ("none", "length")
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("linear", "plateau", "constant")
 RUNTIME_OPTIONS = ("device", "eval_batch_size", "threads")  # how, not what: neither in recipe keys nor resume checks
+# The runtime namespace of a neural stage: how the model runs (pipeline/rerank/scoring.py Runtime). `amp` is here
+# too although an explicit one joins a recipe's key: training in half precision computes another model.
+RUNTIME = ("device", "amp", "threads", "batch_size", "batch_tokens", "quantize")
+SOURCES = ("ckpt", "train", "dev", "index", "store")  # where a neural stage's model, candidates and encodings are
+SHARED = ("seed",)  # in the model config and the training options at once (both take it)
 
 
 @dataclass
@@ -59,11 +73,8 @@ class TrainOptions:
                                      # several times faster than 2 (threads wait for each other at every op)
     deterministic: bool = False      # torch.use_deterministic_algorithms and a fixed thread count (threads, or 1):
                                      # the same weights on every run of one machine; see `make_deterministic`
-
-    # Options added after the first recipes were keyed, each with the value that trains as before it existed: at that
-    # value an option stays out of recipe keys (pipeline/rerank/config.py recipe_fields). A new option goes here too.
-    LEGACY: ClassVar[dict] = {"deterministic": False, "negatives_dict": "", "alpha": 0.6, "beta": 0.2,
-                              "replace_ratio": 0.0, "balance": "none"}
+    # An option added after the first recipes were keyed goes into pipeline/rerank/migrations.py ADDED with the value
+    # that trains as before it existed: at that value it stays out of recipe keys (recipe_fields).
 
     def check(self) -> None:
         choice("training", "negatives", self.negatives, NEGATIVES)
@@ -77,6 +88,11 @@ class TrainOptions:
         for name in ("lr", "weight_decay", "momentum", "warmup", "plateau_factor", "alpha", "beta", "replace_ratio"):
             at_least("training", name, getattr(self, name), 0)
         at_least("training", "max_grad_norm", self.max_grad_norm, 0, optional=True)
+        for name in ("alpha", "beta"):  # a ratio that samples nothing would be a setting silently without effect
+            if self.negatives != "keyword" and getattr(self, name) != getattr(TrainOptions, name):
+                raise ConfigError(f"training: {name}={getattr(self, name)} is a threshold of keyword negatives; it "
+                                  f"acts with negatives=keyword only (negatives={self.negatives}). ADDAX's code "
+                                  "sharpness, once also called alpha, is code_sharpness=", field=name)
 
 
 def check_options(values: dict) -> TrainOptions:
@@ -91,12 +107,58 @@ def check_options(values: dict) -> TrainOptions:
 
 
 def resolve_options(model_cls: type, config, given: dict | None = None) -> TrainOptions:
-    """TrainOptions defaults <- model class `training_defaults` <- same-named config fields <- `given`."""
-    names = {f.name for f in dataclasses.fields(TrainOptions)}
+    """TrainOptions defaults <- model class `training_defaults` <- the config's SHARED fields (`seed`) <- `given`."""
     values = dict(getattr(model_cls, "training_defaults", {}))
-    values.update({f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name in names})
+    values.update({f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name in SHARED})
     values.update(given or {})
     return check_options(values)
+
+
+def training_names() -> set[str]:
+    """The training namespace: TrainOptions' fields less those about how it runs."""
+    return {f.name for f in dataclasses.fields(TrainOptions)} - set(RUNTIME_OPTIONS) - set(RUNTIME)
+
+
+def check_namespaces(model: str, config_class: type) -> None:
+    """TypeError when a model config field is also a training, runtime or source name (SHARED aside): one name would
+    set two things, as ADDAX's `alpha` once did (code sharpness and the keyword-negatives ratio at once)."""
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    for namespace, names in (("training", training_names()), ("runtime", set(RUNTIME) | set(RUNTIME_OPTIONS)),
+                             ("source", set(SOURCES))):
+        clash = sorted((fields & names) - set(SHARED))
+        if clash:
+            raise TypeError(f"{model}: {config_class.__name__} field(s) {', '.join(clash)} are {namespace} options "
+                            f"too; rename the field (pipeline/rerank/migrations.py RENAMED keeps old checkpoints)")
+
+
+@dataclass(frozen=True)
+class StageOptions:
+    """A neural stage's keyword options, each in its namespace (`seed` in both config and training)."""
+
+    config: dict
+    training: dict
+    runtime: dict
+
+
+def split_options(model: str, config_class: type, options: dict) -> StageOptions:
+    """Send each option to its one namespace; an unknown name is a ConfigError listing the close ones and every
+    namespace's names."""
+    import difflib
+
+    fields, training, runtime = {f.name for f in dataclasses.fields(config_class)}, training_names(), set(RUNTIME)
+    split = StageOptions({}, {}, {})
+    namespaces = ((split.config, fields), (split.training, training), (split.runtime, runtime))
+    for key, value in options.items():
+        homes = [values for values, names in namespaces if key in names]
+        if not homes:
+            close = difflib.get_close_matches(key, sorted(fields | training | runtime), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ConfigError(f"{model} has no option {key!r}{hint} (model config: {', '.join(sorted(fields))}; "
+                              f"training: {', '.join(sorted(training))}; runtime: {', '.join(sorted(runtime))})",
+                              field=key)
+        for home in homes:
+            home[key] = value
+    return split
 
 
 def make_deterministic(options: TrainOptions) -> None:

@@ -99,7 +99,7 @@ def test_sign_loss_vanishes_as_alpha_grows(tiny_bert):
     batch = _model(tiny_bert).prepare(make_pairs(QUERIES, DOCS))
     losses = []
     for alpha in (1.0, 5.0, 50.0, 5e3, 5e5):
-        model = _model(tiny_bert, alpha=alpha)  # same seed: same weights, only alpha differs
+        model = _model(tiny_bert, code_sharpness=alpha)  # same seed: same weights, only alpha differs
         with torch.inference_mode():
             losses.append(model(**batch.tensors)["sign_loss"].sum().item())
     assert losses == sorted(losses, reverse=True) and losses[-1] < 1e-3 * losses[0]

@@ -266,7 +266,7 @@ def test_code_overlap_features_by_hand():
     torch.testing.assert_close(batch.tensors["overlap"], torch.tensor([expected]), rtol=0, atol=1e-6)
 
 def test_a_checkpoint_saved_before_newer_fields_loads_as_it_was_trained(tmp_path, caplog):
-    """config.json without the fields HCAN gained later (LEGACY) reads them as trained then: overlap features
+    """config.json without the fields HCAN gained later (migrations.ADDED) reads them as trained then: overlap features
     were ours (stopwords); any other missing field is still an error naming it."""
     import json
     import logging
@@ -277,7 +277,9 @@ def test_a_checkpoint_saved_before_newer_fields_loads_as_it_was_trained(tmp_path
     folder = save_checkpoint(model, tmp_path / "old")
     path = folder / "config.json"
     data = json.loads(path.read_text())
-    for name in set(HCANConfig.LEGACY) - {"external_features"}:  # saved with --ext, before overlap_mode existed
+    from pipeline.rerank.migrations import added
+
+    for name in set(added(HCANConfig)) - {"external_features"}:  # saved with --ext, before overlap_mode existed
         del data["config"][name]
     for record in ("files", "digest"):  # and before checkpoints recorded their files' checksums
         data.pop(record, None)

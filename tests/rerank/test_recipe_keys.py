@@ -1,21 +1,21 @@
 """Recipe keys (the cache folder of a trained model) stay put when a model or the training loop gains a field: a
-field at its class's LEGACY value is left out of the key, and a new field must come with a LEGACY entry."""
+field at the value it had in effect before it existed is left out of the key, and a new field must come with that value
+in pipeline/rerank/migrations.py ADDED."""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
 
 import pytest
 
-from pipeline.rerank import models
+from pipeline.rerank import migrations, models
 from pipeline.rerank.config import recipe_fields
 from pipeline.rerank.models.monobert import MonoBERTConfig
 from pipeline.training.options import TrainOptions
 from pipeline.training.recipes import Recipe
 
-# Each class's fields when recipe keys became stable (2026-11-23). A field added since must be in the class's
-# LEGACY with the value that does what the class did before it existed (checkpoints saved earlier read it as that).
+# Each class's fields when recipe keys became stable (2026-11-23). A field added since must be in migrations.ADDED
+# with the value that does what the class did before it existed (checkpoints saved earlier read it as that).
 KEYED_FIELDS = {
     "addax": "ablation alpha bert codes delta dropout gamma hash_bits hash_hidden margin max_doc_length "
              "max_query_length scaled",
@@ -43,28 +43,28 @@ def _classes():
 
 @pytest.mark.parametrize("name, cls", list(_classes()), ids=[name for name, _ in _classes()])
 def test_a_field_added_since_keys_became_stable_has_a_legacy_value(name, cls):
-    renamed = getattr(cls, "RENAMED", {})  # old name -> new name: keyed under the old one
+    renamed = migrations.renamed(cls)  # old name -> new name: keyed under the old one
     known = {renamed.get(field, field) for field in KEYED_FIELDS.get(name, "").split()}
-    legacy = getattr(cls, "LEGACY", {})
+    legacy = migrations.added(cls)
     added = [f.name for f in dataclasses.fields(cls) if f.name not in known and f.name not in legacy]
-    assert not added, (f"{cls.__name__} gained {added} without a LEGACY entry: add each to {cls.__name__}.LEGACY with "
+    assert not added, (f"{cls.__name__} gained {added} without an entry in migrations.ADDED: add each there with "
                        "the value that does what the class did before it (or, for a new model, list its fields in "
                        "KEYED_FIELDS), so that cached models and older checkpoints stay valid")
     defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-    assert set(legacy) <= {f.name for f in dataclasses.fields(cls)}, "LEGACY names a field the class lacks"
+    assert set(legacy) <= {f.name for f in dataclasses.fields(cls)}, "migrations.ADDED names a field the class lacks"
     assert all(name not in defaults or isinstance(value, type(defaults[name])) or value is None
                for name, value in legacy.items())
 
 
 @dataclass
 class GrownConfig(MonoBERTConfig):
-    """MonoBERTConfig after gaining a field, with its LEGACY value (as a later change would add it)."""
+    """MonoBERTConfig after gaining a field, with its value before it existed (as a later change would add it)."""
 
     temperature: float = 1.0
-    LEGACY: ClassVar[dict] = {"temperature": 1.0}
 
 
-def test_a_field_at_its_legacy_value_is_left_out_of_the_key_and_in_it_otherwise():
+def test_a_field_at_its_legacy_value_is_left_out_of_the_key_and_in_it_otherwise(monkeypatch):
+    monkeypatch.setitem(migrations.ADDED, "GrownConfig", {"temperature": 1.0})
     assert recipe_fields(GrownConfig()) == recipe_fields(MonoBERTConfig())
     assert recipe_fields(GrownConfig(temperature=2.0)) == recipe_fields(MonoBERTConfig()) | {"temperature": 2.0}
     assert "deterministic" not in recipe_fields(TrainOptions())

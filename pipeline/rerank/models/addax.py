@@ -33,12 +33,11 @@ target H_D: otherwise the summed ||H_D^r - H_D||^2 over the real BERT vectors th
 the hinge about 25 to 1 in the encoder's gradient and training spends itself on making H_D easy to rebuild. Trained,
 the two together: WikiQA test AP 0.8138 +- 0.0103 against 0.7394 +- 0.0236 for the paper's reading, and above the
 zero-shot biencoder on TREC DL both ways (eval/wikiqa-addax-identity.yaml, dl20-addax.yaml, dl19-addax.yaml).
-The paper's reading (MODELS.md §3) is one option away: `init=random, reconstruction=live` (also LEGACY below).
+The paper's reading (MODELS.md §3) is one option away: `init=random, reconstruction=live` (also the values that checkpoints saved before these fields read as: pipeline/rerank/migrations.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -62,7 +61,7 @@ class ADDAXConfig:
     max_doc_length: int = 128       # L_D: word pieces of "[CLS] d [SEP]"; W1 has L_D rows (180 for MS MARCO)
     hash_bits: int = 300            # h, code length
     hash_hidden: int = 512          # the denoiser's hidden width
-    alpha: float = 5.0              # codes tanh(alpha B)
+    code_sharpness: float = 5.0     # alpha of the codes tanh(alpha B), eq. (8) (was `alpha`: migrations.RENAMED)
     delta: float = 1e-6             # weight of the sign loss L1
     gamma: float = 0.003            # weight of the reconstruction loss L2
     margin: float = 1.0             # triplet hinge margin
@@ -73,10 +72,6 @@ class ADDAXConfig:
     reconstruction: str = "detached"  # L2's target H_D: "detached" [R] | "live" (the paper: gradients reach MAGS, BERT)
     init: str = "identity"          # new layers: "identity" [R] (start_as_identity) | "random" (the paper: PyTorch)
 
-    # fields added after the first ADDAX recipes and checkpoints, with the value they were trained with (the defaults
-    # then): a checkpoint saved before them reads as these, and a recipe that pins these keys as it did before
-    LEGACY: ClassVar[dict] = {"reconstruction": "live", "init": "random"}
-
     def check(self) -> None:
         choice("addax", "codes", self.codes, ("tanh", "sign"))
         choice("addax", "init", self.init, ("random", "identity"))
@@ -86,7 +81,7 @@ class ADDAXConfig:
             at_least("addax", name, getattr(self, name), 3)  # [CLS], one piece, [SEP]
         for name in ("hash_bits", "hash_hidden"):
             at_least("addax", name, getattr(self, name), 1)
-        for name in ("alpha", "delta", "gamma", "margin", "dropout"):
+        for name in ("code_sharpness", "delta", "gamma", "margin", "dropout"):
             at_least("addax", name, getattr(self, name), 0)
 
 
@@ -261,7 +256,7 @@ class ADDAX(LateInteraction, BertBackbone, RerankModel):
             query, doc = h_q, h_d
         else:
             b = on_rows(self.denoiser.encoder, h_d, v_mask)                              # (8) B (n, t, h)
-            codes = torch.tanh(self.config.alpha * b)                                     # B_D
+            codes = torch.tanh(self.config.code_sharpness * b)                                     # B_D
             query = torch.tanh(self.query_projection(h_q))                               # (10) (n, l, h)
             doc = codes if self.config.codes == "tanh" else torch.sign(b)
             if losses:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 import torch
@@ -100,14 +99,6 @@ class HCANConfig:
     loss: str = "nll"                # nll: pointwise NLL of P(relevant) [C]; hinge: pairwise, on the logit z_1 - z_0
     margin: float = 1.0              # hinge margin
     seed: int = 0                    # unknown-word rows and word2vec (`hcan(seed=N)` also seeds the training run)
-
-    # Fields added after the first HCAN checkpoints were saved, each with the value those checkpoints were trained
-    # with (overlap features were ours, "stopwords", before the code's became the default), so that they still load
-    RENAMED: ClassVar[dict] = {"bert_path": "bert"}  # old name -> name: read in checkpoints, kept in recipe keys
-    LEGACY: ClassVar[dict] = {"external_features": False, "overlap_mode": "stopwords", "rm_similarity": "dot",
-                              "loss": "nll", "margin": 1.0, "char_trigrams": False, "with_url": False,
-                              "trigram_dim": 50, "trigram_kernel": 4, "max_query_trigrams": 100,
-                              "max_doc_trigrams": 200, "max_url_trigrams": 120}
 
     def check(self) -> None:
         for name, allowed in _CHOICES.items():

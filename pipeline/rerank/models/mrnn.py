@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
 from pathlib import Path
 
 import numpy as np
@@ -94,8 +93,6 @@ class MRNNConfig:
     margin: float = 0.5             # triplet margin: 0.5 WikiQA/TrecQA, 0.8 QUASAR-T, 1 SQuAD
     own_negatives: bool = False     # also mine the question's own labelled negatives [R] (else other questions' only)
     seed: int = 0                   # unknown-word rows and word2vec (`mrnn(seed=N)` also seeds the training run)
-
-    LEGACY: ClassVar[dict] = {"attention_logits": "dot"}  # recipes and checkpoints from before the field
 
     def check(self) -> None:
         for name, allowed in _CHOICES.items():
