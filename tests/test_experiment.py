@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from pipeline.data.runs import read_run
 from pipeline.errors import InputError
 from pipeline.experiment import Experiment, run_experiment, status
 from pipeline.leaderboard import render
+from pipeline.stage import Stage
 from pipeline.stages.rerank import Overlap
 from pipeline.stages.bm25 import BM25
 from support import REPO, needs_shared_data, write_collection
@@ -38,27 +38,40 @@ def test_python_and_cli_spec_give_the_same_run(tmp_path):
 
 @needs_shared_data
 def test_second_run_is_served_from_the_cache(tmp_path, monkeypatch, caplog):
+    """Counted, not timed: the first run computes BM25 and the reranker once each (2 misses), the second computes
+    nothing (2 hits), --no-cache computes both again."""
     monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    computed = []
+    transformed = Stage._transformed
+
+    def counting(stage, topics, run):
+        computed.append(stage.name)
+        return transformed(stage, topics, run)
+
+    monkeypatch.setattr(Stage, "_transformed", counting)
     experiment = Experiment.from_dict({"name": "cached", "dataset": "vaswani", "measures": ["AP"],
                                        "pipeline": "bm25(hits=1000) % 100 >> overlap()"})
-    start = time.perf_counter()
-    first = run_experiment(experiment, tmp_path / "first.trec")
-    first_seconds = time.perf_counter() - start
     with caplog.at_level(logging.INFO, logger="irpipe"):
-        start = time.perf_counter()
+        first = run_experiment(experiment, tmp_path / "first.trec")
+    assert "stage cache: 0 hit(s), 2 miss(es)" in caplog.text
+    assert sorted(n for n in computed if n in ("bm25", "overlap")) == ["bm25", "overlap"]
+    computed.clear()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="irpipe"):
         second = run_experiment(experiment, tmp_path / "second.trec")
-        second_seconds = time.perf_counter() - start
     assert second["measures"] == first["measures"]
     assert (tmp_path / "second.trec").read_text() == (tmp_path / "first.trec").read_text()
     served = [r.message for r in caplog.records if "from cache" in r.message]
     assert len(served) == 2 and served[0].startswith("bm25(") and served[1].startswith("overlap(")
     assert "stage cache: 2 hit(s), 0 miss(es)" in caplog.text
-    assert second_seconds < first_seconds / 2
+    assert "bm25" not in computed and "overlap" not in computed  # neither stage ran again
     # --no-cache recomputes
+    computed.clear()
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="irpipe"):
         run_experiment(experiment, tmp_path / "third.trec", use_cache=False)
-    assert "from cache" not in caplog.text
+    assert "from cache" not in caplog.text and "stage cache:" not in caplog.text
+    assert sorted(n for n in computed if n in ("bm25", "overlap")) == ["bm25", "overlap"]
 
 
 @needs_shared_data
