@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from typing import ClassVar
+from typing import ClassVar, Iterable, Sequence, Sized
 
 from pipeline import cache
 from pipeline.binding import Binding
@@ -222,17 +222,8 @@ class Fusion(Stage):
     def __init__(self, *stages: Stage, method: str = "rrf", k: int = 60, weights: tuple[float, ...] | None = None,
                  depth: int = 1000, norm: str = "none"):
         self.stages = tuple(s for stage in stages for s in (stage.stages if isinstance(stage, Fusion) and stage._plain() else (stage,)))
-        choice(self.name, "method", method, ("rrf", "weighted"))
-        choice(self.name, "norm", norm, NORMS)
-        if norm != "none" and method != "weighted":
-            raise problem(self.name, "norm", f"norm={norm!r} applies to method=weighted (reciprocal rank fusion uses "
-                                             "ranks, not scores)")
-        if weights is not None and len(weights) != len(self.stages):
-            raise problem(self.name, "weights", f"{len(weights)} weights for {len(self.stages)} fused stages")
-        at_least(self.name, "k", k, 0)
-        at_least(self.name, "depth", depth, 1, integer=True)
+        self.weights = _fusion_weights(len(self.stages), method, k, weights, depth, norm)
         self.method, self.k, self.depth, self.norm = method, k, depth, norm
-        self.weights = tuple(weights) if weights is not None else (1.0,) * len(self.stages)
         self.needs_run = any(s.needs_run for s in self.stages)
 
     def resolve(self, binding: Binding) -> None:
@@ -242,21 +233,8 @@ class Fusion(Stage):
         return self.method == "rrf" and self.k == 60 and set(self.weights) == {1.0} and self.depth == 1000
 
     def transform(self, topics: Topics, run: Run | None) -> Run:
-        fused: dict[str, dict[str, float]] = {}
-        texts: dict[str, str] = {}
-        fields: dict[str, dict] = {}
-        for stage, weight in zip(self.stages, self.weights):
-            output = stage(topics, run)
-            texts.update(output.texts)
-            fields.update(output.doc_fields)
-            for qid, hits in output.ranking.items():
-                scores = fused.setdefault(qid, {})
-                hits = hits[: self.depth]
-                gains = [1.0 / (self.k + rank) for rank in range(1, len(hits) + 1)] if self.method == "rrf" else \
-                    NORMS[self.norm]([score for _, score in hits])
-                for (docid, _), gain in zip(hits, gains):
-                    scores[docid] = scores.get(docid, 0.0) + weight * gain
-        return Run.from_scores(fused, texts, tag=self.method, doc_fields=fields)
+        outputs = (stage(topics, run) for stage in self.stages)  # one at a time: each is fused, then let go
+        return fuse(outputs, self.method, self.k, self.weights, self.depth, self.norm)
 
     def config(self) -> dict:
         return {"stages": [repr(s) for s in self.stages], "method": self.method, "k": self.k,
@@ -267,6 +245,45 @@ class Fusion(Stage):
             return " + ".join(f"({s!r})" if isinstance(s, Compose) else repr(s) for s in self.stages)
         options = {k: v for k, v in self.config().items() if k != "stages"}
         return f"fusion({', '.join([*map(repr, self.stages), *(f'{k}={_format_value(v)}' for k, v in options.items())])})"
+
+
+def fuse(runs: Iterable[Run], method: str = "rrf", k: float = 60, weights: Sequence[float] | None = None,
+         depth: int = 1000, norm: str = "none") -> Run:
+    """`runs` fused as the `Fusion` stage fuses its stages' runs (its docstring; the same options), for runs made
+    elsewhere: e.g. a benchmark's BM25 and model scores of one candidate list, `fuse([bm25, model],
+    method="weighted", weights=[1, w], norm="zscore")`. The runs are read one at a time, in order."""
+    if weights is None:
+        runs = list(runs)
+    weights = _fusion_weights(len(runs) if isinstance(runs, Sized) else len(weights), method, k, weights, depth, norm)
+    fused: dict[str, dict[str, float]] = {}
+    texts: dict[str, str] = {}
+    fields: dict[str, dict] = {}
+    for output, weight in zip(runs, weights, strict=True):
+        texts.update(output.texts)
+        fields.update(output.doc_fields)
+        for qid, hits in output.ranking.items():
+            scores = fused.setdefault(qid, {})
+            hits = hits[:depth]
+            gains = [1.0 / (k + rank) for rank in range(1, len(hits) + 1)] if method == "rrf" else \
+                NORMS[norm]([score for _, score in hits])
+            for (docid, _), gain in zip(hits, gains):
+                scores[docid] = scores.get(docid, 0.0) + weight * gain
+    return Run.from_scores(fused, texts, tag=method, doc_fields=fields)
+
+
+def _fusion_weights(count: int, method: str, k: float, weights: Sequence[float] | None, depth: int,
+                    norm: str) -> tuple[float, ...]:
+    """The weights of `count` fused runs (1 each unless given), once the fusion options are checked."""
+    choice(Fusion.name, "method", method, ("rrf", "weighted"))
+    choice(Fusion.name, "norm", norm, NORMS)
+    if norm != "none" and method != "weighted":
+        raise problem(Fusion.name, "norm", f"norm={norm!r} applies to method=weighted (reciprocal rank fusion uses "
+                                           "ranks, not scores)")
+    if weights is not None and len(weights) != count:
+        raise problem(Fusion.name, "weights", f"{len(weights)} weights for {count} fused stages")
+    at_least(Fusion.name, "k", k, 0)
+    at_least(Fusion.name, "depth", depth, 1, integer=True)
+    return tuple(weights) if weights is not None else (1.0,) * count
 
 
 def _minmax(scores: list[float]) -> list[float]:

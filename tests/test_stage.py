@@ -7,7 +7,7 @@ from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
 from pipeline.stages.rerank import Reranker
-from pipeline.stage import Compose, Cutoff, Fusion, Stage, StageError
+from pipeline.stage import Compose, Cutoff, Fusion, Stage, StageError, fuse
 
 TOPICS = Topics({"q1": "alpha beta", "q2": "gamma"})
 
@@ -143,6 +143,16 @@ def test_weighted_fusion_normalises_per_query():
 def test_bad_fusion_norm(options):
     with pytest.raises(ConfigError, match="fusion: norm="):
         Fusion(A, B, **options)
+
+
+def test_fuse_is_the_fusion_of_runs_made_elsewhere():
+    """`fuse` (what a benchmark fuses its own scores with) is the stage's arithmetic, options and checks."""
+    for options in ({}, {"method": "weighted", "weights": (1.0, 2.0), "norm": "zscore"}, {"k": 10, "depth": 1}):
+        assert fuse([A(TOPICS), B(TOPICS)], **options).ranking == Fusion(A, B, **options)(TOPICS).ranking
+    with pytest.raises(ConfigError, match="fusion: norm="):
+        fuse([A(TOPICS), B(TOPICS)], norm="minmax")
+    with pytest.raises(ConfigError, match="3 weights for 2"):
+        fuse([A(TOPICS), B(TOPICS)], method="weighted", weights=(1, 1, 1))
 
 
 @pytest.mark.parametrize("damage", [lambda b: b[: len(b) // 2], lambda b: b"not gzip", lambda b: b""],
