@@ -1,7 +1,8 @@
-"""MRNN: Multi-Resolution Neural Network with duplex attention (Cakaloglu & Xu), as read in MODELS.md §2.
+"""MRNN: Multi-Resolution Neural Network with duplex attention (Cakaloglu & Xu), as read in docs/models.md §2.
 
-No public code exists; [R] marks our resolutions (MODELS.md §2). Query and document share every layer (the layers:
-pipeline/rerank/models/_mrnn_layers.py):
+No public code exists; [R] marks our resolutions (docs/models.md §2). Query and document share every layer. The
+network is all in this file, in this order; how texts become ids, and the memories of frozen BERT features and of
+each text's MRA in evaluation, are in _mrnn_inputs.py beside it.
 
     E = embed(text)                                    (L, w)   static word table, or frozen BERT token features
     G_n = sc_n · POOL(PReLU(BN(Conv1d(UB_n))))         (L, s)   (1) UB_1 = E (kernel 1); UB_n = [G_1; ..; G_{n-1}]
@@ -22,12 +23,12 @@ pipeline/rerank/models/_mrnn_layers.py):
 Training: triplet margin loss with batch-hard mining [dist(Q, D+) − dist(Q, D−) + m]₊: for each question of the
 batch its hardest positive (largest distance) against its hardest negative (smallest), where the negatives are the
 other questions' positives in the batch and, with `own_negatives=True` [R], the question's own labelled negatives.
-Adam lr 1e-2 [R] (paper 1e-4; see training_defaults), weight decay 1e-3 (as L2). Resolutions beyond MODELS.md:
-queries and documents of a batch pass the feature maps together (one set of BatchNorm statistics, as at evaluation);
-inputs optionally IDF-scaled (idf_inputs); frozen BERT token features are computed once per distinct text; in
-evaluation each distinct text's MRA is computed once (`remembered`: it depends on that text alone), so reranking
-a query's top 100 costs the pair attention of eqs. (5)-(8), not 100 passes of the feature maps; under `predict` it
-is kept only until the last batch that needs it (`plan_batches`), so memory does not grow with the run.
+Adam lr 1e-2 [R] (paper 1e-4; see training_defaults), weight decay 1e-3 (as L2).
+
+Resolutions beyond docs/models.md §2: queries and documents of a batch pass the feature maps together (one set of
+BatchNorm statistics, as at evaluation); inputs optionally IDF-scaled (idf_inputs). In evaluation a text's MRA
+depends on that text alone, so each distinct text's is computed once (`remembered`, _mrnn_inputs.py): reranking a
+query's top 100 costs the pair attention of eqs. (5)-(8), not 100 passes of the feature maps.
 Two defaults depart from the paper because they stopped training (measured by pipeline/benchmarks/mrnn_dynamics.py):
 the feature sum T of eq. (2) is ~0.3 s after BN + PReLU, so eq. (3) is one-hot from the start and its FC gets no
 gradient (summary=mean keeps it soft); and Adam at lr 1e-4 moves no parameter by more than 1e-4 a step.
@@ -38,9 +39,7 @@ max-pooling, zero before every convolution): appending padding does not change a
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -48,19 +47,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline.errors import ConfigError
-from pipeline.log import logger
-from pipeline.rerank.bert import (DEFAULT_BERT, bert_from_assets, check_positions, last_layer, load_bert, pad_rows,
-                                  save_bert_assets, single_inputs)
-from pipeline.validate import at_least, choice
-from pipeline.rerank.memo import TextMemo
-from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
-from pipeline.rerank.models import register_model
-from pipeline.rerank.models._mrnn_layers import (DenselyConnectedBlocks, DocumentAwareQueryAttention,
-                                                 MultiResolutionAttention)
-from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
+from pipeline.rerank.bert import DEFAULT_BERT
+from pipeline.rerank.layers import masked_softmax
 from pipeline.rerank.losses import hardest_triplets
+from pipeline.rerank.memo import TextMemo
+from pipeline.rerank.model import Batch, Loss, RerankModel
+from pipeline.rerank.models import register_model
+from pipeline.rerank.models._mrnn_inputs import CONTEXTUAL, MRNNInputs
+from pipeline.rerank.text import SOURCES, Vocabulary
+from pipeline.validate import at_least, choice
 
-CONTEXTUAL = "contextual"  # frozen BERT token features: the closest thing here to the paper's BERT/ELMo features
+# -- config ------------------------------------------------------------------------------------------------------------
 _CHOICES = {"embeddings": (*SOURCES, CONTEXTUAL), "pooling": ("identity", "max"), "summary": ("sum", "mean"),
             "doc_attention": ("fixed", "length_free"), "attention_init": ("identity", "random"),
             "attention_logits": ("dot", "scaled", "distance")}
@@ -106,6 +103,101 @@ class MRNNConfig:
             raise ConfigError(f"mrnn: window={self.window}; it must be odd (same-length convolution)", field="window")
 
 
+# -- multi-resolution feature maps, eq. (1): (B, L, w) + (B, L) mask -> G (B, N, L, s) ---------------------------------
+class NgramBlock(nn.Module):
+    """G_n = sc_n · POOL(PReLU(BN(Conv1d(UB_n)))), eq. (1); BN and PReLU see the real positions only."""
+
+    def __init__(self, channels: int, filters: int, kernel: int, pooling: str):
+        super().__init__()
+        self.conv = nn.Conv1d(channels, filters, kernel, padding=kernel // 2)
+        self.norm = nn.BatchNorm1d(filters)  # over the (R, s) rows of real positions: a masked BatchNorm
+        self.act = nn.PReLU(filters)
+        self.scale = nn.Parameter(torch.ones(()))  # sc_n, init 1
+        self.pool = kernel if pooling == "max" else 0
+
+    def forward(self, ub: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = self.conv(ub.transpose(1, 2)).transpose(1, 2)                 # (B, L, s); padding of ub is zero
+        g = torch.zeros_like(h)
+        g[mask] = self.act(self.norm(h[mask]))                             # (R, s) real positions only
+        if self.pool:                                                      # stride-1 max over ws positions
+            g = F.max_pool1d(g.masked_fill(~mask[..., None], float("-inf")).transpose(1, 2), self.pool, 1,
+                             self.pool // 2).transpose(1, 2)
+        return self.scale * g.masked_fill(~mask[..., None], 0.0)           # (B, L, s), padding zero
+
+
+class DenselyConnectedBlocks(nn.Module):
+    """Block 1: kernel 1 on the embeddings (w -> s); block n: kernel ws on [G_1; ..; G_{n-1}] ((n-1)s -> s)."""
+
+    def __init__(self, width: int, c: MRNNConfig):
+        super().__init__()
+        self.blocks = nn.ModuleList(NgramBlock(width if n == 1 else (n - 1) * c.filters, c.filters,
+                                               1 if n == 1 else c.window, c.pooling) for n in range(1, c.blocks + 1))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        maps = [self.blocks[0](x * mask[..., None], mask)]                # G_1 (B, L, s)
+        for block in self.blocks[1:]:
+            maps.append(block(torch.cat(maps, -1), mask))                  # G_n from UB_n (B, L, (n-1)s)
+        return torch.stack(maps, 1)                                        # G (B, N, L, s)
+
+
+# -- the duplex attention, eqs. (2)-(8) --------------------------------------------------------------------------------
+class MultiResolutionAttention(nn.Module):
+    """Eqs. (2)-(4): per position, a softmax over the N resolutions of their feature sums; shared by Q and D."""
+
+    def __init__(self, c: MRNNConfig):
+        super().__init__()
+        self.mean = c.summary == "mean"
+        self.conductor = nn.Sequential(nn.Linear(c.blocks, c.blocks), nn.PReLU())
+
+    def forward(self, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """G (B, N, L, s) -> MRA (B, L, s) and the weights aw (B, L, N)."""
+        t = (g.mean(-1) if self.mean else g.sum(-1)).transpose(1, 2)      # (B, L, N)  T, eq. (2)
+        aw = torch.softmax(self.conductor(t), -1)                          # (B, L, N)  eq. (3)
+        return torch.einsum("bln,bnls->bls", aw, g), aw                    # (B, L, s)  eq. (4)
+
+
+class DocumentAwareQueryAttention(nn.Module):
+    """Eqs. (5)-(8) on query and document MRA with broadcastable leading dims (...): each pair, or (U, 1) queries
+    against (1, B) documents for in-batch mining."""
+
+    def __init__(self, c: MRNNConfig):
+        super().__init__()
+        self.length = c.max_doc_length if c.doc_attention == "fixed" else 0
+        self.fc = nn.Linear(self.length, self.length) if self.length else nn.Linear(1, 1)
+        if c.attention_init == "identity":                                 # start as plain dot-product attention
+            nn.init.eye_(self.fc.weight)
+            nn.init.zeros_(self.fc.bias)
+        self.act = nn.PReLU()
+        # e_ij = γ (α mra_q,i · d_j - β ‖d_j‖²): dot (paper) α = 1, β = 0, γ = 1; scaled γ = 1/√s; distance [R]
+        # α = 2, β = 1, γ = 1/√s, i.e. (‖q_i‖² - ‖q_i - d_j‖²)/√s: the attention ranks positions by the distance of (8)
+        self.alpha, self.beta = (2.0, 1.0) if c.attention_logits == "distance" else (1.0, 0.0)
+        self.gamma = 1.0 if c.attention_logits == "dot" else c.filters ** -0.5
+
+    def similarity(self, q, d) -> torch.Tensor:
+        """q (..., n, s), d (..., m, s) -> e (..., n, m), eq. (5)."""
+        e = q @ d.transpose(-1, -2)
+        if self.beta:
+            e = self.alpha * e - self.beta * d.pow(2).sum(-1).unsqueeze(-2)
+        return e * self.gamma if self.gamma != 1.0 else e
+
+    def forward(self, q, q_mask, d, d_mask) -> tuple[torch.Tensor, torch.Tensor]:
+        """q (..., n, s), q_mask (..., n), d (..., m, s), d_mask (..., m) -> dist (...) and aw' (..., n, m)."""
+        m = d.size(-2)
+        e = self.similarity(q, d)                                          # (..., n, m)  e_i = MRA_d mra_q,i, (5)
+        if self.length:                                                    # FC over the padded document axis
+            logits = self.fc(F.pad(e, (0, self.length - m)))[..., :m]      # (..., n, m)
+        else:                                                              # a e_ij + b, per position
+            logits = self.fc(e.unsqueeze(-1)).squeeze(-1)                  # (..., n, m)
+        aw = masked_softmax(self.act(logits), d_mask.unsqueeze(-2), -1)   # (..., n, m)  real j only, (6)
+        sae = aw @ d                                                       # (..., n, s)  (7)
+        return self.distance(sae, q, q_mask), aw
+
+    @staticmethod
+    def distance(sae, q, q_mask) -> torch.Tensor:
+        qe = ((sae - q) ** 2).sum(-1).add(1e-12).sqrt()                    # (..., n)     ‖sae_i - mra_q,i‖ (8)
+        return (qe * q_mask).sum(-1)                                       # (...)        Σ over real i
+
+
 @dataclass
 class MRNNOutput:
     """The forward pass: each pair's distance, and what the loss needs to compare every query with every document."""
@@ -118,18 +210,9 @@ class MRNNOutput:
     query_index: torch.Tensor  # (B,) row of `queries` of each pair
 
 
-def input_idf(token_lists: list[list[str]], ids: dict[str, int], size: int) -> torch.Tensor:
-    """(size,) normalised IDF of each input id over the training texts (pipeline/rerank/text.py IdfTable); 1 else."""
-    weights = torch.ones(size)
-    for word, weight in IdfTable.build(token_lists, 1).tables[0].items():
-        if word in ids:
-            weights[ids[word]] = weight
-    return weights
-
-
-# -- the model ---------------------------------------------------------------------------------------------------
+# -- the model ---------------------------------------------------------------------------------------------------------
 @register_model
-class MRNN(RerankModel):
+class MRNN(MRNNInputs, RerankModel):
     name = "mrnn"
     config_class = MRNNConfig
     # lr 1e-2 [R] (paper 1e-4): Adam moves a parameter by ~lr a step, and at 27-33 steps an epoch (WikiQA) 1e-4 held
@@ -145,14 +228,9 @@ class MRNN(RerankModel):
         c = config
         c.check()
         self.vocab, self.bert, self.tokenizer = vocab, bert, tokenizer
-        if c.embeddings == CONTEXTUAL:
-            if bert is None:
-                self.bert, self.tokenizer = load_bert(c.bert)
-            check_positions("mrnn", c, self.bert, ("max_query_length", "max_doc_length"))
-            self.bert.requires_grad_(False).eval()                         # frozen token features
-            self._features = TextMemo()                                    # word-piece row -> (pieces, H)
-            width = self.bert.config.hidden_size
-        else:
+        if c.embeddings == CONTEXTUAL:                                     # E: frozen BERT features (_mrnn_inputs.py)
+            width = self.attach_frozen_bert()
+        else:                                                              # E: a static word table (vocab, w)
             width = embeddings.shape[1] if embeddings is not None else c.embedding_dim
             if vocab is None or not width:
                 raise ConfigError("mrnn: build the model with MRNN.from_training_data (vocabulary, embeddings)")
@@ -163,118 +241,26 @@ class MRNN(RerankModel):
         if c.idf_inputs:                                                   # weights of the input ids (state_dict)
             self.register_buffer("input_idf", torch.ones(len(self.tokenizer) if self.bert is not None else len(vocab)))
         self._mra = TextMemo()                                            # id row -> MRA (L, s), evaluation only
-        self.feature_maps = DenselyConnectedBlocks(width, c)
-        self.resolution_attention = MultiResolutionAttention(c)
-        self.query_attention = DocumentAwareQueryAttention(c)
+        self.feature_maps = DenselyConnectedBlocks(width, c)              # (1)      G (K, N, L, s)
+        self.resolution_attention = MultiResolutionAttention(c)            # (2)-(4)  MRA (K, L, s)
+        self.query_attention = DocumentAwareQueryAttention(c)              # (5)-(8)  dist (B,)
 
-    def train(self, mode: bool = True) -> "MRNN":
-        super().train(mode)
-        self._mra.clear()                                                  # eval() too: predict() starts afresh
-        if self.bert is not None:
-            self.bert.eval()                                               # frozen: no dropout either
-        return self
+    # -- building, saving, inputs and memories: MRNNInputs (_mrnn_inputs.py) -------------------------------------------
+    # from_training_data, save_assets, load_assets, train (forgets the memory of MRAs), prepare, plan_batches,
+    # token_features (frozen BERT, once per text), remembered (a text's MRA in evaluation, once per text)
 
-    # -- building -----------------------------------------------------------------------------------------------
-    @classmethod
-    def from_training_data(cls, config: MRNNConfig, queries: list[str], docs: list[str], doc_fields=()) -> "MRNN":
-        """Static tables: the vocabulary of the training texts (+ the table's first words) and its embeddings."""
-        config.check()
-        texts = list(dict.fromkeys([*queries, *docs]))
-        if config.embeddings == CONTEXTUAL:
-            model = cls(config)
-            if config.idf_inputs:
-                pieces = [model.tokenizer.tokenize(t) for t in texts]
-                model.input_idf.copy_(input_idf(pieces, model.tokenizer.get_vocab(), len(model.tokenizer)))
-            return model
-        token_lists = [tokenize(t) for t in texts]
-        dim = config.embedding_dim or 300
-        table = word_table(config.embeddings, config.bert, token_lists, dim, config.seed)
-        vocab = Vocabulary.build(token_lists, 1, table.words[:config.pretrained_vocab] if table is not None else [])
-        matrix, found = embedding_matrix(vocab, table, dim, np.random.default_rng(config.seed))
-        logger.info("mrnn: %d training texts, vocabulary %d words (%d from %s), embeddings %d-d", len(token_lists),
-                    len(vocab), found, config.embeddings, matrix.shape[1])
-        model = cls(dataclasses.replace(config, embedding_dim=matrix.shape[1]), vocab, matrix)
-        if config.idf_inputs:
-            model.input_idf.copy_(input_idf(token_lists, vocab.ids, len(vocab)))
-        return model
-
-    def save_assets(self, directory: Path) -> None:
-        if self.bert is not None:
-            save_bert_assets(self.bert, self.tokenizer, directory)
-        else:
-            self.vocab.save(Path(directory) / "vocab.txt")
-
-    @classmethod
-    def load_assets(cls, config: MRNNConfig, directory: Path) -> "MRNN":
-        from pipeline.rerank.checkpoint import CheckpointError
-
-        if config.embeddings == CONTEXTUAL:
-            return cls(config, None, None, *bert_from_assets(directory))
-        path = Path(directory) / "vocab.txt"
-        if not path.is_file():
-            raise CheckpointError(path, "missing: MRNN's vocabulary")
-        return cls(config, Vocabulary.load(path))
-
-    # -- inputs -------------------------------------------------------------------------------------------------
-    def batch_sampling(self) -> str:
-        """Own negatives: whole questions (positives + sampled negatives); else one positive per row."""
-        return "queries" if self.config.own_negatives else "positives"
-
-    def _ids(self, texts: list[str], limit: int) -> tuple[torch.Tensor, int]:
-        """(B, L) ids padded with 0, cut to `limit` words (or "[CLS] pieces [SEP]", L <= limit: the fixed document
-        attention spans max_doc_length positions); how many texts were cut."""
-        if self.bert is not None:                                          # an empty text reads as one [UNK]
-            ids, _, cut = single_inputs(self.tokenizer, texts, limit, unk_if_empty=True)
-            return ids, cut
-        words = [tokenize(t) or [Vocabulary.UNK] for t in texts]          # an empty text reads as one unknown word
-        return pad_rows([self.vocab.encode(w[:limit]) for w in words], 0)[0], sum(len(w) > limit for w in words)
-
-    def prepare(self, pairs: list[Pair]) -> Batch:
-        """Distinct queries (by qid) once, each pair's document, and which query each pair has."""
-        c = self.config
-        rows = {p.qid: p.query for p in pairs}
-        query_ids, query_cut = self._ids(list(rows.values()), c.max_query_length)
-        doc_ids, doc_cut = self._ids([p.text for p in pairs], c.max_doc_length)
-        index = {qid: i for i, qid in enumerate(rows)}
-        query_index = torch.tensor([index[p.qid] for p in pairs], dtype=torch.long)
-        return Batch({"query_ids": query_ids, "doc_ids": doc_ids, "query_index": query_index}, query_cut + doc_cut,
-                     pairs)
-
-    # -- the network ----------------------------------------------------------------------------------------------
+    # -- the network ---------------------------------------------------------------------------------------------------
     def embed(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, L) ids -> E (B, L, w) and the mask of real positions (B, L) (contextual: [CLS]/[SEP] masked out)."""
         mask = self.real_positions(ids)
         x = self.embedding(ids) if self.bert is None else self.token_features(ids) * mask[..., None]
         return (x * self.input_idf[ids][..., None] if self.config.idf_inputs else x), mask
 
-    def pad_id(self) -> int:
-        return self.tokenizer.pad_token_id if self.bert is not None else 0
-
-    def real_positions(self, ids: torch.Tensor) -> torch.Tensor:
-        """(B, L) mask of the words (contextual: word pieces; [CLS], [SEP] and padding are not real)."""
-        if self.bert is None:
-            return ids != 0
-        tok = self.tokenizer
-        return (ids != tok.pad_token_id) & (ids != tok.cls_token_id) & (ids != tok.sep_token_id)
-
-    def token_features(self, ids: torch.Tensor) -> torch.Tensor:
-        """(B, L) word-piece rows -> (B, L, H) frozen BERT last-layer features, computed once per distinct text:
-        the BERT never changes, so each epoch after the first reads them from memory."""
-        pad = self.tokenizer.pad_token_id
-        rows = self.text_rows(ids)
-
-        def bert_features(missing: list[tuple[int, ...]]):
-            for start in range(0, len(missing), 256):
-                chunk = missing[start:start + 256]
-                piece_ids, attention = pad_rows([list(row) for row in chunk], pad)
-                with torch.no_grad():
-                    hidden = last_layer(self.bert, piece_ids.to(ids.device), attention.to(ids.device))  # (K, L, H)
-                yield from (hidden[k, :len(row)].float().cpu() for k, row in enumerate(chunk))
-
-        features = torch.zeros(*ids.shape, self.bert.config.hidden_size)
-        for b, (row, value) in enumerate(zip(rows, self._features.lookup(rows, bert_features))):
-            features[b, :len(row)] = value                                                    # (L_b, H)
-        return features.to(ids.device)
+    def multi_resolution(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(K, L) ids -> MRA (K, L, s) and the mask of real positions (K, L): eqs. (1)-(4)."""
+        x, mask = self.embed(ids)                                          # E (K, L, w)
+        mra, _ = self.resolution_attention(self.feature_maps(x, mask))    # G (K, N, L, s) -> MRA (K, L, s)
+        return mra, mask
 
     def represent(self, query_ids: torch.Tensor, doc_ids: torch.Tensor):
         """(U, n) query and (B, m) document ids -> MRA (U, n, s), (B, m, s) and their masks: eqs. (1)-(4).
@@ -289,42 +275,6 @@ class MRNN(RerankModel):
         query_mask, doc_mask = mask.split([len(query_ids), len(doc_ids)])
         return queries[:, :n], query_mask[:, :n], docs[:, :m], doc_mask[:, :m]
 
-    def multi_resolution(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(K, L) ids -> MRA (K, L, s) and the mask of real positions (K, L): eqs. (1)-(4)."""
-        x, mask = self.embed(ids)
-        mra, _ = self.resolution_attention(self.feature_maps(x, mask))
-        return mra, mask
-
-    def text_rows(self, ids: torch.Tensor) -> list[tuple[int, ...]]:
-        """(K, L) padded ids -> each text's ids, padding dropped: the key of its remembered tensors."""
-        pad = self.pad_id()
-        return [tuple(row[row != pad].tolist()) for row in ids.cpu()]
-
-    def plan_batches(self, batches) -> None:
-        """`predict`'s batches, as `remembered` will look their texts up: a text's maps are kept until its last
-        batch and a text of one batch not at all (pipeline/rerank/memo.py), so the memory holds the queries and
-        passages still to be reused, not every text of the run (eval/MRNN.md §3). The same scores: a kept text
-        is one that would be looked up again."""
-        prepared = (self.prepare(pairs).tensors for pairs in batches)
-        self._mra.expect(self.text_rows(t["query_ids"]) + self.text_rows(t["doc_ids"]) for t in prepared)
-
-    def remembered(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """`multi_resolution` in evaluation, once per distinct text: with BatchNorm's running statistics and the
-        padding masked, a text's MRA depends on that text alone. Kept until the next train()/eval() call (the
-        weights change only in between; `predict` calls eval() first), at most 1 GiB of it (pipeline/rerank/memo.py);
-        under `predict` (`plan_batches`) only until the text's last batch."""
-        pad = self.pad_id()
-        rows = self.text_rows(ids)
-
-        def maps(missing: list[tuple[int, ...]]):
-            fresh, _ = self.multi_resolution(pad_rows([list(row) for row in missing], pad)[0].to(ids.device))
-            return [fresh[k, :len(row)] for k, row in enumerate(missing)]                   # (L_k, s) each
-
-        mra = torch.zeros(*ids.shape, self.config.filters, device=ids.device)
-        for b, (row, value) in enumerate(zip(rows, self._mra.lookup(rows, maps))):
-            mra[b, :len(row)] = value
-        return mra, self.real_positions(ids)
-
     def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_index: torch.Tensor) -> MRNNOutput:
         """(U, n) distinct queries, (B, m) documents, (B,) query row of each pair -> distances and representations."""
         queries, query_mask, docs, doc_mask = self.represent(query_ids, doc_ids)   # (U, n, s), (B, m, s) + masks
@@ -333,6 +283,11 @@ class MRNN(RerankModel):
 
     def score(self, output: MRNNOutput) -> torch.Tensor:
         return -output.distance
+
+    # -- training: batch-hard triplets ---------------------------------------------------------------------------------
+    def batch_sampling(self) -> str:
+        """Own negatives: whole questions (positives + sampled negatives); else one positive per row."""
+        return "queries" if self.config.own_negatives else "positives"
 
     def all_distances(self, output: MRNNOutput, columns: torch.Tensor | None = None) -> torch.Tensor:
         """(U, B): every distinct query of the batch against every document of the batch (or (U, C): against the
