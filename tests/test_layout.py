@@ -1,7 +1,7 @@
 """The package's shape (pipeline/ARCHITECTURE.md): its units import one way down the layers, no import cycle
 anywhere in pipeline/ (function-level imports included; `if TYPE_CHECKING:` imports, which never run, aside) and
-none between its units, no module over 400 lines; a model is one file of pipeline/rerank/models/, found by the
-registry without being listed anywhere."""
+none between its units, no module over its line cap (400 lines; a model file 600, see `line_cap`); a model is one
+file of pipeline/rerank/models/, found by the registry without being listed anywhere."""
 from __future__ import annotations
 
 import ast
@@ -123,9 +123,29 @@ def test_every_model_file_registers_itself_under_its_own_name():
         assert model.name == name and get_stage_class(name).model_class is model and name in stage_names()
 
 
-def test_no_module_over_400_lines():
-    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+LINE_CAP = 400        # any module
+MODEL_LINE_CAP = 600  # a model file: pipeline/rerank/models/<name>.py
+
+
+def line_cap(path: Path) -> int:
+    """A model file gets the larger cap because its config, its layers and its forward pass, with the paper's
+    equation numbers and tensor shapes beside them, are read together against docs/models.md: a cap must never be
+    the reason an equation leaves its model file. What is plumbing (vocabularies, ids, caches, assets) moves beside
+    it to `_<name>_inputs.py`, which keeps the plain cap, as does every other module."""
+    is_model = path.parent == PACKAGE / "rerank" / "models" and not path.name.startswith("_")
+    return MODEL_LINE_CAP if is_model else LINE_CAP
+
+
+def test_line_caps_tell_model_files_from_their_helpers():
+    models = PACKAGE / "rerank" / "models"
+    assert line_cap(models / "mrnn.py") == MODEL_LINE_CAP
+    assert {line_cap(p) for p in (models / "_mrnn_inputs.py", models / "__init__.py", PACKAGE / "stage.py")} == {400}
+
+
+def test_no_module_over_its_line_cap():
+    """400 lines a module, 600 a model file (`line_cap` says why)."""
+    long = {str(p.relative_to(PACKAGE)): (n, line_cap(p)) for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > line_cap(p)}
     assert long == {}
 
 
