@@ -94,6 +94,7 @@ def test_a_damaged_recipe_model_says_remove_it_and_rerun(saved, tmp_path, monkey
 
 
 def test_each_file_is_hashed_once_per_process(checkpoint, monkeypatch):
+    """The first load hashes each file the save recorded (the check that finds a flipped byte), the second none."""
     hashed = []
     real = files.hashlib.sha256
 
@@ -101,18 +102,31 @@ def test_each_file_is_hashed_once_per_process(checkpoint, monkeypatch):
         hashed.append(1)
         return real(*args)
 
-    load_checkpoint(checkpoint)
     monkeypatch.setattr(files.hashlib, "sha256", counting)
+    load_checkpoint(checkpoint)
+    assert len(hashed) == len(json.loads((checkpoint / "config.json").read_text())["files"]) > 1
+    hashed.clear()
     load_checkpoint(checkpoint)
     assert hashed == []
 
 
 def test_checkpoints_saved_before_the_records_still_load(checkpoint):
+    """...with the weights of their own file: every tensor as saved (shifted here by 0.25, values that neither the
+    pretrained BERT nor a fresh initialisation gives), not a model built from the config alone."""
+    from safetensors.torch import load_file, save_file
+
     path = checkpoint / "config.json"
     record = json.loads(path.read_text())
     del record["files"], record["digest"]
     path.write_text(json.dumps(record))
-    load_checkpoint(checkpoint)
+    weights = checkpoint / "model.safetensors"
+    saved = {name: tensor + 0.25 if tensor.is_floating_point() else tensor
+             for name, tensor in load_file(weights).items()}
+    save_file(saved, weights)  # (unchecked: no records to differ from)
+    model = load_checkpoint(checkpoint)
+    state = model.state_dict()
+    assert saved and set(saved) <= set(state) and not model.training
+    assert [name for name, tensor in saved.items() if not torch.equal(state[name], tensor)] == []
 
 
 # -- stage cache entries: gzip's CRC-32 and length, checked on every read -------------------------------------------
