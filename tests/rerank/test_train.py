@@ -112,10 +112,19 @@ def test_dev_loss_selection_and_no_dev(tiny_bert, tiny_qa, tmp_path):
     assert no_dev.best_epoch == 2 and no_dev.best == {}
 
 
-def test_sgd_plateau_run(tiny_bert, tiny_qa, tmp_path):
+def test_sgd_plateau_halves_the_lr_after_patience_epochs_without_a_better_dev_score(tiny_bert, tiny_qa, tmp_path):
+    """schedule=plateau (HCAN's SGD + Nesterov): the first epoch sets the best dev score; once plateau_patience
+    epochs without a better one have been borne, the next such epoch ends with the lr times plateau_factor, and the
+    count starts again. An lr of 1e-6 leaves the dev AP flat, so every epoch after the first is one without."""
+    lr = 1e-6
     result = _train(tiny_bert, tiny_qa, tmp_path / "out", options={
-        "epochs": 2, "optimizer": "sgd", "nesterov": True, "schedule": "plateau", "plateau_patience": 0, "lr": 0.05})
-    assert len(result.history) == 2 and all(r["loss"] >= 0 for r in result.history)
+        "epochs": 5, "optimizer": "sgd", "nesterov": True, "schedule": "plateau", "plateau_patience": 1,
+        "plateau_factor": 0.5, "lr": lr})
+    dev = [r["dev"]["AP"] for r in result.history]
+    assert dev == [dev[0]] * 5 and result.best_epoch == 1                  # no epoch after the first is better
+    # the lr each epoch trained with: epochs 2 and 3 without a better score -> halved after epoch 3; epoch 4 starts
+    # the count again (halving again after epoch 5)
+    assert [r["lr"] for r in result.history] == [lr, lr, lr, lr / 2, lr / 2]
 
 
 def test_warmup_schedules_of_train_and_pretrain():
