@@ -35,6 +35,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from pipeline.data.ids import check_query_docs
 from pipeline.data.qrels import Qrels, read_qrels
 from pipeline.data.runs import Run, read_run
 from pipeline.errors import IrpipeError, UnknownNameError
@@ -151,6 +152,13 @@ def parse_measure(text, rel_level: int = 1):
     return _checked(found[0], text, rel_level)
 
 
+# checked before evaluation: trec_eval's C code aborts on a cutoff of 0 (P@0, nDCG@0), pytrec_eval fails on rel=0 and
+# on a level past a C int, ir-measures on P@2**63
+_INT_MAX = 2**31 - 1
+_POSITIVE = {"cutoff": ("cutoff", "the number of top documents it looks at"),
+             "rel": ("relevance level", "the lowest label that counts as relevant")}
+
+
 def _checked(measure, text, rel_level: int):
     """The measure with its parameters checked and the relevance level applied; one a provider computes. The level
     goes to a measure that does not name its own `rel` in `text` (a trec_eval name or an alias like NumRelRet, whose
@@ -163,6 +171,9 @@ def _checked(measure, text, rel_level: int):
                             f"(it takes: {', '.join(supported) or 'none'}); expected {EXPECTED_FORM}")
         if not supported[name].validate(value):
             raise EvalError(f"measure {text!r}: invalid {name}={value!r}; expected {EXPECTED_FORM}")
+        if name in _POSITIVE and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _INT_MAX):
+            what, why = _POSITIVE[name]
+            raise EvalError(f"measure {text!r}: {what} {value!r}; expected an integer from 1 to {_INT_MAX} ({why})")
     named = "rel=" in text.replace(" ", "") if isinstance(text, str) else "rel" in measure.params
     num_ret = measure.NAME == "NumRet" and "rel" not in measure.params
     if rel_level != 1 and "rel" in supported and not named and not num_ret:
@@ -190,8 +201,9 @@ def parse_measures(measures: str | Iterable, rel_level: int = 1) -> list:
 
 
 def _check_rel_level(rel_level: int) -> None:
-    if isinstance(rel_level, bool) or not isinstance(rel_level, int) or rel_level < 1:
-        raise EvalError(f"relevance level must be an integer >= 1 (2 for TREC DL graded qrels), got {rel_level!r}")
+    if isinstance(rel_level, bool) or not isinstance(rel_level, int) or not 1 <= rel_level <= _INT_MAX:
+        raise EvalError(f"relevance level must be an integer >= 1 (2 for TREC DL graded qrels; at most {_INT_MAX}), "
+                        f"got {rel_level!r}")
 
 
 # ----------------------------------------------------------------------------------------------- inputs
@@ -205,6 +217,7 @@ def _as_run(run: RunLike) -> dict[str, dict[str, float]]:
         run = run.to_dict()
     else:
         run = {str(qid): {str(d): float(s) for d, s in docs.items()} for qid, docs in run.items()}
+        check_query_docs(run, "run")  # the id rule, as a run file has it
     return _break_ties(run)
 
 
@@ -221,7 +234,9 @@ def as_qrels(qrels: QrelsLike) -> Qrels:
     """Qrels from a file path or a mapping, with string ids and integer labels."""
     if isinstance(qrels, (str, Path)):
         return read_qrels(qrels)
-    return {str(qid): {str(d): int(r) for d, r in judged.items()} for qid, judged in qrels.items()}
+    qrels = {str(qid): {str(d): int(r) for d, r in judged.items()} for qid, judged in qrels.items()}
+    check_query_docs(qrels, "qrels")  # the id rule, as a qrels file has it
+    return qrels
 
 
 def evaluated_queries(run: RunLike, qrels: QrelsLike, queries: str = "qrels") -> list[str]:

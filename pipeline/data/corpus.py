@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from pipeline.data.files import first_line, json_lines, numbered_lines, plain_suffix
+from pipeline.data.ids import check_id
 from pipeline.errors import InputError, MissingResourceError
 
 DOC_FORMATS = ("jsonl", "tsv", "trec")
@@ -81,7 +82,7 @@ def _jsonl_docs(path: Path) -> Iterator[tuple[int, dict]]:
         contents = obj.pop("contents", None)
         if not isinstance(contents, str):
             raise InputError(path, "missing \"contents\" string", number, "contents")
-        yield number, {"id": _check_id(doc_id, path, number, "id"), "contents": contents, **obj}
+        yield number, {"id": check_id(doc_id, path, number, "id", "document id"), "contents": contents, **obj}
 
 
 def _beir_doc(obj: dict, path: Path, number: int) -> dict:
@@ -101,15 +102,15 @@ def _beir_doc(obj: dict, path: Path, number: int) -> dict:
     contents = f"{title} {text}" if title.strip() else text
     if not obj.get("metadata"):
         obj.pop("metadata", None)  # BEIR's empty metadata is no field
-    return {"id": _check_id(doc_id, path, number, "_id"), "contents": contents, "title": title, **obj}
+    return {"id": check_id(doc_id, path, number, "_id", "document id"), "contents": contents, "title": title, **obj}
 
 
 def _tsv_docs(path: Path) -> Iterator[tuple[int, dict]]:
     for number, line in numbered_lines(path):
         if "\t" not in line:
             raise InputError(path, "expected id<TAB>text, found no tab", number, "columns")
-        doc_id, contents = line.split("\t", 1)
-        yield number, {"id": _check_id(doc_id, path, number, "id"), "contents": contents}
+        doc_id, contents = line.split("\t", 1)  # later tabs are the text's: msmarco-docs.tsv's id, url, title, body
+        yield number, {"id": check_id(doc_id, path, number, "id", "document id"), "contents": contents}
 
 
 def _trec_docs(path: Path) -> Iterator[tuple[int, dict]]:
@@ -117,7 +118,7 @@ def _trec_docs(path: Path) -> Iterator[tuple[int, dict]]:
         match = _DOCNO.search(block)
         if not match:
             raise InputError(path, "document has no <DOCNO>...</DOCNO>", number, "DOCNO")
-        doc_id = _check_id(match.group(1).strip(), path, number, "DOCNO")
+        doc_id = check_id(match.group(1).strip(), path, number, "DOCNO", "document id")
         body = block[: match.start()] + " " + block[match.end():]
         yield number, {"id": doc_id, "contents": collapse_whitespace(_TAG.sub(" ", body))}
 
@@ -161,10 +162,3 @@ def collapse_whitespace(text: str) -> str:
     """Collapse every run of whitespace to one space and strip the ends."""
     return " ".join(text.split())
 
-
-def _check_id(doc_id: str, path, number: int, field: str) -> str:
-    if not doc_id:
-        raise InputError(path, "empty document id", number, field)
-    if any(c.isspace() for c in doc_id):
-        raise InputError(path, f"document id {doc_id!r} contains whitespace", number, field)
-    return doc_id

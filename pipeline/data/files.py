@@ -15,6 +15,7 @@ import glob
 import gzip
 import hashlib
 import os
+import re
 import tempfile
 import time
 import zlib
@@ -326,9 +327,26 @@ def json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
             record = json.loads(line)
         except json.JSONDecodeError as error:
             raise InputError(path, f"not a JSON object: {error.msg}", number) from None
+        except RecursionError:
+            raise InputError(path, "not a JSON object: nested too deeply", number) from None
         if not isinstance(record, dict):
             raise InputError(path, "expected one JSON object per line", number)
+        if "\\u" in line and _SURROGATE_ESCAPE.search(line):
+            _no_lone_surrogate(record, path, number)
         yield number, record
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # a JSON escape of half a UTF-16 pair
+
+
+def _no_lone_surrogate(record: dict, path, number: int) -> None:
+    """An InputError for a JSON line holding half a surrogate pair (`"\\ud800"` alone): no UTF-8 text can hold it, so
+    nothing read from it could be written again."""
+    try:
+        json.dumps(record, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InputError(path, f"holds a lone surrogate U+{ord(error.object[error.start]):04X} (a \\u escape of half a "
+                               "UTF-16 pair): not a character", number) from None
 
 
 INDEX_METADATA = "irpipe-index.json"  # a Lucene index folder's build record, written beside its files

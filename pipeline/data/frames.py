@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from pipeline.data.ids import id_problem
 from pipeline.errors import InputError
 
 if TYPE_CHECKING:
@@ -112,9 +113,10 @@ def _missing(value) -> bool:
 
 
 def _id(value, row: int, column: str) -> str:
+    """The value as an id string (numbers become strings), by the id rule (pipeline/data/ids.py)."""
     text = "" if _missing(value) else str(value)
-    if not text or any(c.isspace() for c in text):
-        raise InputError(WHERE, f"{column} {value!r} is empty or contains whitespace", row, column)
+    if id_problem(text, column) is not None:
+        raise InputError(WHERE, f"{column} {value!r} is not an id: {id_problem(text, column)}", row, column)
     return text
 
 

@@ -4,17 +4,25 @@ Two file forms, told apart by the first line:
 - TREC (trec_eval, Pyserini, MS MARCO's qrels.*.tsv): `qid iter docid relevance`, no header;
 - BEIR (`qrels/{train,dev,test}.tsv`): a header line of 3 names (`query-id corpus-id score`), then
   `query-id<TAB>corpus-id<TAB>score` lines.
+
+A line whose first character is `#` is a comment, skipped, as trec_eval 10.0 skips it (9.0.8 reads it as a
+judgement of the query "#", or refuses it). Ids follow the id rule (pipeline/data/ids.py); a relevance is an
+integer written in ASCII digits (`1`, `-1`, `+2`), the form trec_eval's atoi reads the same way.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pipeline.data.files import numbered_lines
+from pipeline.data.ids import check_id, split_fields
 from pipeline.errors import InputError
 
 Qrels = dict[str, dict[str, int]]
 TREC_COLUMNS = ("qid", "iter", "docid", "relevance")
 BEIR_COLUMNS = ("query-id", "corpus-id", "score")
+COMMENT = "#"
+_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")  # what int() and trec_eval's atoi both read as this number
 
 
 def is_beir_header(parts: list[str]) -> bool:
@@ -25,9 +33,13 @@ def is_beir_header(parts: list[str]) -> bool:
 def read_qrels(path: str | Path) -> Qrels:
     qrels: Qrels = {}
     columns = TREC_COLUMNS
-    for index, (number, line) in enumerate(numbered_lines(path)):
-        parts = line.split()
-        if index == 0 and is_beir_header(parts):
+    judgements = 0
+    for number, line in numbered_lines(path):
+        if line.startswith(COMMENT):
+            continue
+        parts, printable = split_fields(line)  # fields split at ASCII whitespace, as trec_eval splits them
+        judgements += 1
+        if judgements == 1 and is_beir_header(parts):
             columns = BEIR_COLUMNS  # the header, then 3 columns a line
             continue
         if len(parts) != len(columns):
@@ -36,15 +48,18 @@ def read_qrels(path: str | Path) -> Qrels:
                            else "), or a BEIR header line (query-id corpus-id score) and 3 columns"))
             raise InputError(path, f"expected {expected}, found {len(parts)}", number, "columns")
         qid, docid, relevance = parts[0], parts[-2], parts[-1]
-        try:
-            level = int(relevance)
-        except ValueError:
-            raise InputError(path, f"relevance {relevance!r} is not an integer", number, columns[-1]) from None
+        if not printable:  # a printable line's fields are ids already
+            check_id(qid, path, number, columns[0], "query id")
+            check_id(docid, path, number, columns[-2], "document id")
+        if not _INTEGER.fullmatch(relevance):
+            raise InputError(path, f"relevance {relevance!r} is not an integer (ASCII digits, at most 18)", number,
+                             columns[-1])
+        level = int(relevance)
         judged = qrels.setdefault(qid, {})
         if docid in judged and judged[docid] != level:
             raise InputError(path, f"docid {docid!r} judged twice for query {qid!r} ({judged[docid]} and {level})",
                              number, columns[-2])
         judged[docid] = level
     if not qrels:
-        raise InputError(path, "no judgements after the header line", 1)
+        raise InputError(path, "no judgements" + (" after the header line" if columns is BEIR_COLUMNS else ""), 1)
     return qrels

@@ -3,21 +3,25 @@ pipeline/data/topics.py).
 
 Run files: TREC (`qid Q0 docid rank score tag`) and MS MARCO (`qid<TAB>pid<TAB>rank`), read with validation
 (file, line and field named on error) and written atomically in a deterministic order: score descending,
-then docid ascending -- the order Anserini breaks ties in.
+then docid ascending -- the order Anserini breaks ties in. Ids and run tags follow the id rule
+(pipeline/data/ids.py), in files and in a `Run` built in Python alike.
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
 
 from pipeline.data.files import atomic_write, json_digest, numbered_lines
+from pipeline.data.ids import check_id, check_query_docs, id_problem, split_fields
 from pipeline.data.topics import Topics
 from pipeline.errors import InputError
-from pipeline.validate import one_word
+from pipeline.validate import one_word, problem
 
 RUN_FORMATS = ("trec", "msmarco")
+COMMENT = "#"
 
 
 def _rank_key(hit: tuple[str, float]):
@@ -37,6 +41,17 @@ class Run:
     texts: dict[str, str] = field(default_factory=dict)
     tag: str = "irpipe"
     doc_fields: dict[str, Mapping] = field(default_factory=dict)
+
+    def __post_init__(self):
+        """The id rule (pipeline/data/ids.py) over its query and document ids, as a run file has them."""
+        check_query_docs(self.ranking, "Run")
+
+    @classmethod
+    def _derived(cls, ranking, texts, tag, doc_fields) -> "Run":
+        """A run made of a checked run's parts (cut, excluding): its ids are not checked again."""
+        run = cls.__new__(cls)
+        run.ranking, run.texts, run.tag, run.doc_fields = ranking, texts, tag, doc_fields
+        return run
 
     @classmethod
     def from_scores(cls, scores: Mapping[str, Mapping[str, float]], texts=None, tag="irpipe",
@@ -60,8 +75,8 @@ class Run:
         """The top `k` hits of every query (texts and fields of dropped candidates are dropped too)."""
         ranking = {qid: hits[:k] for qid, hits in self.ranking.items()}
         kept = {d for hits in ranking.values() for d, _ in hits}
-        return Run(ranking, {d: t for d, t in self.texts.items() if d in kept}, self.tag,
-                   {d: f for d, f in self.doc_fields.items() if d in kept})
+        return Run._derived(ranking, {d: t for d, t in self.texts.items() if d in kept}, self.tag,
+                            {d: f for d, f in self.doc_fields.items() if d in kept})
 
     def excluding(self, topics: Topics) -> "Run":
         """Each query's hits less the docids its topic lists under `exclude` (Topics.extra), e.g. the query's own
@@ -70,7 +85,7 @@ class Run:
         for qid, hits in self.ranking.items():
             excluded = set(topics.extra.get(qid, {}).get("exclude", ()))
             ranking[qid] = [hit for hit in hits if hit[0] not in excluded] if excluded else hits
-        return Run(ranking, self.texts, self.tag, self.doc_fields)
+        return Run._derived(ranking, self.texts, self.tag, self.doc_fields)
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """qid -> docid -> score, the shape ir-measures accepts."""
@@ -100,8 +115,11 @@ class Run:
 
 
 def check_run_tag(owner: str, name: str, tag) -> None:
-    """A ConfigError unless `tag` is one word: the last column of a TREC run file, which readers split on whitespace."""
+    """A ConfigError unless `tag` is one word: the last column of a TREC run file, which readers split on whitespace;
+    and, like an id, printable (pipeline/data/ids.py)."""
     one_word(owner, name, tag, ": a run tag is the last column of a TREC run file")
+    if id_problem(tag, "run tag"):
+        raise problem(owner, name, f"{name}={tag!r}: {id_problem(tag, 'run tag')}")
 
 
 def write_run(run: Run, path: str | Path, format: str = "trec", tag: str | None = None, digits: int = 6) -> None:
@@ -125,12 +143,19 @@ def read_run(path: str | Path, format: str | None = None) -> Run:
     MS MARCO runs have no scores: a hit's score is minus its rank, so hits are placed by rank, in any line order, as
     the official MS MARCO script places them. A rank it would place elsewhere -- repeated (it keeps the later line),
     missing (it leaves the slot empty) or below 1 (rank 0 goes to its last slot) -- is an InputError naming the line.
+
+    A line whose first non-blank character is `#` is a comment, as trec_eval 10.0 reads runs (9.0.8 reads it as a
+    hit of the query "#"). Fields are split at ASCII whitespace, as trec_eval splits them; ids and the tag follow
+    the id rule (pipeline/data/ids.py); a score is a decimal number (`12.5`, `-3e-2`) and a rank an integer, each
+    in ASCII digits: what Python and trec_eval's atof / atoi both read as the same number.
     """
     scores: dict[str, dict[str, float]] = {}
     ranks: dict[str, dict[int, int]] = {}  # MS MARCO: qid -> rank -> line
     tag = None
     for number, line in numbered_lines(path):
-        parts = line.split()
+        if line.lstrip().startswith(COMMENT):
+            continue
+        parts, printable = split_fields(line)
         format = format or _detected(parts, path, number)
         if len(parts) != FORMAT_COLUMNS[format][0]:
             raise InputError(path, _columns_message(format, parts), number, "columns")
@@ -138,9 +163,15 @@ def read_run(path: str | Path, format: str | None = None) -> Run:
             qid, _, docid, rank, score_text, tag = parts
             score = _number(score_text, path, number, "score", float)
             _number(rank, path, number, "rank", int)
+            if not printable:
+                check_id(tag, path, number, "tag", "run tag")
         else:
             qid, docid, rank_text = parts
             rank = _number(rank_text, path, number, "rank", int)
+        if not printable:  # every field is an id already when the whole line is printable
+            check_id(qid, path, number, "qid", "query id")
+            check_id(docid, path, number, "docid", "document id")
+        if format == "msmarco":
             score = -float(_placed(ranks.setdefault(qid, {}), rank, qid, path, number))
         docs = scores.setdefault(qid, {})
         if docid in docs:
@@ -196,11 +227,17 @@ def _no_missing_rank(lines: dict[int, int], qid: str, path) -> None:
                            "1, 2, 3, ...", lines[after], "rank")
 
 
+_FORMS = {int: (re.compile(r"[+-]?[0-9]{1,18}"), "an integer (ASCII digits, at most 18)"),
+          float: (re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"), "a decimal number such as 12.5 "
+                  "or -3e-2")}
+
+
 def _number(text: str, path, line: int, name: str, kind):
-    try:
-        value = kind(text)
-    except ValueError:
-        raise InputError(path, f"{name} {text!r} is not a number", line, name) from None
+    """The number `text` is, read the same by Python and C (no `1_000`, `inf`, `0x1p3` or digits of other scripts)."""
+    pattern, form = _FORMS[kind]
+    if not pattern.fullmatch(text):
+        raise InputError(path, f"{name} {text!r} is not {form}", line, name)
+    value = kind(text)
     if kind is float and not math.isfinite(value):
         raise InputError(path, f"{name} {text!r} is not finite", line, name)
     return value

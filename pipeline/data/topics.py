@@ -14,6 +14,7 @@ from typing import Iterable, Iterator
 
 from pipeline.data.corpus import collapse_whitespace, sgml_blocks
 from pipeline.data.files import atomic_write, first_line, json_digest, json_lines, numbered_lines, plain_suffix
+from pipeline.data.ids import check_id, check_ids, id_problem
 from pipeline.errors import InputError
 
 TOPIC_FORMATS = ("tsv", "trec", "cacm", "jsonl")
@@ -23,6 +24,7 @@ _TREC_CLOSE = re.compile(r"</(num|title|desc|narr)>", re.IGNORECASE)
 # "<num> Number: 301", "<title> Topic: ...", "<desc> Description:", "<narr> Narrative:" (all optional)
 _TREC_PREFIX = {"num": "number:", "title": "topic:", "desc": "description:", "narr": "narrative:"}
 _DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO>", re.IGNORECASE | re.DOTALL)
+_ASCII_BLANKS = " \t\n\r\v\f"
 
 
 @dataclass
@@ -31,6 +33,9 @@ class Topics:
 
     queries: dict[str, str]
     extra: dict[str, dict] = field(default_factory=dict)
+
+    def __post_init__(self):
+        check_ids(self.queries, "Topics", "qid", "query id")  # the id rule (pipeline/data/ids.py), as files have it
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -74,10 +79,7 @@ def read_topics(path: str | Path, format: str | None = None) -> Topics:
     topics = Topics({})
     reader = {"tsv": _tsv, "trec": _trec, "cacm": _cacm, "jsonl": _jsonl}[fmt]
     for number, qid, text, extra, (qid_field, text_field) in reader(path):
-        if not qid:
-            raise InputError(path, "empty query id", number, qid_field)
-        if any(c.isspace() for c in qid):
-            raise InputError(path, f"query id {qid!r} contains whitespace", number, qid_field)
+        check_id(qid, path, number, qid_field, "query id")
         if qid in topics.queries:
             raise InputError(path, f"query id {qid!r} appears twice", number, qid_field)
         if not text:
@@ -111,8 +113,8 @@ def detect_topic_format(path: str | Path) -> str:
 def write_topics(topics: Topics, path: str | Path) -> Path:
     """Write `qid<TAB>text` lines atomically (extra fields are not written)."""
     for qid, text in topics.items():
-        if not qid or any(c.isspace() for c in qid):
-            raise ValueError(f"query id {qid!r} is empty or contains whitespace")
+        if id_problem(qid, "query id"):
+            raise ValueError(id_problem(qid, "query id"))
         if "\t" in text or "\n" in text or "\r" in text:
             raise ValueError(f"query {qid!r} contains a tab or newline; TSV cannot hold it")
     with atomic_write(path) as out:
@@ -123,9 +125,11 @@ def write_topics(topics: Topics, path: str | Path) -> Path:
 
 def _tsv(path: Path):
     for number, line in numbered_lines(path):
-        if "\t" not in line:
-            raise InputError(path, "expected qid<TAB>query, found no tab", number, "columns")
-        qid, text = line.split("\t", 1)
+        fields = line.split("\t")
+        if len(fields) != 2:
+            found = "no tab" if len(fields) == 1 else f"{len(fields)} fields"
+            raise InputError(path, f"expected 2 tab-separated fields (qid, query), found {found}", number, "columns")
+        qid, text = fields
         yield number, qid.strip(), text.strip(), None, ("qid", "query")
 
 
@@ -136,9 +140,11 @@ def _trec(path: Path):
         for mark, following in zip(marks, marks[1:] + [None]):
             name = mark.group(1).lower()
             end = following.start() if following else None
-            value = collapse_whitespace(_TREC_CLOSE.sub(" ", block[mark.end(): end]))
+            value = _TREC_CLOSE.sub(" ", block[mark.end(): end])
+            # the id as written (its ends' ASCII blanks aside), so the id rule sees what it holds; texts collapsed
+            value = value.strip(_ASCII_BLANKS) if name == "num" else collapse_whitespace(value)
             if value.lower().startswith(_TREC_PREFIX[name]):
-                value = value[len(_TREC_PREFIX[name]):].strip()
+                value = value[len(_TREC_PREFIX[name]):].strip(_ASCII_BLANKS)
             fields[name] = value
         if "num" not in fields:
             raise InputError(path, "topic has no <num>", number, "num")

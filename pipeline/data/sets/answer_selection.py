@@ -5,7 +5,8 @@ candidates are consecutive lines. The candidates of a question, in file order, f
 -position, so the shipped order is kept), their labels its qrels (0 = judged non-relevant), and every question
 is kept, including those with no correct or only correct candidates (filter at evaluation time if needed).
 Candidate ids are the docid column of id.txt where it has one (TrecQA dev/test: `qid 0 docid label`), else
-`<qid>-<position>` with a 0-based position (WikiQA, TrecQA train). The same candidate id may stand under several
+`<qid>-<position>` with a 0-based position (WikiQA, TrecQA train: `qid` alone); a line of another field count is an
+error, and ids follow the id rule (pipeline/data/ids.py). The same candidate id may stand under several
 questions (the same sentence judged for several questions, as in IR data) when its text is the same each time; a
 different text under the same id is an error naming both lines.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from pipeline.data.files import numbered_lines
+from pipeline.data.ids import check_id, split_fields
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import Run
 from pipeline.data.sets.base import Dataset
@@ -55,10 +57,15 @@ class AnswerSelectionDataset(Dataset):
         first_line: dict[str, int] = {}  # docid -> the line that gave its text
         previous = None
         for (number, question), (_, answer), (_, label), (_, ids) in zip(*(columns[key] for key in keys)):
-            parts = ids.split()
-            if not parts:
-                raise InputError(paths["ids"], "empty question id", number, "qid")
+            parts, printable = split_fields(ids)
+            if len(parts) not in (1, 4):
+                raise InputError(paths["ids"], f"expected 1 field (qid: WikiQA, TrecQA train) or 4 (qid 0 docid label: "
+                                               f"TrecQA dev and test), found {len(parts)}", number, "columns")
             qid = parts[0]
+            if not printable:
+                check_id(qid, paths["ids"], number, "qid", "question id")
+                if len(parts) == 4:
+                    check_id(parts[2], paths["ids"], number, "docid", "candidate id")
             if qid != previous and qid in queries:
                 raise InputError(paths["ids"], f"the candidates of question {qid!r} are not consecutive", number, "qid")
             previous = qid
@@ -70,7 +77,7 @@ class AnswerSelectionDataset(Dataset):
                 message = f"question {qid!r} changes text within its candidates"
                 raise InputError(paths["questions"], message, number, "question")
             hits = ranking.setdefault(qid, [])
-            docid = parts[2] if len(parts) >= 3 else f"{qid}-{len(hits)}"
+            docid = parts[2] if len(parts) == 4 else f"{qid}-{len(hits)}"
             if docid in qrels.get(qid, {}):
                 raise InputError(paths["ids"], f"candidate id {docid!r} appears twice under question {qid!r}",
                                  number, "docid")

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.data.files import numbered_lines
+from pipeline.data.ids import check_id
 from pipeline.data.runs import Run
 from pipeline.data.sets.base import Dataset
 from pipeline.data.sets.local import FolderLayout, LocalCollection, local_dataset
@@ -82,10 +83,9 @@ class MsmarcoSplit(LocalCollection):
                 raise InputError(path, f"expected {len(TOP_COLUMNS)} tab-separated columns ({', '.join(TOP_COLUMNS)}),"
                                        f" found {len(parts)}", number, "columns")
             qid, pid, passage = parts[0].strip(), parts[1].strip(), parts[3].strip()
-            if qid not in wanted:
+            if check_id(qid, path, number, "qid", "query id") not in wanted:
                 continue
-            if not pid or any(c.isspace() for c in pid):
-                raise InputError(path, f"pid {pid!r} is empty or contains whitespace", number, "pid")
+            check_id(pid, path, number, "pid", "pid")
             if pid in seen.setdefault(qid, set()):
                 raise InputError(path, f"pid {pid!r} listed twice for query {qid!r}", number, "pid")
             seen[qid].add(pid)
