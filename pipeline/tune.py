@@ -10,14 +10,22 @@ tuned on the dev questions (only the ratio of the two weights matters for the ra
 Stage outputs are cached, so a stage whose spec does not change across the grid (here hcan and overlap) runs
 once. Ties keep the first combination in grid order. The winning spec is printed last; `--output` writes every
 row as JSON (atomically).
+
+Runs made elsewhere, with no spec to run (a benchmark's BM25 and model scores of one candidate list): their fusion
+weight is tuned the same way on a tuning query set by `tune_fusion_weight(runs, qrels, grid, measure)`, and applied
+to another query set's runs by `pipeline.stage.fuse` (pipeline/benchmarks/keyword_bert.py's `--fusion`).
 """
 from __future__ import annotations
 
 import itertools
 import re
+from typing import TYPE_CHECKING, Sequence
 
 from pipeline.errors import ConfigError
 from pipeline.log import logger
+
+if TYPE_CHECKING:
+    from pipeline.data.runs import Run
 
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
@@ -54,7 +62,6 @@ def grid_search(spec: str, dataset, grid: dict[str, list[str]], measure: str,
                 extra_measures: list[str] = (), rel_level: int | None = None) -> list[dict]:
     """Run and score every combination on `dataset` (a `Dataset`, or a name or folder); rows in grid order, each
     {"values", "spec", "measures"}."""
-    from pipeline.evaluate import evaluate, parse_measure
     from pipeline.experiment import run_pipeline
 
     rows = []
@@ -62,10 +69,38 @@ def grid_search(spec: str, dataset, grid: dict[str, list[str]], measure: str,
         logger.info("tune %d: %s", number, concrete)
         run, _, dataset = run_pipeline(concrete, dataset)
         level = rel_level if rel_level is not None else dataset.rel_level
-        measures = list(dict.fromkeys([measure, *extra_measures]))
-        rows.append({"values": values, "spec": concrete, "measures": evaluate(run, dataset.qrels(), measures, level),
-                     "key": str(parse_measure(measure, level))})
+        rows.append(scored_row(values, concrete, run, dataset.qrels(), measure, extra_measures, level))
     return rows
+
+
+def tune_fusion_weight(runs: Sequence[Run], qrels, grid: Sequence[float], measure: str,
+                       extra_measures: list[str] = (), norm: str = "zscore", rel_level: int = 1) -> tuple[float, list[dict]]:
+    """The weight of the last of `runs` (runs made elsewhere, e.g. a benchmark's BM25 and model scores of one tuning
+    query set), each other run weighing 1, in `fuse(runs, method="weighted", weights=[1, ..., w], norm=norm)`
+    (pipeline/stage.py, the `fusion` stage's arithmetic): the `grid` value whose fusion scores best on `qrels` by
+    `measure`, the first in grid order among equals (`best`), and every value's row as `grid_search` makes them.
+    Apply the weight to the test queries' runs with the same `fuse`: tuned on one query set, used on another."""
+    from pipeline.stage import fuse
+
+    rows = []
+    for weight in grid:
+        weights = [1.0] * (len(runs) - 1) + [weight]
+        spec = (f"fusion({', '.join(f'run{i}' for i in range(1, len(runs) + 1))}, method=weighted, "
+                f"weights=[{', '.join(map(str, weights))}], norm={norm})")
+        fused = fuse(runs, "weighted", weights=weights, norm=norm)
+        rows.append(scored_row({"w": str(weight)}, spec, fused, qrels, measure, extra_measures, rel_level))
+    return grid[rows.index(best(rows))], rows
+
+
+def scored_row(values: dict[str, str], spec: str, run: Run, qrels, measure: str, extra_measures: list[str],
+               rel_level: int) -> dict:
+    """One row of a grid: its values, the spec they make, and `run`'s scores on `qrels` by `measure` (the tuned one,
+    "key") and the extra measures."""
+    from pipeline.evaluation import evaluate, parse_measure
+
+    measures = list(dict.fromkeys([measure, *extra_measures]))
+    return {"values": values, "spec": spec, "measures": evaluate(run, qrels, measures, rel_level),
+            "key": str(parse_measure(measure, rel_level))}
 
 
 def best(rows: list[dict]) -> dict:

@@ -31,6 +31,28 @@ def test_bad_grid(spec, grid, message):
         expand(spec, parse_grid(grid))
 
 
+def test_fusion_weight_of_runs_made_elsewhere():
+    """tune_fusion_weight: the weight of the last run in the weighted fusion (z-scored per query), the first of the
+    best in grid order, each weight's row as grid_search writes them; a harmful run gets no weight."""
+    from pipeline.data.runs import Run
+    from pipeline.stage import fuse
+    from pipeline.tune import best, format_rows, tune_fusion_weight
+
+    # BM25 puts the relevant d1 second for q1 and first for q2; the model has q1 right and q2 wrong, by less
+    bm25 = Run.from_scores({"q1": {"d0": 3.0, "d1": 2.0, "d2": 1.0}, "q2": {"e0": 3.0, "e1": 2.0, "e2": 1.0}})
+    model = Run.from_scores({"q1": {"d0": 0.0, "d1": 1.0, "d2": 0.5}, "q2": {"e0": 0.4, "e1": 0.5, "e2": 0.0}})
+    qrels = {"q1": {"d1": 1}, "q2": {"e0": 1}}
+    weight, rows = tune_fusion_weight([bm25, model], qrels, [0, 0.25, 1, 2, 4], "Success@1", ["RR"])
+    assert {row["values"]["w"]: row["measures"]["Success@1"] for row in rows} == \
+        {"0": 0.5, "0.25": 0.5, "1": 1.0, "2": 1.0, "4": 0.5}   # q2 lost from w 2.65 on
+    assert weight == 1 and best(rows) is rows[2] and set(rows[2]["measures"]) == {"Success@1", "RR"}
+    assert rows[2]["spec"] == "fusion(run1, run2, method=weighted, weights=[1.0, 1], norm=zscore)"
+    assert format_rows(rows).splitlines()[-1] == f"best Success@1 1.0000: {rows[2]['spec']}"
+    assert fuse([bm25, model], "weighted", weights=[1, 0], norm="zscore").ranking["q1"][0][0] == "d0"  # BM25's order
+    negated = Run.from_scores({q: {d: -s for d, s in hits} for q, hits in model.ranking.items()})
+    assert tune_fusion_weight([bm25, negated], qrels, [0, 1], "Success@1")[0] == 0
+
+
 @needs_shared_data
 def test_tune_bm25_on_cacm(tmp_path, capsys):
     output = tmp_path / "tune.json"
