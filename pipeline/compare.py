@@ -19,7 +19,7 @@ import statistics
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from pipeline import log
 from pipeline.data.files import atomic_write
@@ -276,6 +276,12 @@ def seed_groups(names) -> dict[str, list[str]]:
     return groups
 
 
+def mean_over_seeds(tables: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Key (a query; a benchmark's test pair) -> its mean over the tables of one system's seeds, in the first
+    table's order: what `seed_mean` pairs query by query (each table must have the first one's keys)."""
+    return {key: statistics.fmean(table[key] for table in tables) for key in tables[0]}
+
+
 def _seed_means(result: Comparison) -> Comparison:
     """`result` with each system's seeds folded into one row: per-query scores averaged over the seeds."""
     groups = seed_groups(result.runs)
@@ -286,8 +292,7 @@ def _seed_means(result: Comparison) -> Comparison:
             if any(table[m].keys() != tables[0][m].keys() for m in result.measures):
                 raise EvalError(f"{run} scores other queries than {members[0]}: the seeds of a system must "
                                 "answer the same queries to be averaged (or evaluate --queries qrels)")
-        folded.per_query[label] = {m: {qid: statistics.fmean(t[m][qid] for t in tables) for qid in tables[0][m]}
-                                   for m in result.measures}
+        folded.per_query[label] = {m: mean_over_seeds([t[m] for t in tables]) for m in result.measures}
         folded.scores[label] = {m: statistics.fmean(result.scores[run][m] for run in members)
                                 for m in result.measures}
         folded.queries[label] = result.queries[members[0]]
