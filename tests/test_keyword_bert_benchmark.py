@@ -14,7 +14,7 @@ import statistics
 
 import pytest
 
-from pipeline.benchmarks.keyword_bert import Ranking, recipe_of, tune_weight
+from pipeline.benchmarks.keyword_bert import Ranking, ranking_result, recipe_of
 from pipeline.rerank.model import Pair
 from support import needs_shared_data
 
@@ -59,13 +59,20 @@ def test_a_length_ranker_is_seen_for_what_it_is():
 
 
 def test_fusion_weight_is_tuned_and_zero_keeps_the_bm25_order():
+    """--fusion: BM25's and the ranker's runs fused by the toolkit (pipeline.stage.fuse, z-scored), the weight tuned
+    on the tuning ranking (pipeline.tune.tune_fusion_weight) and applied to the test ranking."""
+    from pipeline.stage import fuse
+
     ranking = _ranking()
     overlap = [len(set(p.query) & set(p.text)) / len(set(p.query) | set(p.text)) for p in ranking.pairs]
-    assert [round(x, 6) for x in ranking.fused(overlap, 0)] == [round(x, 6) for x in ranking.fused([0.0] * 6, 5)]
-    weight, by_weight = tune_weight(ranking, overlap, [0, 0.5, 1, 2])
-    assert by_weight == {"0": 0.5, "0.5": 0.5, "1": 1.0, "2": 1.0} and weight == 1   # the smaller of the best
-    weight, _ = tune_weight(ranking, [-x for x in overlap], [0, 1])
-    assert weight == 0                                                    # a harmful ranker gets no weight
+    assert fuse(ranking.runs(overlap), "weighted", weights=[1, 0], norm="zscore").ranking == \
+        fuse(ranking.runs([0.0] * 6), "weighted", weights=[1, 5], norm="zscore").ranking     # BM25's alone
+    fusion = ranking_result(overlap, ranking, ranking, overlap, [2, 1, 0.5, 0])["fusion"]
+    assert fusion["dev Success@1 by weight"] == {"0": 0.5, "0.5": 0.5, "1": 1.0, "2": 1.0}
+    assert fusion["weight"] == 1 and fusion["Success@1"] == 1.0          # the smaller of the best, in any grid order
+    assert fusion["per_query"]["Success@1"] == {"q1": 1.0, "q2": 1.0}
+    harmful = [-x for x in overlap]
+    assert ranking_result(harmful, ranking, ranking, harmful, [0, 1])["fusion"]["weight"] == 0   # no weight
 
 
 @needs_shared_data

@@ -1,6 +1,6 @@
 """The question rankings of the keyword-BERT benchmark (pipeline/benchmarks/keyword_bert.py): BM25's candidates as
-pairs (`Ranking`: Success@k, shortcuts, the fusion with BM25 and its tuned weight), and their export for rankers
-trained and scored on a machine without Java (a GPU machine), measured here.
+pairs (`Ranking`: Success@k, shortcuts, the runs of BM25 and of a ranker that the toolkit fuses), and their export
+for rankers trained and scored on a machine without Java (a GPU machine), measured here.
 
 BM25 needs Lucene; a lent GPU machine has torch and transformers but no Java. The ranking half of
 pipeline/benchmarks/keyword_bert.py therefore splits in three steps over one folder R:
@@ -42,13 +42,23 @@ class Ranking:
     bm25: list[float]                       # BM25's score of each pair
     qrels: dict[str, dict[str, int]]
 
-    def per_query(self, scores: list[float]) -> dict[str, dict[str, float]]:
-        """measure -> qid -> value of the run that `scores` (one a pair) make."""
+    def per_query(self, scores) -> dict[str, dict[str, float]]:
+        """measure -> qid -> value of the run that `scores` (one a pair) make, or of a `Run` of these candidates."""
         from pipeline.data.runs import Run
         from pipeline.evaluate import per_query
+
+        return per_query(scores if isinstance(scores, Run) else self.run(scores), self.qrels, list(MEASURES))
+
+    def run(self, scores: list[float]):
+        """The run that `scores` (one a pair) make of the candidates."""
+        from pipeline.data.runs import Run
         from pipeline.rerank.pairs import scores_by_query
 
-        return per_query(Run.from_scores(scores_by_query(self.pairs, scores)), self.qrels, list(MEASURES))
+        return Run.from_scores(scores_by_query(self.pairs, scores))
+
+    def runs(self, scores: list[float]) -> list:
+        """[BM25's run, the ranker's run (`scores`)]: what `--fusion` fuses (pipeline.stage.fuse)."""
+        return [self.run(self.bm25), self.run(scores)]
 
     def random_order(self) -> dict[str, float]:
         """The expected Success@k of a random order of each query's candidates (0 where the paired one is absent)."""
@@ -58,19 +68,6 @@ class Ranking:
         k = {m: int(m.split("@")[1]) for m in MEASURES}
         return {m: round(statistics.fmean(min(1.0, any(rel) * k[m] / len(rel)) for rel in by_query.values()), 4)
                 for m in MEASURES}
-
-    def fused(self, scores: list[float], weight: float) -> list[float]:
-        """z(BM25) + weight z(scores), both z-normalised per query (fusion(..., method=weighted, norm=zscore))."""
-        from pipeline.stage import NORMS
-
-        fused, by_query = [0.0] * len(self.pairs), {}
-        for i, pair in enumerate(self.pairs):
-            by_query.setdefault(pair.qid, []).append(i)
-        for rows in by_query.values():
-            bm25, model = NORMS["zscore"]([self.bm25[i] for i in rows]), NORMS["zscore"]([scores[i] for i in rows])
-            for i, b, m in zip(rows, bm25, model):
-                fused[i] = b + weight * m
-        return fused
 
     def shortcuts(self, scores: list[float]) -> dict[str, float]:
         """Mean per-query Spearman correlation of the scores with the candidate's length (characters) and with its
@@ -87,14 +84,6 @@ class Ranking:
                     if len({r[0] for r in rows}) > 1 and len({r[k] for r in rows}) > 1]
             out[feature] = round(statistics.fmean(rhos), 4) if rhos else float("nan")
         return out
-
-
-def tune_weight(ranking: Ranking, scores: list[float], grid: list[float]) -> tuple[float, dict[str, float]]:
-    """The weight of `grid` whose fusion has the best mean Success@1 on `ranking` (the smaller on a tie), and the
-    Success@1 of each weight."""
-    values = {w: statistics.fmean(ranking.per_query(ranking.fused(scores, w))["Success@1"].values()) for w in grid}
-    best = max(sorted(values), key=lambda w: values[w])   # sorted: max keeps the first (smallest) of equal ones
-    return best, {str(w): round(v, 4) for w, v in values.items()}
 
 
 def ranking_of(dataset_name: str, depth: int, queries: int | None) -> Ranking:

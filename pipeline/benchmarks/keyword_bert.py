@@ -14,13 +14,15 @@ it was not trained on:
   (Spearman 0.275; 0.063 on test), the small BERTs learn that length instead of the overlap, and among BM25's hits
   the paired question is the short one (eval/KEYWORD_BERT.md section 4). `shortcuts` records each ranker's mean
   per-query Spearman correlation with the candidate's length and its character overlap with the query;
-- `--fusion`: BM25 + w x the ranker, both z-normalised per query (as `fusion(..., method=weighted, norm=zscore)`),
-  w picked by Success@1 on the first `--tune-queries` queries of `<dataset>/questions-dev` (the ranker's own
+- `--fusion`: BM25 + w x the ranker, both z-normalised per query (the `fusion(..., method=weighted, norm=zscore)`
+  stage's arithmetic, pipeline.stage.fuse), w of `--fusion-grid` picked by Success@1 on the first `--tune-queries`
+  queries of `<dataset>/questions-dev` (pipeline.tune.tune_fusion_weight, the smaller on a tie; the ranker's own
   training queries with --ranking-train questions: the weight is tuned on training data), then applied to the test.
 Numbers are mean ± sd over the seeds; each comparison (kwbert vs monobert; kwbert's code fusion vs the paper's;
 keyword vs random negatives; every ranker, alone and fused, against BM25) has a two-sided paired t-test over the test
-pairs (correct or not, averaged over the seeds) and over the queries (Success@k averaged over the seeds). `--record`
-writes eval/benchmarks/keyword-bert-<dataset>.json (or --output).
+pairs (correct or not, averaged over the seeds) and over the queries (Success@k averaged over the seeds): those of
+`irpipe eval --seed-mean --baseline` (pipeline.compare: mean_over_seeds, paired_ttest). `--record` writes
+eval/benchmarks/keyword-bert-<dataset>.json (or --output).
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pipeline.benchmarks import run_main
-from pipeline.benchmarks._question_ranking import MEASURES, Ranking, ranking_of, tune_weight
+from pipeline.benchmarks._question_ranking import MEASURES, Ranking, ranking_of
 from pipeline.data.files import atomic_write
 from pipeline.training.options import BALANCE
 
@@ -50,6 +52,7 @@ SYSTEMS = {  # name: (model, training options beyond the shared ones, model fiel
 COMPARISONS = [("kwbert", "monobert"), ("kwbert-code", "kwbert"), ("kwbert-keyword", "kwbert-random"),
                ("monobert-keyword", "monobert-random"), ("kwbert-keyword", "monobert-keyword"),
                ("kwbert-random", "monobert-random")]
+FUSION_NORM = "zscore"  # --fusion: BM25 and the ranker z-normalised per query, then BM25 + w x ranker
 PAPER = {"accuracy, 2 / 4 / 6 / 12 layers (private Q-Q set, Table 4-5)": {"bert": [87.7, 90.4, 92.0, 93.9],
                                                                         "keyword-bert": [89.8, 92.7, 94.1, 95.1]},
          "accuracy, random vs keyword-overlap + entity negatives, 12-layer BERT (Table 6)": {"random": 77.5,
@@ -106,13 +109,19 @@ def measure(checkpoint: Path, ranker: Path | None, test_pairs, ranking: Ranking 
 def ranking_result(scores: list[float], ranking: Ranking, tuning: Ranking | None, tuning_scores: list[float] | None,
                    grid: list[float]) -> dict:
     """Success@k (and per query) and shortcuts of a ranker's `scores` of the ranking; with `tuning`, its fusion with
-    BM25, the weight tuned on the tuning ranking (whose scores are `tuning_scores`)."""
+    BM25, the weight of `grid` tuned on the tuning ranking (whose scores are `tuning_scores`) by Success@1, the
+    smaller on a tie."""
+    from pipeline.stage import fuse
+    from pipeline.tune import tune_fusion_weight
+
     table = ranking.per_query(scores)
     result = {**{m: statistics.fmean(table[m].values()) for m in MEASURES}, "per_query": table,
               "shortcuts": ranking.shortcuts(scores)}
     if tuning is not None:
-        weight, by_weight = tune_weight(tuning, tuning_scores, grid)
-        fused = ranking.per_query(ranking.fused(scores, weight))
+        weight, rows = tune_fusion_weight(tuning.runs(tuning_scores), tuning.qrels, sorted(grid), "Success@1",
+                                          norm=FUSION_NORM)
+        fused = ranking.per_query(fuse(ranking.runs(scores), "weighted", weights=[1, weight], norm=FUSION_NORM))
+        by_weight = {row["values"]["w"]: round(row["measures"][row["key"]], 4) for row in rows}
         result["fusion"] = {"weight": weight, "dev Success@1 by weight": by_weight,
                             **{m: statistics.fmean(fused[m].values()) for m in MEASURES}, "per_query": fused}
     return result
@@ -165,16 +174,14 @@ def summarise(results: dict[str, list[dict]], bm25: dict[str, dict[str, float]])
     """Mean ± sd and seeds of each system's numbers (`fusion`: of its dev-tuned fusion with BM25), its mean
     shortcuts, and the paired t-tests: the COMPARISONS (with their mean paired difference and its 95% interval), and
     each ranker (alone and fused) against BM25 (`bm25`: measure -> qid -> value)."""
-    from pipeline.compare import paired_difference, paired_ttest
+    from pipeline.compare import mean_over_seeds, paired_difference, paired_ttest
 
     def spread(values: list[float]) -> dict:
         return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
                 "seeds": [round(v, 4) for v in values]}
 
     def mean_of(runs: list[dict], key: str) -> dict[str, float]:  # per pair / per query, averaged over seeds
-        if key == "correct":
-            return {k: statistics.fmean(r["correct"][k] for r in runs) for k in runs[0]["correct"]}
-        return {k: statistics.fmean(r["per_query"][key][k] for r in runs) for k in runs[0]["per_query"][key]}
+        return mean_over_seeds([r["correct"] if key == "correct" else r["per_query"][key] for r in runs])
 
     summary, tests = {}, {}
     # what the runs measured: accuracy (not with --rankings-from) and the ranking (not without Lucene)
