@@ -153,14 +153,29 @@ def test_truncation_is_counted_and_empty_texts_score():
     (dict(levels=2, encoder="wide"), 3 * 2 * 12 + 2 * 10),
 ])
 def test_ablations_and_modes_shape_the_classifier(options, width):
+    """The MLP's input is [RM^0..N; SM^1..N] of the parts turned on, (8): the RM block is IDF-weighted, (3), so
+    doubling the query IDF doubles it exactly and leaves the SM block as it was; the score is P(relevant), the
+    MLP's second softmax output."""
     model = build(**options)
+    c = model.config
     assert model.classifier[0].in_features == width
-    assert len(model.sm) == (0 if options.get("rm_only") else model.config.levels)
-    output = model(**model.prepare(make_pairs(QUERIES, DOCS)).tensors)
-    assert output.shape == (4, 2)
-    torch.testing.assert_close(output.exp().sum(1), torch.ones(4))        # log-probabilities
-    scores = model.score(output)
-    assert scores.shape == (4,) and ((scores >= 0) & (scores <= 1)).all()
+    assert len(model.sm) == (0 if options.get("rm_only") else c.levels)
+    tensors = model.prepare(make_pairs(QUERIES, DOCS)).tensors
+    inputs = []
+    hook = model.classifier.register_forward_hook(lambda module, args, output: inputs.append(args[0]))
+    with torch.inference_mode():
+        output = model(**tensors)
+        doubled = model(**tensors | {"query_idf": 2 * tensors["query_idf"]})
+        hook.remove()
+        x, x_doubled = inputs                                              # (4, width) each
+        by_hand = torch.softmax(model.classifier(x), 1)[:, 1]             # P(relevant) of (8)
+    assert output.shape == (4, 2) and x.shape == (4, width)
+    torch.testing.assert_close(model.score(output), by_hand.double())
+    rm = 0 if c.sm_only else (c.levels + 1) * c.max_query_length * (2 if c.rm_mode == "paper" else 1)
+    torch.testing.assert_close(x_doubled[:, :rm], 2 * x[:, :rm])          # RM: times the IDF
+    torch.testing.assert_close(x_doubled[:, rm:], x[:, rm:])              # SM: no IDF in it
+    assert rm == 0 or (x[:, :rm] != 0).any(1).all()                       # (a doubling of zeros shows nothing)
+    assert torch.equal(doubled, output) == bool(c.sm_only)                # the IDF reaches the score through RM only
 
 
 def test_loss_is_nll_and_padding_row_stays_zero_and_frozen():
