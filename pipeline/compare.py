@@ -24,7 +24,7 @@ from typing import Mapping, Sequence
 from pipeline import log
 from pipeline.data.files import atomic_write
 from pipeline.errors import UnknownNameError
-from pipeline.evaluate import (QUERY_SETS, EvalError, QrelsLike, RunLike, as_qrels, evaluation_inputs, evaluator,
+from pipeline.evaluation import (QUERY_SETS, EvalError, QrelsLike, RunLike, as_qrels, evaluation_inputs, evaluator,
                                parse_measures)
 
 CORRECTIONS = ("holm", "bonferroni")
@@ -170,6 +170,12 @@ class Comparison:
         rows = self.rows(per_query)
         header = list(rows[0])
         return header, [[_cell(key, row[key]) for key in header] for row in rows]
+
+    def to_dataframe(self, per_query: bool = False):
+        """The rows as a pandas DataFrame (one column per field of `rows`: run, queries, measures, p-values)."""
+        import pandas
+
+        return pandas.DataFrame(self.rows(per_query))
 
     def to_markdown(self, per_query: bool = False) -> str:
         header, body = self._cells(per_query)

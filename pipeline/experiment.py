@@ -44,8 +44,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pipeline import __version__, cache
-from pipeline.binding import Binding
 from pipeline.data.files import atomic_write, load_yaml
+from pipeline.data.outputs import check_writable
 from pipeline.data.runs import RUN_FORMATS, Run
 from pipeline.engine import ENGINES, EngineOptions
 from pipeline.errors import ConfigError, InputError, IrpipeError
@@ -106,7 +106,7 @@ class Experiment:
             value = data.get(key)
             if value is not None and (not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool))):
                 raise InputError(where, f"{key} must be {what}, got {value!r}", field=key)
-        from pipeline.evaluate import split_measures
+        from pipeline.evaluation import split_measures
 
         measures = data["measures"]
         measures = split_measures(measures) if isinstance(measures, str) else measures
@@ -131,7 +131,7 @@ class Experiment:
     def check(self) -> None:
         """Everything that can be checked without running: the name, the measures at the relevance level, the
         expected scores' measures, the tolerance and both pipeline specs. InputError (file, field) on a problem."""
-        from pipeline.evaluate import QUERY_SETS, parse_measure, parse_measures
+        from pipeline.evaluation import QUERY_SETS, parse_measure, parse_measures
         from pipeline.spec import parse
 
         def problem(message: str, field: str) -> IrpipeError:  # a file's fields, or a spec's command-line options
@@ -222,30 +222,11 @@ def spread_tolerance(sd: float, seeds: int) -> float:
 
 def run_pipeline(spec: str | Stage, dataset, use_cache: bool = True,
                  engine: EngineOptions | None = None) -> tuple[Run, object, object]:
-    """Parse `spec` (or take the stage), bind it to the dataset (a `Dataset`, or a name or folder for
-    `get_dataset`) and the engine, and run it on the dataset's topics (and candidates, for a reranker first).
-    Returns (run, bound stage, dataset). Every entry point runs a pipeline through here."""
-    from pipeline.data.registry import get_dataset
+    """Parse `spec` (or take the stage) and run it on the dataset through `Stage.run_on` (bind, stage cache, checks).
+    Returns (run, bound stage, dataset). Every entry point runs a pipeline through here or `Stage.run`."""
     from pipeline.spec import parse
 
-    dataset = get_dataset(dataset) if isinstance(dataset, str) else dataset
-    stage = parse(spec) if isinstance(spec, str) else spec
-    topics = dataset.topics()
-    candidates = dataset.run() if stage.needs_run else None
-    if stage.needs_run and candidates is None:
-        raise ConfigError(f"{stage!r} starts with a reranker, but {dataset.name} ships no candidate run: "
-                          "start the pipeline with a retriever, e.g. bm25() % 100 >> ...")
-    if candidates is not None:
-        missing = [qid for qid in candidates.ranking if qid not in topics.queries]
-        if missing:
-            raise ConfigError(f"{len(missing)} queries of the candidate run are not in the topics (e.g. "
-                              f"{missing[0]!r})")
-    stage = stage.bind(Binding(dataset, engine, candidates))
-    with cache.using(cache.StageCache() if use_cache else None) as stage_cache:
-        run = stage(topics, candidates)
-    if stage_cache:
-        logger.info("stage cache: %d hit(s), %d miss(es)", stage_cache.hits, stage_cache.misses)
-    return run, stage, dataset
+    return (parse(spec) if isinstance(spec, str) else spec).run_on(dataset, use_cache, engine)
 
 
 def run_experiment(experiment: Experiment, output: str | Path | None = None, results_dir: str | Path = "eval/results",
@@ -259,29 +240,33 @@ def run_experiment(experiment: Experiment, output: str | Path | None = None, res
 def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool, dataset,
                     options: EngineOptions) -> dict:
     from pipeline.compare import compare, plot_differences
-    from pipeline.evaluate import parse_measure
+    from pipeline.evaluation import parse_measure
     from pipeline.spec import parse
 
     experiment.check()  # again: the command line may have changed fields since loading
     start = time.perf_counter()
     output = Path(output or Path("runs") / f"{experiment.name}.{experiment.output_format}")
-    runs, outputs = {}, {}
+    outputs = {name: output.with_suffix(name[len(experiment.name):] + output.suffix)  # x.seed0.trec
+               for name in experiment.pipelines()}
+    baseline_output = output.with_suffix(f".baseline{output.suffix}")
+    beside = {label: output.with_suffix(f".{label}{output.suffix}") for label in experiment.beside or {}}
+    results = Path(results_dir) / f"{experiment.name}.json"
+    for path in [*outputs.values(), *([baseline_output, output.with_suffix(".png")] if experiment.baseline else []),
+                 *beside.values(), *([results] if experiment.path else [])]:
+        check_writable(path, "file")  # every file written, before any work
+    runs = {}
     for run_name, spec in experiment.pipelines().items():  # one run, or one per seed
         run, _, dataset = run_pipeline(spec, dataset or experiment.dataset, use_cache, options)
-        outputs[run_name] = output.with_suffix(run_name[len(experiment.name):] + output.suffix)  # x.seed0.trec
         run.write(outputs[run_name], format=experiment.output_format, tag=run_name.replace(" ", "_"))
         runs[run_name] = run
     rel_level = experiment.rel_level if experiment.rel_level is not None else dataset.rel_level
     qrels = dataset.qrels()
     if experiment.baseline:
         baseline_run = run_pipeline(experiment.baseline, dataset, use_cache, options)[0]
-        baseline_output = output.with_suffix(f".baseline{output.suffix}")
         baseline_run.write(baseline_output, format=experiment.output_format,
                            tag=f"{experiment.name.replace(' ', '_')}.baseline")
         runs = {BASELINE: baseline_run, **runs}
-    beside = {}
     for label, spec in (experiment.beside or {}).items():  # rows beside the pipeline's, compared with the baseline
-        beside[label] = output.with_suffix(f".{label}{output.suffix}")
         runs[label] = run_pipeline(spec, dataset, use_cache, options)[0]
         runs[label].write(beside[label], format=experiment.output_format, tag=f"{experiment.name}.{label}")
     comparison = compare(runs, qrels, experiment.measures, baseline=BASELINE if experiment.baseline else None,
@@ -325,7 +310,7 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
                             for label, path in beside.items()}
     result["seconds"] = round(time.perf_counter() - start, 2)
     if experiment.path:
-        with atomic_write(Path(results_dir) / f"{experiment.name}.json") as out:
+        with atomic_write(results) as out:
             json.dump(result, out, indent=2)
             out.write("\n")
     return result

@@ -9,7 +9,8 @@
                 | '[' [value (',' value)*] ']' | pipeline (a stage as an argument, e.g. of fusion(...))
 
 `parse("bm25(k1=0.9,b=0.4) % 100 >> hcan(ckpt=models/hcan)")` returns the same Stage objects that
-`BM25(k1=0.9, b=0.4) % 100 >> HCAN(ckpt="models/hcan")` builds in Python. Errors point at the bad token.
+`ir.bm25(k1=0.9, b=0.4) % 100 >> ir.hcan(ckpt="models/hcan")` builds in Python (`import pipeline as ir`: every
+stage is a name of the package, spelt as here). Errors point at the bad token.
 A bare value means what it means in a `--set KEY=VALUE` flag (`parse_scalar`): `none` and `null` are both None.
 """
 from __future__ import annotations

@@ -25,7 +25,7 @@ from pipeline import cache
 from pipeline.binding import Binding
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
-from pipeline.errors import IrpipeError
+from pipeline.errors import ConfigError, IrpipeError
 from pipeline.log import logger
 from pipeline.validate import at_least, choice, problem
 
@@ -69,6 +69,38 @@ class Stage:
 
     def resolve(self, binding: Binding) -> None:
         """Take what this (copied) stage needs from `binding` (an index, a model, a store); default: nothing."""
+
+    def run(self, dataset, cache: bool = True, engine=None) -> Run:
+        """This pipeline's run on `dataset` (a name, a folder or a `Dataset`): its topics, and its candidates when the
+        pipeline starts with a reranker, through bind and the stage cache, as `irpipe run` does.
+
+            >>> import pipeline as ir
+            >>> run = (ir.bm25(k1=0.9, b=0.4) % 100 >> ir.overlap(idf=True)).run("cacm")  # doctest: +SKIP
+        """
+        return self.run_on(dataset, cache, engine)[0]
+
+    def run_on(self, dataset, use_cache: bool = True, engine=None) -> tuple[Run, "Stage", object]:
+        """(run, bound stage, dataset) of `run`: the dataset's topics (and candidates, for a reranker first), the
+        pipeline bound to the dataset and the engine (`EngineOptions`; None: here), run inside the stage cache."""
+        from pipeline.data.registry import get_dataset
+
+        dataset = get_dataset(dataset) if isinstance(dataset, str) else dataset
+        topics = dataset.topics()
+        candidates = dataset.run() if self.needs_run else None
+        if self.needs_run and candidates is None:
+            raise ConfigError(f"{self!r} starts with a reranker, but {dataset.name} ships no candidate run: "
+                              "start the pipeline with a retriever, e.g. bm25() % 100 >> ...")
+        if candidates is not None:
+            missing = [qid for qid in candidates.ranking if qid not in topics.queries]
+            if missing:
+                raise ConfigError(f"{len(missing)} queries of the candidate run are not in the topics (e.g. "
+                                  f"{missing[0]!r})")
+        stage = self.bind(Binding(dataset, engine, candidates))
+        with cache.using(cache.StageCache() if use_cache else None) as stage_cache:
+            run = stage(topics, candidates)
+        if stage_cache:
+            logger.info("stage cache: %d hit(s), %d miss(es)", stage_cache.hits, stage_cache.misses)
+        return run, stage, dataset
 
     def annotate(self, topics: Topics) -> Topics:
         """The topics that the stages after this one see (default: the same; `keywords()` adds fields)."""

@@ -12,7 +12,7 @@ import pytest
 from pipeline.data.qrels import read_qrels
 from pipeline.data.runs import read_run
 from pipeline.errors import InputError
-from pipeline.evaluate import evaluate, parse_measures, per_query
+from pipeline.evaluation import evaluate, parse_measures, per_query
 
 
 def refused(path, line: int, field: str) -> InputError:

@@ -1,4 +1,4 @@
-"""pipeline.evaluate: measures, query conventions, relevance levels, significance, output formats, CLI, and
+"""pipeline.evaluation: measures, query conventions, relevance levels, significance, output formats, CLI, and
 parity with the trec_eval inside Pyserini's Anserini jar."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pipeline.data.runs import Run, read_run
 from pipeline.data.qrels import read_qrels
 from pipeline.errors import IrpipeError, MissingResourceError, UnknownNameError
 from pipeline.compare import Comparison, adjust_pvalues, compare, plot_differences
-from pipeline.evaluate import EvalError, evaluate, evaluated_queries, parse_measures, per_query
+from pipeline.evaluation import EvalError, evaluate, evaluated_queries, parse_measures, per_query
 from support import SHARED_DATA, needs_shared_data
 
 DL = SHARED_DATA / "msmarco-passage-topics-qrels"

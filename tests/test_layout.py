@@ -14,11 +14,11 @@ LAYERS = [
     {"data"},                                     # formats and the dataset registry: files only
     {"retrieve"},                                 # Lucene: indexes, search, keyword dictionaries
     {"rerank"},                                   # models, the BERT backbone, checkpoints, stores, scoring
-    {"evaluate"},                                 # ir-measures
+    {"evaluation"},                               # ir-measures
     {"training"},                                 # examples, negatives, the loop, recipes
     {"cache", "engine", "binding"},               # the stage cache; where work runs; what a pipeline is bound to
     {"stage", "stages"},                          # the algebra, and the stages (bind resolves, transform computes)
-    {"spec", "compare", "experiment", "tune", "leaderboard", "pyterrier"},  # specs, experiments, tables, PyTerrier
+    {"spec", "compare", "experiment", "tune", "leaderboard", "pyterrier", "api"},  # specs, experiments, tables, PyTerrier, the Python front door
     {"commands", "cli", "benchmarks"},            # the command line and the benchmark commands
 ]
 LAYER_OF = {unit: number for number, units in enumerate(LAYERS) for unit in units}

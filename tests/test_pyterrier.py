@@ -124,7 +124,7 @@ import pyterrier as pt
 import jnius_config
 from pipeline import java
 from pipeline.data.registry import get_dataset
-from pipeline.evaluate import parse_measures
+from pipeline.evaluation import parse_measures
 from pipeline.pyterrier import IrpipeTransformer, qrels_frame
 
 registered = (str(java.anserini_jar()) in pt.java.configure["jars"] and "-Xrs" in pt.java.configure["options"]
@@ -146,7 +146,7 @@ def test_pyterrier_and_pyserini_share_one_process(folder, tiny):
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    from pipeline.evaluate import evaluate
+    from pipeline.evaluation import evaluate
 
     expected = evaluate(run_pipeline("bm25()", tiny, use_cache=False)[0], tiny.qrels(), ["AP"])["AP"]
     assert result == {"registered": True, "before": False, "vm": True, "pt_started": False, "AP": expected}
@@ -172,7 +172,7 @@ MEASURES = ["nDCG@10", "RR@10", "AP", "R@100"]
 @needs_shared_data
 def test_pt_experiment_on_dl19_gives_irpipe_evals_numbers(tmp_path, capsys):
     from pipeline.cli import main
-    from pipeline.evaluate import evaluate, parse_measures
+    from pipeline.evaluation import evaluate, parse_measures
 
     dl19 = get_dataset("dl19-passage")
     bm25 = IrpipeTransformer("candidates()", dataset=dl19, cache=False)

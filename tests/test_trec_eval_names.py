@@ -9,7 +9,7 @@ import pytest
 
 from pipeline import cli
 from pipeline.errors import UnknownNameError
-from pipeline.evaluate import EvalError, evaluate, parse_measure, parse_measures
+from pipeline.evaluation import EvalError, evaluate, parse_measure, parse_measures
 from support import write_collection
 
 QRELS = "q1 0 d1 1\nq1 0 d3 2\nq1 0 d5 0\nq2 0 d2 1\n"

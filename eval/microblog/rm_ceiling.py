@@ -11,7 +11,7 @@ split on spaces, "@url" one unknown word) or `drop` (ours without the three mark
 """
 import sys, torch, numpy as np
 from pipeline.data.registry import get_dataset
-from pipeline.evaluate import evaluate
+from pipeline.evaluation import evaluate
 from pipeline.data.runs import Run
 from pipeline.rerank.text import tokenize, Vocabulary, glove_table, embedding_matrix, IdfTable
 year, tweet_tokens = sys.argv[1], (sys.argv[2:] or ["ours"])[0]

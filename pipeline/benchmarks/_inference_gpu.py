@@ -172,7 +172,7 @@ def dev_small(model, device, args, pool_size: int | None = None) -> dict:
 def gpu_vs_cpu(model, cpu_model, device, queries: int | None = None) -> dict:
     """nDCG@10 on DL19 / DL20: the checkpoint on the GPU (bf16, fp32) and on the CPU (fp32); top-10 agreement."""
     from pipeline.data.runs import Run
-    from pipeline.evaluate import evaluate
+    from pipeline.evaluation import evaluate
     from pipeline.rerank.pairs import scores_by_query
     from pipeline.rerank.scoring import predict
 

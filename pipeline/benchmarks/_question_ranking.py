@@ -45,7 +45,7 @@ class Ranking:
     def per_query(self, scores) -> dict[str, dict[str, float]]:
         """measure -> qid -> value of the run that `scores` (one a pair) make, or of a `Run` of these candidates."""
         from pipeline.data.runs import Run
-        from pipeline.evaluate import per_query
+        from pipeline.evaluation import per_query
 
         return per_query(scores if isinstance(scores, Run) else self.run(scores), self.qrels, list(MEASURES))
 

@@ -35,7 +35,7 @@ def bench(dataset: str, threads: int | None, batch_size: int, max_doc_length: in
     import torch
 
     from pipeline.data.registry import get_dataset
-    from pipeline.evaluate import evaluate
+    from pipeline.evaluation import evaluate
     from pipeline.rerank.models.addax import ADDAX, ADDAXConfig
     from pipeline.rerank.pairs import pairs_of, scores_by_query
     from pipeline.rerank.store import EncodingStore, score_late_interaction, write_store

@@ -143,7 +143,7 @@ def quality_by_mode(functions: dict, modes: list[str], done=lambda quality: None
 def _reranked(function, dataset, pairs) -> tuple[dict, object, dict]:
     """qid -> docid -> score of `function` on `pairs`, the run, and measure -> qid -> value."""
     from pipeline.data.runs import Run
-    from pipeline.evaluate import per_query
+    from pipeline.evaluation import per_query
     from pipeline.rerank.pairs import scores_by_query
 
     scores = scores_by_query(pairs, function(pairs))

@@ -10,7 +10,7 @@ from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.compare import CORRECTIONS, FORMATS, compare, plot_differences, plot_format
 from pipeline.data.qrels import Qrels, read_qrels
 from pipeline.data.runs import read_run
-from pipeline.evaluate import DEFAULT_MEASURES, QUERY_SETS, EvalError, parse_measure, parse_measures
+from pipeline.evaluation import DEFAULT_MEASURES, QUERY_SETS, EvalError, parse_measure, parse_measures
 
 
 

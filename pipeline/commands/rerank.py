@@ -67,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
     output.write(args.output, format=args.output_format, tag=reranker.name)
     logger.info("wrote %s", args.output)
     if args.eval:
-        from pipeline.evaluate import evaluate
+        from pipeline.evaluation import evaluate
 
         for measure, score in evaluate(output, dataset.qrels(), args.eval, rel_level=dataset.rel_level).items():
             print(f"{measure}\t{score:.4f}")

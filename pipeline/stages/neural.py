@@ -31,7 +31,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import inspect
 import json
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -47,9 +49,10 @@ from pipeline.rerank.scoring import DEVICES, Runtime, check_amp, check_quantize,
     resolve_device
 from pipeline.stages import register, register_model_stages
 from pipeline.stages.rerank import Reranker
-from pipeline.training.options import check_namespaces, check_options, split_options
+from pipeline.training.options import RUNTIME, SOURCES, TrainOptions, check_namespaces, check_options, \
+    split_options, training_names
 from pipeline.training.recipes import Recipe
-from pipeline.validate import at_least
+from pipeline.validate import at_least, default_of
 
 
 class NeuralReranker(Reranker):
@@ -207,13 +210,60 @@ def pretrained_digest(model_class: type[RerankModel], config) -> str:
 
 @functools.cache
 def reranker_class(name: str) -> type[NeuralReranker]:
-    """The stage class of the model file `name` (pipeline/rerank/models/<name>.py), made once."""
+    """The stage class of the model file `name` (pipeline/rerank/models/<name>.py), made once: `ir.<name>` of the
+    package, `<name>(...)` of the spec grammar; its docstring and signature list every option with its default."""
     model_class = models.model_class(name)
     check_namespaces(name, model_class.config_class)
     stage = type(f"{model_class.__name__}Reranker", (NeuralReranker,),
-                 {"name": name, "model_class": model_class, "__module__": __name__,
-                  "__doc__": f"Rerank with {model_class.__name__} ({name}): see NeuralReranker."})
+                 {"name": name, "model_class": model_class, "__module__": __name__})
+    stage.__doc__, stage.__signature__ = _options_doc(stage), _options_signature(stage)
     return register(stage)
+
+
+_SOURCE_DOCS = {"ckpt": "a checkpoint folder", "train": "a training recipe's dataset (trained once, cached)",
+                "dev": "its dev set (picks the best epoch)", "index": "an index for candidate texts",
+                "store": "stored document encodings (late interaction)"}
+
+
+def _option_groups(stage: type[NeuralReranker]) -> dict[str, dict]:
+    """namespace -> {option: default} of a reranker stage (the model's training defaults applied)."""
+    parameters = inspect.signature(NeuralReranker.__init__).parameters
+    config = {f.name: default_of(f) for f in dataclasses.fields(stage.model_class.config_class)}
+    training = {f.name: default_of(f) for f in dataclasses.fields(TrainOptions) if f.name in training_names()}
+    training |= {k: v for k, v in getattr(stage.model_class, "training_defaults", {}).items() if k in training}
+    return {"source": {k: parameters[k].default for k in SOURCES}, "config": config, "training": training,
+            "runtime": {k: parameters[k].default for k in RUNTIME}}
+
+
+def _options_doc(stage: type[NeuralReranker]) -> str:
+    model, name = stage.model_class, stage.name
+    summary = (sys.modules[model.__module__].__doc__ or model.__name__).strip().splitlines()[0]  # the model file's
+    groups = _option_groups(stage)
+    how = "ckpt=DIR or train=DATASET" + (" (or neither: the pretrained model as it comes)" if model.pretrained else "")
+    lines = [f"{name}(...): rerank with {summary}", "",
+             f"Where the model comes from: {how}. Example:", "",
+             f"    >>> import pipeline as ir",
+             f"    >>> pipe = ir.bm25() % 100 >> ir.{name}(ckpt='models/{name}')",
+             f"    >>> pipe = ir.bm25() % 100 >> ir.{name}(train='wikiqa/train', dev='wikiqa/dev', epochs=2)", "",
+             "Options, each in one namespace (pipeline/training/options.py; `seed` in both config and training):", ""]
+    titles = {"source": "sources", "config": f"model config ({model.config_class.__name__}; a checkpoint's own values "
+              "unless given)", "training": "training (with train=DATASET; this model's defaults)",
+              "runtime": "runtime (how it runs; amp and quantize change scores a little)"}
+    for group, options in groups.items():
+        lines.append(f"  {titles[group]}:")
+        lines += [f"    {k} = {v!r}" + (f"  # {_SOURCE_DOCS[k]}" if group == "source" else "")
+                  for k, v in options.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _options_signature(stage: type[NeuralReranker]) -> inspect.Signature:
+    seen, parameters = set(), []
+    for options in _option_groups(stage).values():
+        for key, default in options.items():
+            if key not in seen:
+                seen.add(key)
+                parameters.append(inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=default))
+    return inspect.Signature(parameters)
 
 
 def reranker_for_model(model: str, **kwargs) -> NeuralReranker:

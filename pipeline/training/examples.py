@@ -224,7 +224,7 @@ class DevSet:
         from dataclasses import replace
 
         from pipeline.data.runs import Run
-        from pipeline.evaluate import evaluate
+        from pipeline.evaluation import evaluate
         from pipeline.rerank.scoring import predict
 
         pairs = [replace(p, label=float(self.qrels.get(p.qid, {}).get(p.docid, 0) >= self.rel_level))
@@ -241,7 +241,7 @@ class DevSet:
 
     def key(self, measure: str) -> str:
         """The key of `measure` in `evaluate`'s result ("AP" is "AP(rel=2)" on graded qrels; "loss" is itself)."""
-        from pipeline.evaluate import parse_measure
+        from pipeline.evaluation import parse_measure
 
         return measure if measure == "loss" else str(parse_measure(measure, self.rel_level))
 

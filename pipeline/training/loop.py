@@ -5,7 +5,7 @@
 Batches are drawn for the model's loss (`model.batch_sampling()`, pipeline/training/examples.py); the model's own
 `loss(output, batch)` gives the total that is minimised and its named parts, each logged per epoch.
 
-After every epoch the dev set is reranked and scored with pipeline.evaluate; the best epoch by `measure` ("loss":
+After every epoch the dev set is reranked and scored with pipeline.evaluation; the best epoch by `measure` ("loss":
 the dev loss, lower is better) is the checkpoint left in OUT, and training stops after `patience` epochs without
 improvement. OUT also gets train.jsonl (loss and its parts, learning rate, dev scores and seconds per epoch) and
 state/: the last epoch's model, optimizer, scheduler and RNG states (pipeline/training/state.py), from which

@@ -81,7 +81,7 @@ def test_unequal_line_counts_are_an_error(tmp_path, monkeypatch):
 @needs_shared_data
 def test_authors_split_and_ql_matches_the_paper(shared_data):
     from pipeline.data.registry import get_dataset
-    from pipeline.evaluate import evaluate
+    from pipeline.evaluation import evaluate
 
     for test_year, others in (("2013", ("2011", "2012", "2014")), ("2014", ("2011", "2012", "2013"))):
         train, dev = (set(get_dataset(f"microblog/{s}-{test_year}").topics()) for s in ("train", "dev"))

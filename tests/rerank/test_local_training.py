@@ -76,7 +76,7 @@ def test_an_experiment_over_seeds_pins_the_mean_of_its_seed_runs(tmp_path, monke
 
     from pipeline.data.registry import get_dataset
     from pipeline.data.runs import read_run
-    from pipeline.evaluate import evaluate
+    from pipeline.evaluation import evaluate
 
     monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
