@@ -6,15 +6,15 @@ Over the year's QL candidates: the share of candidates with a URL and the releva
 then P@30 / AP of ranking by the share of the query's character trigrams found in the URL (what HCAN's URL branch
 sees at level 0 with rm_similarity=cosine, rm_softmax=raw before training: an exact trigram match scores 1) and
 in the tweet's text (the char_trigrams branch), each alone and each added to the QL score's per-query z-score
-(ties broken by QL). Trigrams and URL text as pipeline/rerank/models/_hcan_inputs.py reads them.
+(ties broken by QL). Trigrams and URL text as HCAN reads them (pipeline/rerank/text.py).
 """
 import statistics
 import sys
 
 from pipeline.data.registry import get_dataset
 from pipeline.data.runs import Run
-from pipeline.evaluation import evaluate
-from pipeline.rerank.models._hcan_inputs import char_trigrams, url_text
+from pipeline.evaluate import evaluate
+from pipeline.rerank.text import char_trigrams, url_text
 
 
 def trigram_share(query: str, text: str) -> float:

@@ -1,4 +1,5 @@
-"""Word-level text for the word-embedding rerankers (HCAN, MRNN): tokens, vocabulary, pretrained embeddings, IDF.
+"""Word-level text for the word-embedding rerankers (HCAN, MRNN): tokens, vocabulary, pretrained embeddings, IDF;
+and HCAN's character trigrams of a text or a tweet's URL (`char_trigrams`, `url_text`).
 
     tokens = tokenize("Who wrote `` The Iron Lady ''?")        # lower-cased, PTB-like word tokens
     vocab = Vocabulary.build(token_lists, min_count=1, extra=pretrained_words("glove", 100_000))
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -56,6 +58,25 @@ def tokenize(text: str) -> list[str]:
         tokens.extend((core[:-len(clitic)], clitic) if clitic else (core,))
         tokens.extend(m.group() for m in _RUNS.finditer(trail))
     return tokens
+
+
+# -- character trigrams (HCAN's tweet branches, pipeline/rerank/models/_hcan_inputs.py) -----------------------------
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*://")
+
+
+def char_trigrams(text: str) -> list[str]:
+    """Every 3-character window of "#" + the normalised text + "#"; [] for an empty text."""
+    ascii_text = unicodedata.normalize("NFKD", text.lower()).encode("ascii", "ignore").decode()
+    ascii_text = " ".join(ascii_text.split())
+    if not ascii_text:
+        return []
+    marked = f"#{ascii_text}#"
+    return [marked[i:i + 3] for i in range(len(marked) - 2)]
+
+
+def url_text(urls: str) -> str:
+    """The URL field as text: each URL lower-cased without its scheme and its query string ("?..."), joined."""
+    return " ".join(_SCHEME.sub("", url.lower()).split("?")[0] for url in urls.split())
 
 
 # -- vocabulary --------------------------------------------------------------------------------------------------

@@ -8,11 +8,12 @@ authors' code (model_option "complete", with_url for the twitter datasets) match
 against two more sequences, each a relevance-matching branch of its own (TrigramMatching in hcan.py):
 - `char_trigrams`: the candidate's text as character trigrams;
 - `with_url`: the candidate's URL (`Pair.doc_fields["url"]`) as character trigrams.
-A text reads as "#" + text + "#" (lower-cased, accents dropped to ASCII, white space runs as one space) cut into
-every 3-character window: "#water shortages#" -> "#wa", "wat", ..., "es#". One trigram table (50-d, U(-0.05,
-0.05), trained) embeds query, text and URL; each branch has its own deep encoder (conv kernel 4, F filters, N
-levels) shared by the query and its sequence, and relevance matching on levels 0..N without IDF weights (the
-code weighs trigrams by nothing): per branch (N+1) x L_3 features per pooling, L_3 = max_query_trigrams.
+A text reads (`char_trigrams`, pipeline/rerank/text.py) as "#" + text + "#" (lower-cased, accents dropped to
+ASCII, white space runs as one space) cut into every 3-character window: "#water shortages#" -> "#wa", "wat", ...,
+"es#". One trigram table (50-d, U(-0.05, 0.05), trained) embeds query, text and URL; each branch has its own deep
+encoder (conv kernel 4, F filters, N levels) shared by the query and its sequence, and relevance matching on levels
+0..N without IDF weights (the code weighs trigrams by nothing): per branch (N+1) x L_3 features per pooling,
+L_3 = max_query_trigrams.
 
 Resolutions [R]: a URL reads without its scheme and query string (the code drops the first 7 characters and
 everything from the first "?" -- with no "?", the last character: not reproduced); several URLs of one tweet are
@@ -24,8 +25,6 @@ their start. The relevance-matching options (rm_softmax, rm_similarity, rm_mode)
 from __future__ import annotations
 
 import dataclasses
-import re
-import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
@@ -37,28 +36,13 @@ from pipeline.log import logger
 from pipeline.rerank.model import Batch
 from pipeline.rerank.overlap import OVERLAP_FEATURES
 from pipeline.rerank.pairs import Pair
-from pipeline.rerank.text import IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
+from pipeline.rerank.text import (IdfTable, Vocabulary, char_trigrams, embedding_matrix, tokenize, url_text,
+                                  word_table)
 
 if TYPE_CHECKING:
     from pipeline.rerank.models.hcan import HCANConfig
 
 URL_FIELD = "url"
-_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*://")
-
-
-def char_trigrams(text: str) -> list[str]:
-    """Every 3-character window of "#" + the normalised text + "#"; [] for an empty text."""
-    ascii_text = unicodedata.normalize("NFKD", text.lower()).encode("ascii", "ignore").decode()
-    ascii_text = " ".join(ascii_text.split())
-    if not ascii_text:
-        return []
-    marked = f"#{ascii_text}#"
-    return [marked[i:i + 3] for i in range(len(marked) - 2)]
-
-
-def url_text(urls: str) -> str:
-    """The URL field as text: each URL lower-cased without its scheme and its query string ("?..."), joined."""
-    return " ".join(_SCHEME.sub("", url.lower()).split("?")[0] for url in urls.split())
 
 
 def training_trigrams(queries: Iterable[str], docs: Iterable[str], doc_fields: Iterable[Mapping]) -> list[list[str]]:
