@@ -13,7 +13,7 @@ import sys
 
 from pipeline.data.registry import get_dataset
 from pipeline.data.runs import Run
-from pipeline.evaluate import evaluate
+from pipeline.evaluation import evaluate
 from pipeline.rerank.text import char_trigrams, url_text
 
 
