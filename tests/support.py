@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.rerank.bert import save_tiny_bert  # noqa: F401 (the tests' tiny BERT, in the package for eval/)
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("IRPIPE_MIRROR") or REPO.parent / "shared" / "data")
 
@@ -34,20 +36,6 @@ def make_pairs(queries: list[str], docs: list[str]) -> list:
     from pipeline.rerank.pairs import Pair
 
     return [Pair(f"q{i}", f"d{i}", query, doc) for i, (query, doc) in enumerate(zip(queries, docs))]
-
-
-def save_tiny_bert(folder: Path, layers: int = 2, positions: int = 512) -> Path:
-    """A randomly initialised (seeded) BERT of width 32 with all-MiniLM-L6-v2's tokenizer, saved as a BERT folder:
-    a model trains for an epoch, or scores a few hundred pairs, in about a second on 2 CPU cores."""
-    import torch
-    from transformers import BertModel
-
-    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder, load_tokenizer, new_bert_config, write_bert_folder
-
-    tokenizer = load_tokenizer(bert_folder(DEFAULT_BERT))
-    torch.manual_seed(0)
-    bert = BertModel(new_bert_config(tokenizer.vocab_size, 32, layers, positions, heads=2, intermediate=64))
-    return write_bert_folder(bert, tokenizer, folder)
 
 
 # -- a tiny collection of our own, written by the tests that need one ---------------------------------------------

@@ -174,6 +174,19 @@ def write_bert_folder(model, tokenizer, folder: Path) -> Path:
     return folder
 
 
+def save_tiny_bert(folder: Path, layers: int = 2, positions: int = 512) -> Path:
+    """A randomly initialised (seeded) BERT of width 32 with all-MiniLM-L6-v2's tokenizer, saved as a BERT folder:
+    a model trains for an epoch, or scores a few hundred pairs, in about a second on 2 CPU cores (the tests' BERT,
+    and eval/faults_probe.py's)."""
+    import torch
+    from transformers import BertModel
+
+    tokenizer = load_tokenizer(bert_folder(DEFAULT_BERT))
+    torch.manual_seed(0)
+    bert = BertModel(new_bert_config(tokenizer.vocab_size, 32, layers, positions, heads=2, intermediate=64))
+    return write_bert_folder(bert, tokenizer, folder)
+
+
 # -- a model on a BERT ---------------------------------------------------------------------------------------------
 def check_positions(owner: str, config, bert, names: tuple[str, ...] = ("max_length",)) -> None:
     """ConfigError when a length field of a model's config exceeds the BERT's position embeddings."""
