@@ -156,3 +156,26 @@ def test_command_line_code_lives_in_commands():
                  if "argparse" in p.read_text(encoding="utf-8") and p.parts[-2] not in ("commands", "benchmarks")
                  and p.name not in allowed]
     assert offenders == []
+
+
+def test_eval_scripts_use_the_package_as_it_is_published():
+    """eval/'s scripts import no private module or name of the package (`pipeline.x._y`, `from pipeline.x import
+    _y`), nothing of tests/, and leave sys.path alone: a helper they need is public in the package, or the script's
+    logic is a benchmark module (`python -m pipeline.benchmarks.X`)."""
+    def unpublished(name: str) -> bool:
+        parts = name.split(".")
+        return parts[0] in ("tests", "support", "conftest") or \
+            (parts[0] == "pipeline" and any(p.startswith("_") and not p.startswith("__") for p in parts))
+
+    offenders = []
+    for path in sorted((PACKAGE.parent / "eval").rglob("*.py")):
+        where = path.relative_to(PACKAGE.parent)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                module = getattr(node, "module", None) or ""
+                names = [module] if unpublished(module) else \
+                    [".".join(filter(None, (module, alias.name))) for alias in node.names]
+                offenders += [f"{where}:{node.lineno} imports {name}" for name in names if unpublished(name)]
+            if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "") == "sys":
+                offenders.append(f"{where}:{node.lineno} uses sys.path")
+    assert offenders == []
