@@ -27,7 +27,7 @@ class OutputError(IrpipeError):
     """A file that cannot be written (read-only folder, full disk, no permission): names the file and what to do."""
 
     def __init__(self, path: str | Path, message: str):
-        self.path = str(path)
+        self.path, self.reason = str(path), message
         super().__init__(f"{self.path}: {message}")
 
 

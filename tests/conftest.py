@@ -52,3 +52,15 @@ def irpipe_eval(monkeypatch, capsys):
         return code, out, err
 
     return run
+
+
+@pytest.fixture
+def log_to_this_tests_stderr():
+    """irpipe's log handler is made once per process, on the sys.stderr of its time (an earlier test's capture):
+    dropped for the test, so that the command makes one on this test's."""
+    from pipeline.log import logger
+
+    saved = logger.handlers[:]
+    logger.handlers.clear()
+    yield
+    logger.handlers[:] = saved

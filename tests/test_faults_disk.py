@@ -20,6 +20,7 @@ from pipeline.errors import OutputError
 from support import irpipe, save_tiny_bert, write_collection
 
 PAGE = 4096
+pytestmark = pytest.mark.usefixtures("log_to_this_tests_stderr")  # tests/conftest.py
 slow = pytest.mark.skipif(os.environ.get("IRPIPE_SLOW_FAULTS", "") in ("", "0"),
                           reason="a slow fault test (a JVM start each): IRPIPE_SLOW_FAULTS=1 pytest "
                                  "tests/test_faults_disk.py -k slow (output recorded in eval/FAULTS.md)")
@@ -73,17 +74,6 @@ def left(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.name != "filler")
 
 
-@pytest.fixture(autouse=True)
-def log_to_this_tests_stderr():
-    """irpipe's log handler is made once per process, on the sys.stderr of its time (an earlier test's capture)."""
-    from pipeline.log import logger
-
-    saved = logger.handlers[:]
-    logger.handlers.clear()
-    yield
-    logger.handlers[:] = saved
-
-
 @pytest.mark.parametrize("place", ["full", "read-only"])
 def test_atomic_write_names_the_file_and_leaves_nothing(tmpfs, place):
     """Before: a read-only folder was reported as the scratch file (`.run.trec.PID.xyz.tmp: cannot write`)."""
@@ -118,6 +108,22 @@ def test_writers_by_path_name_the_file_and_the_bytes_needed(tmpfs):
                                           r"\(1,048,576 bytes needed, 65,536 bytes free\)"):
         write_by_path(folder / "shard-00000.bin", rows.tofile, needed=rows.nbytes)
     assert left(folder) == []
+
+
+def test_an_output_on_a_read_only_place_is_refused_before_the_search(tmpfs, tmp_path, capsys, monkeypatch):
+    """`irpipe search --output` on a read-only file system: exit 2 naming the run file before a query is searched
+    (pipeline/data/outputs.py). Before: the whole search ran first, then the write failed."""
+    folder = tmpfs("out", read_only=True)
+    write_collection(tmp_path / "c")
+
+    def search(*args, **kwargs):
+        raise AssertionError("the search ran before the output was checked")
+
+    monkeypatch.setattr("pipeline.experiment.run_pipeline", search)
+    code, _, err = irpipe(capsys, "search", "--topics", tmp_path / "c" / "topics.tsv", "--corpus",
+                          tmp_path / "c" / "docs.jsonl", "--output", folder / "runs" / "x.trec")
+    assert code == 2 and "Traceback" not in err, err
+    assert f"{folder / 'runs' / 'x.trec'}: cannot write: Read-only file system" in err
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from pathlib import Path
 from pipeline import log
 from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.compare import CORRECTIONS, FORMATS, compare, plot_differences, plot_format
+from pipeline.data.outputs import check_writable
 from pipeline.data.qrels import Qrels, read_qrels
 from pipeline.data.runs import read_run
 from pipeline.evaluation import DEFAULT_MEASURES, QUERY_SETS, EvalError, parse_measure, parse_measures
@@ -50,8 +51,9 @@ def main(args: argparse.Namespace) -> int:
         raise EvalError("--plot draws differences against a baseline: add --baseline RUN")
     if args.plot_measure and not args.plot:
         raise EvalError("--plot-measure needs --plot FILE.png")
-    if args.plot:
-        plot_format(args.plot)  # fail before the work, not after it
+    if args.plot:  # fail before the work, not after it
+        plot_format(args.plot)
+        check_writable(args.plot, "file")
     if len(set(args.runs)) != len(args.runs):
         raise EvalError("a run file is given twice")
     stray = [m for m in args.measures or [] if Path(m).is_file()]

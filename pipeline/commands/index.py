@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Callable, Iterator
 
+from pipeline.data.outputs import check_writable
 from pipeline.retrieve.index import DUPLICATES, LANGUAGES, build_index
 from pipeline.retrieve.lucene import SEGMENTERS
 
@@ -47,6 +48,7 @@ def _docs_from_args(args) -> tuple[Iterator[dict], str, Callable | None]:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_writable(args.output, "folder")  # before any document is read
     docs, source, locate = _docs_from_args(args)
     metadata = build_index(docs, args.output, source, threads=args.threads, language=args.language,
                            pretokenized=args.pretokenized, store_positions=args.store_positions,

@@ -5,6 +5,7 @@ import argparse
 import sys
 from collections import Counter
 
+from pipeline.data.outputs import check_writable, keep_or_raise
 from pipeline.errors import ConfigError
 from pipeline.log import logger, progress
 from pipeline.retrieve.keyword_dictionary import LANGUAGES, PRESETS, build_dictionary, corpus_documents
@@ -47,6 +48,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     if args.top_k_per_domain is not None and args.top_k_per_domain < 1:
         raise ConfigError("--top-k-per-domain must be >= 1")
+    check_writable(args.output, "file")  # before the corpus is read
     preset = args.corpus[0] if len(args.corpus) == 1 and args.corpus[0] in PRESETS else None
     if preset and (args.domain_field or args.text_field):
         raise ConfigError(f"{preset} is a preset with its own fields; give dataset names to choose fields")
@@ -57,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
     dictionary = build_dictionary(progress(documents, desc="keywords", unit="doc"), language, args.threshold,
                                   args.top_k_per_domain, args.min_df, args.min_length,
                                   settings={"corpus": "+".join(args.corpus)})
-    dictionary.save(args.output)
+    keep_or_raise(args.output, dictionary.save, "dictionary")
     counts = Counter(entry.domain for entry in dictionary)
     logger.info("wrote %s: %d keywords over %d domains", args.output, len(dictionary), len(counts))
     for domain in dictionary.domains():

@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 
 from pipeline.data.files import atomic_write
+from pipeline.data.outputs import check_writable
 from pipeline.leaderboard import load_references, load_results, render
 
 
@@ -15,6 +16,7 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_writable(args.output, "file")
     text = render(load_results(Path(args.results_dir)), load_references(Path(args.references)))
     with atomic_write(args.output) as out:
         out.write(text)

@@ -48,9 +48,11 @@ def main(args: argparse.Namespace) -> int:
     from dataclasses import fields
 
     from pipeline.data.files import numbered_lines
+    from pipeline.data.outputs import check_writable
     from pipeline.training.mlm import MLMOptions, corpus_texts
     from pipeline.training.pretrain import pretrain
 
+    check_writable(args.output, "folder")  # before any work
     options = MLMOptions(**{f.name: getattr(args, f.name) for f in fields(MLMOptions) if hasattr(args, f.name)})
     vocab = None
     if args.vocab:

@@ -53,10 +53,12 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """The reranker as a one-stage pipeline over the run's candidates, bound and run as `irpipe run` runs one."""
     from pipeline.commands.train import key_values
+    from pipeline.data.outputs import check_writable
     from pipeline.experiment import run_pipeline
     from pipeline.stages.neural import reranker_for_model
 
-    options = engine_from_args(args)  # checked before any work
+    options = engine_from_args(args)  # checked before any work, with the output
+    check_writable(args.output, "file")
     dataset = dataset_from_args(args)
     if "run" not in dataset.provides:
         raise ConfigError("nothing to rerank: give --run FILE (or a dataset that ships candidates)")

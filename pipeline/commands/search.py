@@ -13,6 +13,7 @@ import argparse
 from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
 from pipeline.commands.flags import checked
+from pipeline.data.outputs import check_writable
 from pipeline.data.runs import RUN_FORMATS, check_run_tag
 from pipeline.log import logger
 from pipeline.validate import at_least
@@ -50,8 +51,9 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from pipeline.experiment import run_pipeline
 
-    options = engine_from_args(args)  # checked before any work
+    options = engine_from_args(args)  # checked before any work, with the output
     at_least("search", "--batch-size", args.batch_size, 1, integer=True)
+    check_writable(args.output, "file")
     dataset = dataset_from_args(args)
     stage = BM25(args.index, args.k1, args.b, args.hits, args.threads, args.rm3, args.fb_terms, args.fb_docs,
                  args.original_query_weight, args.language, args.segment)

@@ -59,8 +59,10 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from pipeline.data.outputs import check_writable
     from pipeline.training.loop import train
 
+    check_writable(args.output, "folder")  # before any work
     options = key_values(args.option, "--option")
     options.update({k: getattr(args, k) for k in TRAINING_FLAGS if getattr(args, k) is not None})
     overrides = key_values(args.config, "--set")

@@ -6,6 +6,7 @@ import json
 
 from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.data.files import atomic_write
+from pipeline.data.outputs import check_writable, keep_or_raise
 from pipeline.tune import best, format_rows, grid_search, parse_grid
 
 
@@ -22,13 +23,18 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     grid = parse_grid(args.grid)
+    if args.output:
+        check_writable(args.output, "file")  # before the grid runs
     dataset = dataset_from_args(args)
     extra = [m.strip() for m in (args.eval or "").split(",") if m.strip()]
     rows = grid_search(args.spec, dataset, grid, args.measure, extra, args.rel_level)
     print(format_rows(rows))
     if args.output:
-        with atomic_write(args.output) as out:
-            json.dump({"spec": args.spec, "dataset": dataset.name, "measure": args.measure, "rows": rows,
-                       "best": best(rows)}, out, indent=2)
-            out.write("\n")
+        def write(target):
+            with atomic_write(target) as out:
+                json.dump({"spec": args.spec, "dataset": dataset.name, "measure": args.measure, "rows": rows,
+                           "best": best(rows)}, out, indent=2)
+                out.write("\n")
+
+        keep_or_raise(args.output, write, "grid's rows")
     return 0

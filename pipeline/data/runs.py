@@ -16,6 +16,7 @@ from typing import Iterator, Mapping
 
 from pipeline.data.files import atomic_write, json_digest, numbered_lines
 from pipeline.data.ids import check_id, check_query_docs, id_problem, split_fields
+from pipeline.data.outputs import keep_or_raise
 from pipeline.data.topics import Topics
 from pipeline.errors import InputError
 from pipeline.validate import one_word, problem
@@ -127,13 +128,17 @@ def write_run(run: Run, path: str | Path, format: str = "trec", tag: str | None 
         raise ValueError(f"unknown run format {format!r}; expected one of {RUN_FORMATS}")
     tag = tag or run.tag
     check_run_tag("run file", "tag", tag)
-    with atomic_write(path) as out:
-        for qid, hits in run.ranking.items():
-            for rank, (docid, score) in enumerate(hits, start=1):
-                if format == "trec":
-                    out.write(f"{qid} Q0 {docid} {rank} {score:.{digits}f} {tag}\n")
-                else:
-                    out.write(f"{qid}\t{docid}\t{rank}\n")
+
+    def write(target: Path) -> None:
+        with atomic_write(target) as out:
+            for qid, hits in run.ranking.items():
+                for rank, (docid, score) in enumerate(hits, start=1):
+                    if format == "trec":
+                        out.write(f"{qid} Q0 {docid} {rank} {score:.{digits}f} {tag}\n")
+                    else:
+                        out.write(f"{qid}\t{docid}\t{rank}\n")
+
+    keep_or_raise(path, write, "run")  # a write that fails after the work: the run is kept, the error says where
 
 
 def read_run(path: str | Path, format: str | None = None) -> Run:
