@@ -17,12 +17,14 @@ rows = [(1, "what colour is the sky", "the sky is blue"), (0, "what colour is th
         (1, "what colour is grass", "grass is green"), (0, "what colour is grass", "the sky is blue")]
 (data / "pairs.tsv").write_text("".join(f"{l}\t{a}\t{b}\n" for l, a, b in rows))
 (data / "dataset.yaml").write_text("kind: pairs\nfiles: {pairs: pairs.tsv}\n")
-coll = base / "tiny"; coll.mkdir()  # a tiny TREC collection of the same texts: its two questions, their answers
-(coll / "docs.jsonl").write_text("".join(json.dumps({"id": f"d{n}", "contents": b}) + "\n"
-                                         for n, b in enumerate(dict.fromkeys(b for _, _, b in rows))))
+coll = base / "tiny"; coll.mkdir()  # a TREC collection: 6 documents (the pairs' texts, 3 more), the pairs' 2 questions
+texts = [*dict.fromkeys(b for _, _, b in rows), "coal is black", "a coal mine in wales", "nothing to see here"]
+(coll / "docs.jsonl").write_text("".join(json.dumps({"id": f"d{n}", "contents": t}) + "\n"
+                                         for n, t in enumerate(texts)))
 (coll / "topics.tsv").write_text("1\twhat colour is the sky\n2\twhat colour is grass\n")
 (coll / "qrels.txt").write_text("1 0 d0 1\n2 0 d2 1\n")
-(coll / "dataset.yaml").write_text("name: tiny-trec\nfiles: {topics: topics.tsv, qrels: qrels.txt, corpus: docs.jsonl}\n")
+(coll / "dataset.yaml").write_text("name: tiny-trec\nfiles: {topics: topics.tsv, qrels: qrels.txt, "
+                                   "corpus: docs.jsonl}\n")
 with open(base / "big.jsonl", "w") as out:
     for n in range(20000):
         out.write(json.dumps({"id": f"d{n}", "contents": f"word{n % 997} text {n} " * 3}) + "\n")
