@@ -51,14 +51,24 @@ IDS = lambda o: "-".join(map(str, o.values()))  # noqa: E731
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=IDS)
-def test_distances_are_non_negative_and_scores_their_negation(options, tiny_bert):
+def test_distances_are_eq8_and_scores_their_negation(options, tiny_bert):
+    """A pair's distance is eq. (8) over its query's real positions, Σ_i ‖Σ_j aw'_ij mra_d,j - mra_q,i‖ (the model's
+    own MRA and attention weights, summed here one position at a time); all_distances' (query u, document b) is what
+    that pair scores alone."""
     model = build(tiny_bert, **options)
     with torch.inference_mode():
         out = model(**model.prepare(qa_pairs()).tensors)
         every = model.all_distances(out)                                  # (3 queries, 5 documents)
-    assert out.distance.shape == (5,) and (out.distance >= 0).all() and torch.isfinite(out.distance).all()
+        q, q_mask = out.queries[out.query_index], out.query_mask[out.query_index]
+        _, weights = model.query_attention(q, q_mask, out.docs, out.doc_mask)  # aw' (5, n, m)
+        alone = torch.tensor([[model(**model.prepare(make_pairs([query], [doc])).tensors).distance.item()
+                               for doc in DOCS] for query in dict.fromkeys(QUERIES)])
+    by_hand = torch.stack([sum(torch.linalg.vector_norm(weights[b, i] @ out.docs[b] - q[b, i])
+                               for i in range(q.size(1)) if q_mask[b, i]) for b in range(5)])
+    torch.testing.assert_close(out.distance, by_hand)
     torch.testing.assert_close(model.score(out), -out.distance)
-    assert every.shape == (3, 5) and (every >= 0).all()
+    assert every.shape == (3, 5)
+    torch.testing.assert_close(every, alone, rtol=0, atol=1e-5)
     torch.testing.assert_close(every[out.query_index, torch.arange(5)], out.distance)  # the pairs' own distances
 
 
