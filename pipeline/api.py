@@ -32,7 +32,9 @@ def dataset(name):
     """A registered dataset by name (`irpipe datasets list`; `irds:<id>` for ir_datasets), or a folder with a
     dataset.yaml, a BEIR folder or MS MARCO's passage files.
 
-        >>> ir.dataset("cacm").topics()                         # doctest: +SKIP
+        >>> cacm = ir.dataset("cacm")
+        >>> len(cacm.topics()), cacm.rel_level
+        (64, 1)
     """
     return get_dataset(str(name) if isinstance(name, Path) else name)
 
@@ -42,7 +44,10 @@ def run(pipeline: str | Stage, dataset, output: str | Path | None = None, format
     """The run of `pipeline` (a Stage, or a spec string) on `dataset` (a name, a folder or a dataset), written to
     `output` when given (atomically, "trec" or "msmarco", as `irpipe run SPEC --output` writes it).
 
-        >>> ir.run("bm25(k1=0.9, b=0.4)", "cacm", output="runs/cacm.bm25.trec")   # doctest: +SKIP
+        >>> run = ir.run("bm25(k1=0.9, b=0.4)", "cacm")        # or ir.bm25(k1=0.9, b=0.4).run("cacm")
+        >>> docid, score = run.ranking["1"][0]                 # query 1's top hit
+        >>> run.num_hits(), docid, round(score, 4)
+        (58558, 'CACM-1938', 12.0328)
     """
     result = run_pipeline(pipeline, dataset, use_cache=cache)[0]
     if output is not None:
@@ -55,7 +60,9 @@ def evaluate(run: RunLike, qrels, measures, rel_level: int | None = None, querie
     a qrels file or ir-measures qrels). `rel_level` defaults to the dataset's (2 on DL19/DL20), else 1. A query of
     the qrels that the run lacks scores 0 (`queries="qrels"`, trec_eval -c); `queries="run"` scores the run's only.
 
-        >>> ir.evaluate("runs/cacm.bm25.trec", "cacm", ["AP", "nDCG@10"])      # doctest: +SKIP
+        >>> scores = ir.evaluate(ir.bm25(k1=0.9, b=0.4).run("cacm"), "cacm", ["AP", "nDCG@10"])
+        >>> {measure: round(score, 4) for measure, score in scores.items()}
+        {'AP': 0.3114, 'nDCG@10': 0.4519}
     """
     qrels, level = _qrels(qrels)
     return evaluate_run(run, qrels, measures, rel_level or level, queries)
@@ -70,7 +77,13 @@ def Experiment(pipelines, dataset, measures, names=None, baseline: int | str | S
     the index of one of them (PyTerrier's convention), or another pipeline, run first as the row "baseline".
     Returns a `Comparison`: print it, `.to_dataframe()`, `.to_markdown()`, `.pvalues`.
 
-        >>> ir.Experiment([ir.bm25(), ir.bm25() % 100 >> ir.overlap()], "cacm", ["AP"], baseline=0)  # doctest: +SKIP
+        >>> table = ir.Experiment([ir.bm25(k1=0.9, b=0.4), ir.bm25(k1=0.9, b=0.4) % 100 >> ir.overlap(idf=True)],
+        ...                       "cacm", ["AP"], names=["bm25", "overlap"], baseline=0)
+        >>> print(table.to_table())                          # doctest: +NORMALIZE_WHITESPACE
+        run      queries      AP  AP p-value
+        bm25          52  0.3114           -
+        overlap       52  0.2249      0.0005
+        queries: 52 -- every judged query in the qrels; a query missing from a run scores 0 (trec_eval -c). p-values: two-sided paired t-test vs bm25.
     """
     pipelines = list(pipelines)
     names = [str(p) if isinstance(p, str) else repr(p) for p in pipelines] if names is None else list(names)

@@ -3,6 +3,7 @@ as `irpipe run` (the same run file, byte for byte), `ir.evaluate` and `ir.Experi
 line prints, and examples/bm25_addax.py equal to the main job."""
 from __future__ import annotations
 
+import doctest
 import inspect
 import os
 import pydoc
@@ -15,6 +16,7 @@ import yaml
 import pipeline as ir
 from pipeline.cli import main
 from pipeline.errors import ConfigError
+from pipeline.rerank import models
 from pipeline.experiment import Experiment as ExperimentFile
 from pipeline.experiment import run_experiment
 from pipeline.spec import parse
@@ -81,6 +83,21 @@ def test_experiment_prints_the_table_of_an_experiment_file(tmp_path, monkeypatch
     assert list(frame["run"]) == ["baseline", "overlap"] and frame.loc[1, "AP"] == from_file["measures"]["AP"]
     with pytest.raises(ConfigError, match="baseline=5"):
         ir.Experiment([spec], "cacm", measures, baseline=5)
+
+
+@needs_shared_data
+def test_the_docstring_examples_run(cache):
+    """The examples of pipeline/api.py, Stage.run and every model stage's help text, run as doctests."""
+    from pipeline.api import __name__ as api_name
+    from pipeline.stage import Stage
+
+    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    tests = finder.find(sys.modules[api_name], globs={"ir": ir}) + finder.find(Stage.run, "Stage.run")
+    tests += [test for name in models.model_names() for test in finder.find(getattr(ir, name), name)]
+    assert sum(len(test.examples) for test in tests) >= 9 + 3 + 3 * len(models.model_names())
+    for test in tests:
+        runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
 
 
 @pytest.mark.slow
