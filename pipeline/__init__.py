@@ -28,12 +28,15 @@ _API = ("dataset", "run", "evaluate", "Experiment")
 def __getattr__(name: str):
     """`ir.<stage>` (the spec grammar's names) and the functions of pipeline/api.py, imported on first use."""
     import importlib
+    import importlib.util
 
     if name in _API:
         return getattr(importlib.import_module("pipeline.api"), name)
     if name == "parse":
         return importlib.import_module("pipeline.spec").parse
-    if not name.startswith("_"):
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is None:
+        # (a submodule not imported yet, `from pipeline import cache` in pipeline/stage.py, is the import system's:
+        # looking it up among the stages would import pipeline.stages, and so pipeline.stage, half made)
         stages = importlib.import_module("pipeline.stages")
         if name in stages.stage_names():
             return stages.get_stage_class(name)

@@ -40,6 +40,13 @@ def test_importing_the_package_imports_neither_torch_nor_the_jvm():
     assert out.split() == ["False", "False"]
 
 
+def test_a_module_of_the_package_imports_first_on_its_own():
+    """`from pipeline import cache` (pipeline/stage.py's, before anything imported pipeline.cache) imports the module,
+    not a stage named so: `from pipeline.stage import fuse` first in a process once failed as a circular import."""
+    for module in ("pipeline.stage", "pipeline.tune", "pipeline.compare", "pipeline.benchmarks.keyword_bert"):
+        subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, check=True)
+
+
 def test_help_of_a_model_stage_lists_its_options_with_defaults():
     text = pydoc.render_doc(ir.monobert, renderer=pydoc.plaintext)
     for line in ("max_length = 256", "epochs = 3", "lr = 2e-05", "device = 'auto'", "ckpt = None"):
