@@ -5,6 +5,7 @@ file of pipeline/rerank/models/, found by the registry without being listed anyw
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pipeline"
@@ -156,6 +157,27 @@ def test_command_line_code_lives_in_commands():
                  if "argparse" in p.read_text(encoding="utf-8") and p.parts[-2] not in ("commands", "benchmarks")
                  and p.name not in allowed]
     assert offenders == []
+
+
+MODELS_PAGE = PACKAGE.parent / "docs" / "models.md"
+SECTION = r"(?:§|\\u00a7)(\d+(?:\.\d+)*)"  # §4 or §4.1; "\u00a7" where a JSON record escapes it
+
+
+def test_every_cited_section_of_docs_models_exists():
+    """Docstrings, tests and eval records cite a model's equations as "docs/models.md §N" (or §N.M): every section
+    so cited is a heading of docs/models.md ("## §N ..."), and every model file cites its own."""
+    headings = set(re.findall(r"^#+ §(\d+(?:\.\d+)*) ", MODELS_PAGE.read_text(encoding="utf-8"), re.M))
+    root = PACKAGE.parent
+    files = [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.md"), *(root / "tests").rglob("*.py"), root / "README.md",
+             *(p for p in (root / "eval").rglob("*") if p.suffix in (".py", ".md", ".yaml", ".json"))]
+    cited = {(str(p.relative_to(root)), section) for p in files
+             for section in re.findall(r"docs/models\.md " + SECTION, p.read_text(encoding="utf-8"))}
+    assert {section for _, section in cited} >= {"0", "1", "2", "3", "4", "5"}
+    assert sorted(c for c in cited if c[1] not in headings) == []
+    from pipeline.rerank import models
+
+    citing = {file for file, _ in cited}
+    assert [name for name in models.model_names() if f"pipeline/rerank/models/{name}.py" not in citing] == []
 
 
 def test_eval_scripts_use_the_package_as_it_is_published():

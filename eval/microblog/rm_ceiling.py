@@ -3,7 +3,7 @@
     PYTHONPATH=. IRPIPE_MIRROR=../shared/data python eval/microblog/rm_ceiling.py 2013 [ours|whitespace|drop]
 
 score(q, d) = sum_i idf_i * max_j f(S)_ij with S = U_q U_d^T on GloVe 6B-50d: f = softmax over the query axis,
-masked (MODELS.md), or padded with zero logits to 10 / 100 rows (the authors' unmasked code), or over the tweet
+masked (docs/models.md §1), or padded with zero logits to 10 / 100 rows (the authors' unmasked code), or over the tweet
 axis; or cosine with no softmax; plus exact-match IDF overlap. IDF from the year's own tweets. Prints AP, P@30.
 Tweet tokenisation (the data's b.toks writes URLs as "@url", mentions as "@names", hashtags as "## tag"): `ours`
 (pipeline.rerank.text.tokenize, what HCAN trains on: "@url" -> "@", "url"), `whitespace` (the authors' code:

@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", default="dl19-passage", metavar="NAME", help="a dataset with a shipped run")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's own)")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-doc-length", type=int, default=180, help="L_D word pieces (MODELS.md: 180 on MS MARCO)")
+    parser.add_argument("--max-doc-length", type=int, default=180,
+                        help="L_D word pieces (docs/models.md §3: 180 on MS MARCO)")
     parser.add_argument("--record", action="store_true", help="write eval/benchmarks/addax-start-<dataset>.json")
     args = parser.parse_args(argv)
 

@@ -24,8 +24,8 @@ Centroid density: the default k (ColBERTv2's rule on the sample's rows, at most 
 374k rows about 91 rows a centroid, where MS MARCO's ~770M rows at the 2^16 cap leave ~11,700: a small collection's
 residuals are smaller than MS MARCO's would be. `--centroids K` sets k, e.g. to MS MARCO's density (DL19: 32).
 Projection: MS MARCO passages are longer than the dataset's; the rows per passage are measured on DL19's shipped
-MS MARCO candidates at L_D = 180 (MODELS.md), times each codec's row bytes, plus the measured .ids bytes a passage
-and the codebook, over 8,841,823 passages.
+MS MARCO candidates at L_D = 180 (docs/models.md §3), times each codec's row bytes, plus the measured .ids bytes a
+passage and the codebook, over 8,841,823 passages.
 """
 from __future__ import annotations
 

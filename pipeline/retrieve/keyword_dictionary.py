@@ -1,4 +1,4 @@
-"""Domain keyword dictionaries (diff-idf; keyword-BERT, Miao, Cao & Tam; MODELS.md §4): what a keyword is, how a
+"""Domain keyword dictionaries (diff-idf; keyword-BERT, Miao, Cao & Tam; docs/models.md §4.1): what a keyword is, how a
 dictionary is built from a domain-labelled corpus, stored and loaded (presets built once and cached). Extracting
 keywords: pipeline/retrieve/keywords.py; keyword-augmented BM25: pipeline/stages/keywords.py.
 For a domain d of a domain-labelled corpus and its complement ¬d (all the other domains), with document

@@ -1,4 +1,4 @@
-"""Keyword extraction (keyword-BERT, Miao, Cao & Tam; MODELS.md §4) over the domain dictionaries of
+"""Keyword extraction (keyword-BERT, Miao, Cao & Tam; docs/models.md §4.1) over the domain dictionaries of
 pipeline/retrieve/keyword_dictionary.py: the keywords of a text, best first. The stages that use it,
 `keywords(dict=...)` and keyword-augmented BM25 `bm25kw(dict=...)`, are in pipeline/stages/keywords.py.
 """

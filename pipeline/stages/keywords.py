@@ -1,4 +1,4 @@
-"""The keyword stages (keyword-BERT, Miao, Cao & Tam; MODELS.md §4): `keywords(dict=...)` gives the stages after
+"""The keyword stages (keyword-BERT, Miao, Cao & Tam; docs/models.md §4.2): `keywords(dict=...)` gives the stages after
 it each query's keywords, and `bm25kw(dict=..., weight=w)` is keyword-augmented BM25.
 
 Keyword-augmented retrieval: the query's terms plus its keywords appended (the paper's x1..xn, k1..km), so a

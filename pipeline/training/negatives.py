@@ -1,4 +1,4 @@
-"""Sampled training negatives for any model (`negatives=keyword|random`; keyword-BERT's rule, MODELS.md §4).
+"""Sampled training negatives for any model (`negatives=keyword|random`; keyword-BERT's rule, docs/models.md §4.3).
 
 The labelled positives of the training data are kept; each query's labelled negatives are replaced by
 `per_positive` x (its positives) sampled ones from the pool of the data's texts (every query and candidate text):

@@ -1,4 +1,4 @@
-"""biencoder (MODELS.md §0): cosine of mean-pooled embeddings; padding changes no score; the stored-encoding path
+"""biencoder (docs/models.md §0): cosine of mean-pooled embeddings; padding changes no score; the stored-encoding path
 scores as the forward pass does; zero-shot as a stage with no checkpoint; the in-batch loss."""
 from __future__ import annotations
 

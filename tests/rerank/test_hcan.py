@@ -1,4 +1,5 @@
-"""HCAN (MODELS.md §1): masking (padding invariance), co-attention's transpose, IDF alignment, ablations, assets."""
+"""HCAN (docs/models.md §1): masking (padding invariance), co-attention's transpose, IDF alignment, ablations,
+assets."""
 from __future__ import annotations
 
 import dataclasses

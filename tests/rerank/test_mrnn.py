@@ -1,4 +1,4 @@
-"""MRNN (MODELS.md §2): distances, attention over real positions only, padding invariance, the batch-hard miner,
+"""MRNN (docs/models.md §2): distances, attention over real positions only, padding invariance, the batch-hard miner,
 n-gram receptive fields, configs and checkpoints."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MRNN's equations (MODELS.md §2) on tensors small enough to compute by hand: each expected value below is worked
+"""MRNN's equations (docs/models.md §2) on tensors small enough to compute by hand: each expected value below is worked
 out in the comment beside it, not by running the model."""
 from __future__ import annotations
 

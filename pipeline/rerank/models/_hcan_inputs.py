@@ -3,7 +3,7 @@ vocabularies, IDF tables and initial embeddings a model is built with (saved bes
 to the tensors of `HCAN.forward`: word ids, per-level IDF weights of query positions, the four overlap features of
 external_features (pipeline/rerank/overlap.py) and the character trigrams of the authors' tweet-search setting.
 
-Character trigrams (jinfengr/hcan, dataset "twitter"). Besides the word-level matching of MODELS.md §1, the
+Character trigrams (jinfengr/hcan, dataset "twitter"). Besides the word-level matching of docs/models.md §1, the
 authors' code (model_option "complete", with_url for the twitter datasets) matches the query's character trigrams
 against two more sequences, each a relevance-matching branch of its own (TrigramMatching in hcan.py):
 - `char_trigrams`: the candidate's text as character trigrams;

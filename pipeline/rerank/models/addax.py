@@ -1,5 +1,5 @@
 """ADDAX: adaptive feature discrimination and denoising for late-interaction reranking (Li, Li & Guo, COLING 2022),
-as MODELS.md §3 reads the paper ([R] marks our resolutions; no public code exists).
+as docs/models.md §3 reads the paper ([R] marks our resolutions; no public code exists).
 
 Encoder. One shared BERT encodes "[CLS] q [SEP]" and "[CLS] d [SEP]" apart; every non-padding word piece is kept
 (the specials too [R]): U_Q (l, d) and V_D (t, d), l <= L_Q, t <= L_D. The document side never sees the query, so
@@ -33,7 +33,8 @@ target H_D: otherwise the summed ||H_D^r - H_D||^2 over the real BERT vectors th
 the hinge about 25 to 1 in the encoder's gradient and training spends itself on making H_D easy to rebuild. Trained,
 the two together: WikiQA test AP 0.8138 +- 0.0103 against 0.7394 +- 0.0236 for the paper's reading, and above the
 zero-shot biencoder on TREC DL both ways (eval/wikiqa-addax-identity.yaml, dl20-addax.yaml, dl19-addax.yaml).
-The paper's reading (MODELS.md §3) is one option away: `init=random, reconstruction=live` (also the values that checkpoints saved before these fields read as: pipeline/rerank/migrations.py).
+The paper's reading (docs/models.md §3) is one option away: `init=random, reconstruction=live` (also the values
+that checkpoints saved before these fields read as: pipeline/rerank/migrations.py).
 """
 from __future__ import annotations
 

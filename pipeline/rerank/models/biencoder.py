@@ -1,14 +1,15 @@
-"""biencoder: cosine of mean-pooled sentence embeddings (MODELS.md §0), the zero-shot baseline every model must beat.
+"""biencoder: cosine of mean-pooled sentence embeddings (docs/models.md §0, whose equation numbers these are), the
+zero-shot baseline every model must beat.
 
-    u = mean_{i real} BERT("[CLS] q [SEP]")_i        (H,)  mean over real word pieces (attention mask)
-    v = mean_{j real} BERT("[CLS] d [SEP]")_j        (H,)
-    s(q, d) = cos(u, v)
+    (1) u = mean_{i real} BERT("[CLS] q [SEP]")_i    (H,)  mean over real word pieces (attention mask)
+    (2) v = mean_{j real} BERT("[CLS] d [SEP]")_j    (H,)
+    (3) s(q, d) = cos(u, v)
 
 Query and document are encoded separately, so document vectors are stored once (`irpipe encode`, a store of one
 L2-normalised row per document; `biencoder(store=DIR)`). The default BERT is all-MiniLM-L6-v2 from its package,
 trained with exactly this objective (sentence-transformers' mean pooling): `biencoder()` works zero-shot. Fine-tuning
 (optional, `biencoder(train=...)`): in-batch negatives, cross-entropy over `scale` x cosine of each query against
-every positive of the batch (MultipleNegativesRanking), through the shared loop.
+every positive of the batch (MultipleNegativesRanking, (4)), through the shared loop.
 """
 from __future__ import annotations
 
@@ -62,21 +63,21 @@ class BiEncoder(LateInteraction, BertBackbone, RerankModel):
 
     # -- the model -----------------------------------------------------------------------------------------------
     def embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """(B, L) -> (B, H): BERT's last layer, mean over real word pieces."""
+        """(B, L) -> (B, H): BERT's last layer, mean over real word pieces: eqs. (1)-(2)."""
         return mean_pool(last_layer(self.bert, ids, mask), mask)                         # (B, L, H) -> (B, H)
 
     def forward(self, query_ids, query_mask, doc_ids, doc_mask) -> torch.Tensor:
         return torch.stack([self.embed(query_ids, query_mask), self.embed(doc_ids, doc_mask)], 1)  # (B, 2, H)
 
     def score(self, output: torch.Tensor) -> torch.Tensor:
-        return F.cosine_similarity(output[:, 0].float(), output[:, 1].float(), dim=-1)     # (B,)
+        return F.cosine_similarity(output[:, 0].float(), output[:, 1].float(), dim=-1)     # (B,)  (3)
 
     def loss(self, output: torch.Tensor, batch: Batch) -> Loss:
         positive = (batch.labels > 0).nonzero().flatten().tolist()                       # rows of positive pairs
         if not positive:
             zero = output.sum() * 0.0
             return Loss(zero, {"in_batch_ce": zero})
-        ce = in_batch_softmax(output[positive, 0].float(), output[positive, 1].float(),
+        ce = in_batch_softmax(output[positive, 0].float(), output[positive, 1].float(),    # (4)
                               [batch.pairs[i].qid for i in positive], self.config.scale)
         return Loss(ce, {"in_batch_ce": ce})
 

@@ -1,4 +1,4 @@
-"""HCAN: Hybrid Co-Attention Network (Rao, Liu, Tay, Yang, Shi & Lin, EMNLP 2019), as read in MODELS.md §1.
+"""HCAN: Hybrid Co-Attention Network (Rao, Liu, Tay, Yang, Shi & Lin, EMNLP 2019), as read in docs/models.md §1.
 
 Query and candidate share a word embedding and an encoder of levels 0..N (level l covers (l+1)-grams). Per level:
 relevance matching (RM, no parameters) and, for l >= 1, semantic matching (SM); all features feed an MLP. Shapes: B
@@ -21,14 +21,14 @@ the pair (pipeline/rerank/overlap.py) join the MLP input. `char_trigrams` / `wit
 inputs (off by default): relevance matching of the query's character trigrams against the candidate's text and URL
 (TrigramMatching here). How texts become these inputs is in _hcan_inputs.py beside this file.
 
-Relevance-matching variants (defaults as MODELS.md): `rm_softmax="padded"` is the authors' code, which masks nothing,
+Relevance-matching variants (defaults as docs/models.md §1): `rm_softmax="padded"` is the authors' code, which masks nothing,
 so a short query's padded rows take part in the query-axis softmax with logit ~0 and a candidate word near no query
-word weighs little everywhere (the masked softmax of MODELS.md only says which query word a candidate word is nearest,
+word weighs little everywhere (the masked softmax of docs/models.md §1 only says which query word a candidate word is nearest,
 however far); `rm_softmax="raw", rm_similarity="cosine"` drops the softmax and compares L2-normalised rows, so level 0
 is the exact-match signal (an exact match scores 1 whatever training does to the embeddings). On tweet search (2-4 word
 queries) the first is much better than the default and the second better still (eval/microblog-*.yaml).
 
-Resolutions beyond MODELS.md: RM features are computed at the batch's query length and zero-padded to max_query_length
+Resolutions beyond docs/models.md §1: RM features are computed at the batch's query length and zero-padded to max_query_length
 (padding weighs 0 anyway); an empty text reads as one unknown word; sm_mode="code" also applies the code's ReLU to H;
 the code's embedding dropout and its IDF weighting of levels 0-1 only are not reproduced; the vocabulary, IDF
 collection and embedding choices are in pipeline/rerank/text.py and HCANConfig."""

