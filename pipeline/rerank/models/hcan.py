@@ -1,11 +1,14 @@
 """HCAN: Hybrid Co-Attention Network (Rao, Liu, Tay, Yang, Shi & Lin, EMNLP 2019), as read in docs/models.md §1.
 
 Query and candidate share a word embedding and an encoder of levels 0..N (level l covers (l+1)-grams). Per level:
-relevance matching (RM, no parameters) and, for l >= 1, semantic matching (SM); all features feed an MLP. Shapes: B
-pairs, n query tokens, m candidate tokens, T either, E embedding width, F filters, d = sm_hidden, L = max_query_length.
-Padding (id 0) is masked in every softmax (-inf), pooling and LSTM (packed sequences): appending padding to a query or
-candidate does not change its score (tests/rerank/test_hcan.py). The network is all in this file, in this order
-(equation numbers are this summary's; the comments cite them):
+relevance matching (RM, no parameters) and, for l >= 1, semantic matching (SM); all features feed an MLP.
+
+Shapes: B pairs, n query tokens, m candidate tokens, T either, E embedding width, F filters, d = sm_hidden,
+L = max_query_length. Padding (id 0) is masked in every softmax (-inf), pooling and LSTM (packed sequences):
+appending padding to a query or candidate does not change its score (tests/rerank/test_hcan.py).
+
+The network is all in this file, in this order; the equation numbers are those of docs/models.md §1, and the
+comments beside the code cite them:
 
     U^l = Dropout(ReLU(Conv1d(U^{l-1})))               (B, T, F)   (1) level l of the deep encoder, U^0 = E (B, T, E)
     S = U_q U_cᵀ, softmax over the query axis          (B, n, m)   (2) RM similarity (rm_softmax, rm_similarity)
@@ -16,22 +19,29 @@ candidate does not change its score (tests/rerank/test_hcan.py). The network is 
     SM = BiLSTM(H): last real state of each direction  (B, d)      (7)
     log p = log_softmax(MLP([RM^0..N; SM^1..N]))       (B, 2)      (8) MLP 150-50-2, P(relevant) the score
 
-`external_features=True` is the authors' code option `--ext` (off by default, as there): four word-overlap features of
-the pair (pipeline/rerank/overlap.py) join the MLP input. `char_trigrams` / `with_url` are the authors' tweet-search
-inputs (off by default): relevance matching of the query's character trigrams against the candidate's text and URL
-(TrigramMatching here). How texts become these inputs is in _hcan_inputs.py beside this file.
+Options of the authors' code, off by default as there:
+- `external_features=True` is the code's `--ext`: four word-overlap features of the pair
+  (pipeline/rerank/overlap.py) join the MLP input.
+- `char_trigrams` / `with_url` are the code's tweet-search inputs: relevance matching of the query's character
+  trigrams against the candidate's text and its URL (TrigramMatching here).
+How texts become these inputs is in _hcan_inputs.py beside this file.
 
-Relevance-matching variants (defaults as docs/models.md §1): `rm_softmax="padded"` is the authors' code, which masks nothing,
-so a short query's padded rows take part in the query-axis softmax with logit ~0 and a candidate word near no query
-word weighs little everywhere (the masked softmax of docs/models.md §1 only says which query word a candidate word is nearest,
-however far); `rm_softmax="raw", rm_similarity="cosine"` drops the softmax and compares L2-normalised rows, so level 0
-is the exact-match signal (an exact match scores 1 whatever training does to the embeddings). On tweet search (2-4 word
-queries) the first is much better than the default and the second better still (eval/microblog-*.yaml).
+Relevance-matching variants (the defaults are those of docs/models.md §1):
+- `rm_softmax="padded"` is the authors' code, which masks nothing: a short query's padded rows take part in the
+  query-axis softmax with logit ~0, so a candidate word near no query word weighs little everywhere. The masked
+  softmax of docs/models.md §1 only says which query word a candidate word is nearest, however far.
+- `rm_softmax="raw", rm_similarity="cosine"` drops the softmax and compares L2-normalised rows, so level 0 is the
+  exact-match signal (an exact match scores 1 whatever training does to the embeddings).
+On tweet search (2-4 word queries) the first is much better than the default and the second better still
+(eval/microblog-*.yaml).
 
-Resolutions beyond docs/models.md §1: RM features are computed at the batch's query length and zero-padded to max_query_length
-(padding weighs 0 anyway); an empty text reads as one unknown word; sm_mode="code" also applies the code's ReLU to H;
-the code's embedding dropout and its IDF weighting of levels 0-1 only are not reproduced; the vocabulary, IDF
-collection and embedding choices are in pipeline/rerank/text.py and HCANConfig."""
+Resolutions beyond docs/models.md §1:
+- RM features are computed at the batch's query length and zero-padded to max_query_length (padding weighs 0
+  anyway);
+- an empty text reads as one unknown word;
+- sm_mode="code" also applies the code's ReLU to H;
+- the code's embedding dropout and its IDF weighting of levels 0-1 only are not reproduced;
+- the vocabulary, IDF collection and embedding choices are in pipeline/rerank/text.py and HCANConfig."""
 from __future__ import annotations
 
 import dataclasses
@@ -144,10 +154,12 @@ class DeepEncoder(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
-        levels, keep = [x], mask.unsqueeze(-1)
+        levels, keep = [x], mask.unsqueeze(-1)                              # keep (B, T, 1)
         for pad, conv in zip(self.pads, self.convs):
-            h = conv(F.pad((levels[-1] if self.stacked else x).transpose(1, 2), (0, pad)))  # (B, F, T)
-            levels.append(self.dropout(F.relu(h)).transpose(1, 2) * keep)  # (B, T, F)  (1), padding back to zero
+            below = levels[-1] if self.stacked else x                       # deep: level l-1; wide: E
+            h = conv(F.pad(below.transpose(1, 2), (0, pad)))                # (B, F, T)  0 left, `pad` right
+            level = self.dropout(F.relu(h)).transpose(1, 2)                 # (B, T, F)  U^l, (1)
+            levels.append(level * keep)                                     # padding back to zero
         return levels
 
 
@@ -196,17 +208,20 @@ def relevance_matching(uq, uc, qmask, cmask, weights, c: HCANConfig, length: int
     if c.rm_similarity == "cosine":
         uq, uc = F.normalize(uq, dim=-1), F.normalize(uc, dim=-1)
     s = uq @ uc.transpose(1, 2)                                            # (B, n, m)  S = U_q U_c^T, (2)
-    rows, cols = qmask.unsqueeze(2), cmask.unsqueeze(1)
-    if c.rm_softmax == "query":
+    rows, cols = qmask.unsqueeze(2), cmask.unsqueeze(1)                    # (B, n, 1), (B, 1, m)
+    if c.rm_softmax == "query":                                            # (2): over the query axis, masked
         s = masked_softmax(s, rows, 1)
-    elif c.rm_softmax == "context":
+    elif c.rm_softmax == "context":                                        # over the candidate axis
         s = masked_softmax(s, cols, 2)
-    elif c.rm_softmax == "padded":
+    elif c.rm_softmax == "padded":                                         # the code's: padded rows take part
         s = padded_query_softmax(s, rows, length)
+    # (rm_softmax="raw": S as it is)
+
     features = [s.masked_fill(~cols, float("-inf")).amax(2) * weights]    # (B, n)  Max, times the weights (3)
     if c.rm_mode == "paper":
         features.append((s * cols).sum(2) / cols.sum(2) * weights)        # (B, n)  Mean over real columns (3)
-    return torch.cat([F.pad(f, (0, length - f.size(1))) for f in features], 1)  # (B, 2L): fixed width
+    padded = [F.pad(f, (0, length - f.size(1))) for f in features]         # (B, L) each: a fixed width
+    return torch.cat(padded, 1)                                            # (B, 2L); code mode (B, L)
 
 
 # -- semantic matching ------------------------------------------------------------------------------------------------
@@ -220,12 +235,18 @@ class CoAttention(nn.Module):
         self.w_b = nn.Parameter(nn.init.xavier_uniform_(torch.empty(f, f)))
 
     def forward(self, uq, uc, qmask, cmask) -> torch.Tensor:
+        """U_q (B, n, F), U_c (B, m, F) and their masks -> H (B, m, 4F): eqs. (4)-(6)."""
         a_raw = self.w_q(uq) + self.w_c(uc).transpose(1, 2) + uq @ self.w_b @ uc.transpose(1, 2)  # (B, n, m)  (4)
-        rows = qmask.unsqueeze(2)
+        rows = qmask.unsqueeze(2)                                          # (B, n, 1)
         a = masked_softmax(a_raw, rows, 1)                                 # (B, n, m)  softmax over the query axis
-        uq_att = a.transpose(1, 2) @ uq                                    # (B, m, F)  Ũ_q = A^T U_q (5), no reshape
-        b = masked_softmax(a_raw.masked_fill(~rows, float("-inf")).amax(1), cmask, 1)  # (B, m)  softmax_m(max_n A)
-        uc_att = (b.unsqueeze(1) @ uc).expand_as(uc)                       # (B, m, F)  Ũ_c = REP(b U_c) (5)
+
+        # (5) Ũ_q: each candidate word's attention-weighted query words; a true transpose (the code's reshape is not)
+        uq_att = a.transpose(1, 2) @ uq                                    # (B, m, F)  Ũ_q = A^T U_q
+        # (5) Ũ_c, BiDAF's query-to-context attention: one summary of the candidate, repeated at every position
+        best = a_raw.masked_fill(~rows, float("-inf")).amax(1)             # (B, m)     max_n A
+        b = masked_softmax(best, cmask, 1)                                 # (B, m)     softmax_m
+        uc_att = (b.unsqueeze(1) @ uc).expand_as(uc)                       # (B, m, F)  Ũ_c = REP(b U_c)
+
         return torch.cat([uc, uq_att, uc * uq_att, uc_att * uq_att], 2)   # (B, m, 4F)  H (6)
 
 
@@ -239,11 +260,13 @@ class SemanticMatching(nn.Module):
         self.lstm = nn.LSTM(4 * c.filters, c.sm_hidden // 2, batch_first=True, bidirectional=True)
 
     def forward(self, uq, uc, qmask, cmask, lengths) -> torch.Tensor:
-        h = self.coattention(uq, uc, qmask, cmask)                         # (B, m, 4F)
-        out, h_n = run_lstm(self.lstm, F.relu(h) if self.code else h, lengths)  # (B, m, d), (2, B, d/2)
-        if not self.code:
-            return torch.cat([h_n[0], h_n[1]], 1)                          # (B, d)  forward end, backward start (7)
-        keep = cmask.unsqueeze(2)
+        h = self.coattention(uq, uc, qmask, cmask)                         # (B, m, 4F)  H, (4)-(6)
+        if self.code:
+            h = F.relu(h)                                                  # the code's ReLU on H
+        out, h_n = run_lstm(self.lstm, h, lengths)                         # (B, m, d), h_n (2, B, d/2)
+        if not self.code:                                                  # (7) forward end, backward start
+            return torch.cat([h_n[0], h_n[1]], 1)                          # (B, d)
+        keep = cmask.unsqueeze(2)                                          # code mode: max + mean over real steps
         top = out.masked_fill(~keep, float("-inf")).amax(1)                # (B, d)
         return torch.cat([top, out.sum(1) / keep.sum(1)], 1)               # (B, 2d)
 
@@ -308,11 +331,13 @@ class HCAN(RerankModel):
         self.trigram_embedding = trigram_embedding(len(trigrams), c.trigram_dim) if c.trigrams else None
         self.text_trigrams = TrigramMatching(c) if c.char_trigrams else None
         self.url_trigrams = TrigramMatching(c) if c.with_url else None
-        pools = 2 if c.rm_mode == "paper" else 1
-        width = 0 if c.sm_only else (c.levels + 1) * c.max_query_length * pools
-        width += (c.char_trigrams + c.with_url) * (c.levels + 1) * c.max_query_trigrams * pools
-        width += 0 if c.rm_only else c.levels * c.sm_hidden * (2 if c.sm_mode == "code" else 1)
-        width += 4 if c.external_features else 0
+
+        # the MLP of (8) reads every feature: its input width, part by part
+        pools = 2 if c.rm_mode == "paper" else 1                           # RM: max + mean, or max only
+        width = 0 if c.sm_only else (c.levels + 1) * c.max_query_length * pools                  # RM, levels 0..N
+        width += (c.char_trigrams + c.with_url) * (c.levels + 1) * c.max_query_trigrams * pools  # trigram branches
+        width += 0 if c.rm_only else c.levels * c.sm_hidden * (2 if c.sm_mode == "code" else 1)  # SM, levels 1..N
+        width += 4 if c.external_features else 0                                                 # overlap features
         self.classifier = nn.Sequential(nn.Linear(width, 150), nn.ReLU(), nn.Linear(150, 50), nn.ReLU(),
                                         nn.Linear(50, 2))
 
@@ -354,20 +379,22 @@ class HCAN(RerankModel):
         c = self.config
         qmask, cmask = query_ids != 0, doc_ids != 0                         # (B, n), (B, m)
         qlen, clen = qmask.sum(1).cpu(), cmask.sum(1).cpu()
-        uqs = self.encoder(self.embedding(query_ids), qmask, qlen)          # N+1 x (B, n, E|F)
-        ucs = self.encoder(self.embedding(doc_ids), cmask, clen)            # N+1 x (B, m, E|F)
+        uqs = self.encoder(self.embedding(query_ids), qmask, qlen)          # N+1 x (B, n, E|F)  U_q^0..N, (1)
+        ucs = self.encoder(self.embedding(doc_ids), cmask, clen)            # N+1 x (B, m, E|F)  U_c^0..N, (1)
+
         features = []
-        if not c.sm_only:
-            features += [relevance_matching(uqs[l], ucs[l], qmask, cmask, query_idf[:, l], c)  # (B, 2L) each
+        if not c.sm_only:                                                  # RM^0..N, (2)-(3): (B, 2L) each
+            features += [relevance_matching(uqs[l], ucs[l], qmask, cmask, query_idf[:, l], c)
                          for l in range(c.levels + 1)]
         for branch, seq_ids in ((self.text_trigrams, doc_trigrams), (self.url_trigrams, url_trigrams)):
             if branch is not None:                                         # (B, (N+1) x 2 x L_3) each
                 features.append(branch(self.trigram_embedding(query_trigrams), query_trigrams != 0,
                                        self.trigram_embedding(seq_ids), seq_ids != 0))
-        if not c.rm_only:
+        if not c.rm_only:                                                  # SM^1..N, (4)-(7): (B, d) each
             features += [sm(uqs[l], ucs[l], qmask, cmask, clen) for l, sm in enumerate(self.sm, 1)]
         if c.external_features:
             features.append(overlap)                                       # (B, 4)
+
         return F.log_softmax(self.classifier(torch.cat(features, 1)), 1)   # (B, 2)  (8)
 
     def state_dict(self, *args, **kwargs):
