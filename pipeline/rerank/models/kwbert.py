@@ -14,32 +14,25 @@ layer. The equation numbers are those of docs/models.md §4; the comments beside
     (7) loss = CE(z, label); score = z_1 - z_0 (score="logit") or softmax(z)_1 ("prob")
 
 Keywords of A and B are the words of a diff-idf dictionary (`dict=NAME|FILE`, pipeline/retrieve/keyword_dictionary.py)
-found in each text; A's come from the topic instead when a `keywords()` stage ran before the reranker
-(`Pair.query_fields["keywords"]`). Every word piece that overlaps a keyword occurrence is a keyword piece: Chinese
-keywords are found as substrings (NFKC, lower case), English ones as words whose analysed terms (Porter stems, as
-the dictionary holds them) include the keyword. With neither a dictionary nor topic keywords every side falls
-back to attending to its whole counterpart.
+found in each text; A's come from the topic instead when a `keywords()` stage ran before the reranker. Which word
+pieces are keyword pieces is decided in _kwbert_inputs.py beside this file. With neither a dictionary nor topic
+keywords every side falls back to attending to its whole counterpart.
 """
 from __future__ import annotations
 
 import copy
-import functools
-import re
-import unicodedata
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_forward, cls_pool, mean_pool, pair_inputs, \
-    pair_lengths
+from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_forward, cls_pool, mean_pool
 from pipeline.validate import at_least, choice
-from pipeline.rerank.model import Batch, Pair, RerankModel
+from pipeline.rerank.model import RerankModel
 from pipeline.rerank.models.monobert import TwoClassOutput
 from pipeline.rerank.models import register_model
-
-OTHER, SIDE_A, SIDE_B = 0, 1, 2  # the `side` input: [CLS], [SEP] and padding, sentence A, sentence B
+from pipeline.rerank.models._kwbert_inputs import SIDE_A, SIDE_B, KeywordInputs
 
 
 @dataclass
@@ -60,39 +53,7 @@ class KeywordBERTConfig:
         at_least("kwbert", "dropout", self.dropout, 0)
 
 
-# -- keywords -> word pieces ----------------------------------------------------------------------------------------
-
-def _fold(text: str) -> str:
-    """NFKC and lower case, character by character (positions kept: a character that expands stays itself)."""
-    return "".join(folded if len(folded := unicodedata.normalize("NFKC", c).lower()) == 1 else c for c in text)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _english_terms(word: str) -> frozenset[str]:
-    from pipeline.retrieve.keyword_dictionary import english_terms
-
-    return frozenset(english_terms(word))
-
-
-def keyword_spans(text: str, keywords: list[str], language: str) -> list[tuple[int, int]]:
-    """Character spans of the keywords' occurrences in `text`: substrings (zh) or words with a keyword among their
-    analysed terms (en)."""
-    if not keywords:
-        return []
-    if language == "en":
-        wanted = set(keywords)
-        return [m.span() for m in re.finditer(r"\w+", text) if _english_terms(m.group()) & wanted]
-    folded, spans = _fold(text), []
-    for keyword in {_fold(k) for k in keywords if k}:
-        spans += [(m.start(), m.start() + len(keyword)) for m in re.finditer(re.escape(keyword), folded)]
-    return spans
-
-
-def keyword_pieces(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[int]:
-    """0/1 per word piece (its character `offsets`): 1 when it overlaps a keyword span."""
-    return [int(any(start < end_k and start_k < end for start_k, end_k in spans)) for start, end in offsets]
-
-
+# -- the keyword attention mask, eq. (3) -------------------------------------------------------------------------------
 def keyword_attention_mask(side: torch.Tensor, keyword: torch.Tensor) -> torch.Tensor:
     """(B, L) side ids and (B, L) 0/1 keyword flags -> (B, L, L) bool M of the keyword layer:
     M[i, j] = (i in A and j in kw(B)) or (i in B and j in kw(A)), eq. (3); kw(S) = all of S when S has no keyword.
@@ -107,7 +68,7 @@ def keyword_attention_mask(side: torch.Tensor, keyword: torch.Tensor) -> torch.T
 
 
 @register_model
-class KeywordBERT(TwoClassOutput, BertBackbone, RerankModel):
+class KeywordBERT(KeywordInputs, TwoClassOutput, BertBackbone, RerankModel):
     name = "kwbert"
     config_class = KeywordBERTConfig
     training_defaults = {"optimizer": "adamw", "lr": 2e-5, "weight_decay": 0.01, "schedule": "linear",
@@ -131,47 +92,7 @@ class KeywordBERT(TwoClassOutput, BertBackbone, RerankModel):
     def uses_pooler(cls, config: KeywordBERTConfig) -> bool:
         return True  # the main branch: h(CLS) through the pooler [C]
 
-    # -- inputs ------------------------------------------------------------------------------------------------
-    @property
-    def language(self) -> str:
-        if self.config.language:
-            return self.config.language
-        return self.extractor.dictionary.language if self.extractor else "zh"
-
-    @property
-    def extractor(self):
-        if self._extractor is None and self.config.dict:
-            from pipeline.retrieve.keywords import extractor_for
-
-            self._extractor = extractor_for(self.config.dict)
-        return self._extractor
-
-    def keywords(self, text: str, given=None) -> list[str]:
-        """A text's keywords: `given` (the topic's, from a keywords() stage), else the dictionary's, else none."""
-        if given is not None:
-            return list(given)
-        return [k.word for k in self.extractor.keywords(text)] if self.extractor else []
-
-    def _pieces(self, texts: list[str], keywords: list[list[str]]) -> tuple[list[list[int]], list[list[int]]]:
-        """Word-piece ids of each text (no special tokens) and their 0/1 keyword flags."""
-        encoded = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
-        flags = [keyword_pieces(offsets, keyword_spans(text, words, self.language))
-                 for text, words, offsets in zip(texts, keywords, encoded["offset_mapping"])]
-        return encoded["input_ids"], flags
-
-    def prepare(self, pairs: list[Pair]) -> Batch:
-        """Ids, segments, mask, side (0 other, 1 A, 2 B) and keyword flags of "[CLS] A [SEP] B [SEP]", cut longest
-        first to max_length and padded: (B, L) each."""
-        a_ids, a_kw = self._pieces([p.query for p in pairs],
-                                   [self.keywords(p.query, p.query_fields.get("keywords")) for p in pairs])
-        b_ids, b_kw = self._pieces([p.text for p in pairs], [self.keywords(p.text) for p in pairs])
-        sides = ([[SIDE_A] * len(a) for a in a_ids], [[SIDE_B] * len(b) for b in b_ids])   # OTHER (0) elsewhere
-        tensors, truncated = pair_inputs(self.tokenizer, a_ids, b_ids, self.config.max_length, side=sides,
-                                         keyword=(a_kw, b_kw))
-        return Batch(tensors, truncated, pairs)
-
-    def input_lengths(self, pairs: list[Pair]) -> list[int]:
-        return pair_lengths(self.tokenizer, [p.query for p in pairs], [p.text for p in pairs], self.config.max_length)
+    # -- inputs: keywords, word pieces, their sides and flags (prepare): KeywordInputs, _kwbert_inputs.py --------
 
     # -- the model -----------------------------------------------------------------------------------------------
     def keyword_branch(self, hidden: torch.Tensor, side: torch.Tensor, keyword: torch.Tensor) -> torch.Tensor:
