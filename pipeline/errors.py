@@ -9,6 +9,12 @@ import difflib
 from pathlib import Path
 
 
+def printable(text: str) -> str:
+    """`text` with every character that is not printable written as a repr writes it (`\\x1b`, `\\u2028`, `\\t`), so
+    a message quoting input never sends a control character to the terminal."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class IrpipeError(Exception):
     """Base class for errors that the command line reports as a one-line message."""
 
@@ -20,7 +26,7 @@ class InputError(IrpipeError):
         self.path, self.line, self.field = str(path), line, field
         where = self.path if line is None else f"{self.path}:{line}"
         what = f" [{field}]" if field else ""
-        super().__init__(f"{where}{what}: {message}")
+        super().__init__(printable(f"{where}{what}: {message}"))  # a path, field or value quoted as it was: escaped
 
 
 class OutputError(IrpipeError):
@@ -28,7 +34,7 @@ class OutputError(IrpipeError):
 
     def __init__(self, path: str | Path, message: str):
         self.path, self.reason = str(path), message
-        super().__init__(f"{self.path}: {message}")
+        super().__init__(printable(f"{self.path}: {message}"))
 
 
 class UnknownNameError(IrpipeError, KeyError):

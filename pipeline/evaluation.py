@@ -31,6 +31,7 @@ are made tie-free in trec_eval's order before they reach it. `RR@10` is then `tr
 """
 from __future__ import annotations
 
+import subprocess
 from operator import itemgetter
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -278,6 +279,11 @@ class Evaluator:
         import ir_measures
 
         plain = [m for m in measures if _num_rel_level(m) <= 1]
+        gdeval = [m for m in plain if m.NAME == "ERR"]  # ERR's one provider, gdeval, a perl script: numeric qids only
+        other = next((qid for qid in qrels if not (qid.isascii() and qid.isdigit())), None) if gdeval else None
+        if other is not None:
+            raise EvalError(f"measure {gdeval[0]}: its one ir-measures provider (gdeval.pl) reads numeric query ids "
+                            f"only, and the qrels have {other!r}")
         self.parts = [(ir_measures.evaluator(plain, qrels), {})] if plain else []
         for measure in (m for m in measures if _num_rel_level(m) > 1):
             level = _num_rel_level(measure)
@@ -288,7 +294,10 @@ class Evaluator:
         """(measure -> aggregate, the per-query metrics), as ir-measures' evaluator.calc gives them."""
         aggregate, metrics = {}, []
         for evaluator, renamed in self.parts:
-            scores, found = evaluator.calc(run)
+            try:
+                scores, found = evaluator.calc(run)
+            except (subprocess.CalledProcessError, FileNotFoundError) as error:  # a provider's own program
+                raise EvalError(f"an ir-measures provider's program failed ({error})") from None
             aggregate.update({renamed.get(m, m): value for m, value in scores.items()})
             metrics += [metric._replace(measure=renamed.get(metric.measure, metric.measure)) for metric in found]
         return aggregate, metrics

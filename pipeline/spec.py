@@ -19,7 +19,7 @@ import inspect
 import re
 from dataclasses import dataclass
 
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, printable
 from pipeline.stage import Stage
 from pipeline.stages import get_stage_class
 
@@ -32,9 +32,13 @@ _TOKEN = re.compile(r"""
 
 
 class SpecError(ConfigError):
+    """A spec that does not parse: the message, the spec (what is not printable in it escaped), a caret under the
+    fault."""
+
     def __init__(self, spec: str, position: int, message: str):
         self.spec, self.position = spec, position
-        super().__init__(f"{message}\n  {spec}\n  {' ' * position}^")
+        shown, before = printable(spec), len(printable(spec[:position]))
+        super().__init__(f"{printable(message)}\n  {shown}\n  {' ' * before}^")
 
 
 @dataclass

@@ -254,3 +254,52 @@ def test_a_measure_with_a_zero_cutoff_or_level_is_refused(tmp_path, capsys, meas
     code, out, err = irpipe(capsys, "eval", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt", "-m", measure)
     assert code == 2 and out == "" and "Traceback" not in err, err
     assert f"measure {measure!r}" in err and words in err, err
+
+
+# -- what the fuzzing found (tests/test_fuzz_readers.py, eval/benchmarks/fuzz-readers.json) ------------------------
+
+def test_err_on_query_ids_that_are_not_numbers_is_refused(tmp_path, capsys):
+    """ERR's one ir-measures provider, gdeval.pl, reads numeric query ids only: it was a CalledProcessError
+    traceback (and perl's "format error" on stderr)."""
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
+    code, out, err = irpipe(capsys, "eval", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt", "-m", "ERR@10")
+    assert code == 2 and "Traceback" not in err, err
+    assert "measure ERR@10: its one ir-measures provider (gdeval.pl) reads numeric query ids only" in err
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("x.yaml", "dataset: tiny\npipeline: bm25()\nmeasures: [A\x1fP]\n", "x.yaml:3: invalid YAML: U+001F is a character"),
+    ("spec", "bm25()\x00 >> overlap()", "unexpected character '\\x00'\n  bm25()\\x00 >> overlap()\n        ^"),
+    ("dataset.yaml", "name: x\nfiles:\n  topics\x1b: t.tsv\n", "dataset.yaml:3: invalid YAML: U+001B"),
+])
+def test_a_message_never_carries_a_control_character(tmp_path, name, text, words):
+    """A message quoting the input escapes what is not printable (PyYAML's own message had the raw character and a
+    second line; a spec's caret line echoed the NUL); the caret stays under the character at fault."""
+    from pipeline.errors import IrpipeError
+    from pipeline.experiment import Experiment
+    from pipeline.data.sets.local import load_dataset_folder
+    from pipeline.spec import parse
+
+    with pytest.raises(IrpipeError) as caught:
+        if name == "spec":
+            parse(text)
+        else:
+            (tmp_path / name).write_text(text)
+            Experiment.load(tmp_path / name) if name == "x.yaml" else load_dataset_folder(tmp_path)
+    message = str(caught.value)
+    assert words in message and all(line.isprintable() for line in message.split("\n")), message
+
+
+def test_a_store_never_holds_an_id_that_is_not_printable(tmp_path):
+    """A store's id list (shard-N.ids, docid<TAB>offset<TAB>rows) is written and read by the same rule."""
+    import numpy as np
+
+    from pipeline.errors import ConfigError
+    from pipeline.rerank import store
+
+    manifest = {"format": 2, "model": "m", "model_digest": "x", "dtype": "fp16", "dims": None, "row_bytes": None,
+                "count": 0, "rows": 0, "shards": []}
+    with pytest.raises(ConfigError, match=r"document id 'b\\x1b' contains U\+001B \(ESC.*cannot be stored"):
+        store.save_shard(tmp_path, manifest, "shard-00000", ["a", "b\x1b"], np.zeros((2, 4), np.float32), [1, 1])
+    assert not list(tmp_path.glob("shard-*"))

@@ -1,5 +1,5 @@
 """Outputs proven writable before any work (pipeline/data/outputs.py): a folder where a file is needed, a file where
-a folder is needed, a special file system -- exit 2 naming the path before a
+a folder is needed, a special file system, a folder of other files for a store -- exit 2 naming the path before a
 query is searched, a model loaded or a run read (before: a traceback after the whole search or rerank, the result
 lost). A final write that fails anyway keeps the computed run and says where."""
 from __future__ import annotations
@@ -63,6 +63,12 @@ CASES = {
                                "file", IS_FILE),
     "index over a file": (["index", "--input", "c/docs.jsonl", "--output", "file", "--overwrite"],
                           ("pipeline.commands.index", "_docs_from_args"), "file", IS_FILE),
+    "encode to a file": (["encode", "--model", "biencoder", "--corpus", "c/docs.jsonl", "--output", "file"],
+                         ("pipeline.stages.neural", "reranker_for_model"), "file", IS_FILE),
+    "encode into other files": (["encode", "--model", "biencoder", "--corpus", "c/docs.jsonl", "--output", "c"],
+                                ("pipeline.stages.neural", "reranker_for_model"), "c",
+                                "holds other files (dataset.yaml, docs.jsonl, qrels.txt and 1 more) and is not an "
+                                "encoding store (no manifest.json): encode into a new or empty folder"),
     "keywords to a folder": (["keywords", "build", "--corpus", "c/docs.jsonl", "--output", "runs"],
                              ("pipeline.commands.keywords", "corpus_documents"), "runs", IS_FOLDER),
     "tune to a folder": (["tune", "bm25(k1={k})", "--grid", "k=0.9,1.2", "--dataset", "c", "--output", "runs"],

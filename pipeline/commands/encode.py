@@ -8,9 +8,10 @@
 
 Shards are written atomically; running the same command again resumes (finished shards are kept, their documents
 skipped); a damaged shard (size or sha256 differ from the manifest's) is encoded again. A store of another model is
-refused. `--dtype` chooses how a row is kept (pipeline/rerank/codecs.py); a residual codebook is trained on a
-sample of the documents when the store is made. `--engine ray --workers N` encodes the shards on a Ray cluster
-(pipeline/engine/): the same store, byte for byte.
+refused, and so is a folder of other files (no manifest: exit 2 before any work). `--dtype` chooses how a row is
+kept (pipeline/rerank/codecs.py); a residual codebook is trained on a sample of the documents when the store is
+made. `--engine ray --workers N` encodes the shards on a Ray cluster (pipeline/engine/): the same store, byte for
+byte.
 """
 from __future__ import annotations
 
@@ -101,11 +102,14 @@ def encode_command(args: argparse.Namespace) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from pipeline.commands.train import key_values
+    from pipeline.data.outputs import check_writable
     from pipeline.rerank.model import LateInteraction
     from pipeline.rerank.store import ENCODE_COMMAND, write_store
+    from pipeline.rerank.store_manifest import check_store_folder
     from pipeline.stages.neural import reranker_for_model
 
-    options = engine_from_args(args)  # checked before any work
+    options = engine_from_args(args)  # checked before any work, with the output: a store, new or resumed
+    check_store_folder(check_writable(args.output, "folder"))
     stage = reranker_for_model(args.model, **model_runtime(args), **key_values(args.config, "--set"))
     if not issubclass(stage.model_class, LateInteraction):
         raise ConfigError(f"{stage.name} scores query and document together: it has no document encodings to store")

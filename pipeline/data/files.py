@@ -281,8 +281,18 @@ def load_yaml(path: str | Path):
         return yaml.load(read_text(path), Loader=NoAliasLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        raise InputError(path, f"invalid YAML: {getattr(error, 'problem', error)}",
+        if isinstance(error, yaml.reader.ReaderError):  # a character YAML refuses (a control character): its line
+            return _yaml_character(path, error)
+        raise InputError(path, f"invalid YAML: {getattr(error, 'problem', None) or str(error).splitlines()[0]}",
                          line=mark.line + 1 if mark else None) from None
+
+
+def _yaml_character(path, error) -> None:
+    """The InputError for a character YAML cannot hold (PyYAML's ReaderError gives its offset, not its line)."""
+    code = error.character if isinstance(error.character, int) else ord(error.character)
+    line = read_text(path).count("\n", 0, error.position) + 1
+    raise InputError(path, f"invalid YAML: U+{code:04X} is a character YAML does not allow (a control character): "
+                           "remove it", line=line) from None
 
 
 def numbered_lines(path: str | Path, skip_blank: bool = True) -> Iterator[tuple[int, str]]:

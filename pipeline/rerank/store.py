@@ -2,12 +2,14 @@
 
 A store is a folder of shards, ColBERT's way: the rows of all documents of a shard in one raw array of fixed-size
 records (the codec, pipeline/rerank/codecs.py, says how a row is kept: fp32, fp16, int8, residual2, residual1), the
-docid -> (offset, rows) map beside it, and a manifest naming the model that made it and each file's size and sha256:
+docid -> (offset, rows) map beside it, and a manifest naming the model that made it, each file's size and sha256,
+and its own checksum (of the rest, checked on every read; pipeline/rerank/store_manifest.py):
 
     STORE/manifest.json       {"format": 2, "model": "addax", "model_digest": sha1, "dtype": "residual2", "dims": 384,
                                "row_bytes": 98, "count": documents, "rows": rows, "command": "irpipe encode ... (no --output)",
                                "codec": {"file": "codec.safetensors", "bytes", "sha256", "centroids", "sample_rows"},
-                               "shards": [{"name", "count", "rows", "bin": {"bytes", "sha256"}, "ids": {...}}]}
+                               "shards": [{"name", "count", "rows", "bin": {"bytes", "sha256"}, "ids": {...}}],
+                               "checksum": "sha256:..."}
     STORE/codec.safetensors   residual<b>: centroids (k, d), bucket cutoffs (d, 2^b - 1) and weights (d, 2^b)
     STORE/shard-00000.bin     (rows, row_bytes) uint8 records, memory-mapped on read, decoded per document
     STORE/shard-00000.ids     docid<TAB>offset<TAB>rows, one line per document
@@ -18,8 +20,8 @@ The residual codebook is trained when the store is made, on the rows of a sample
 Integrity: opening a store checks every listed file's size; a shard's sha256 is checked the first time a process
 reads it (the codec's at open). A damaged file is an InputError (exit 2) naming it and the `irpipe encode` command
 (recorded in the manifest) whose rerun re-encodes that shard alone: `irpipe encode` checks the listed shards the
-same way, drops a damaged one and encodes its documents again. A format-1 store (fp16/fp32, made before the
-checksums) is read as it is; encoding into one is refused.
+same way, drops a damaged one and encodes its documents again. A damaged manifest is an InputError naming it. A
+format-1 store (fp16/fp32, made before the checksums) is read with its sizes checked; encoding into one is refused.
 
 Writing is resumable and atomic per shard: a shard's files are written under temporary names and renamed, then
 the manifest, rewritten atomically, lists it; a shard the manifest does not list does not exist. A rerun of the
@@ -35,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
-import json
 import os
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -43,13 +44,15 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 import torch
 
-from pipeline.data.files import atomic_write, write_by_path
+from pipeline.data.files import write_by_path
+from pipeline.data.ids import check_id, id_problem
 from pipeline.data.locks import file_lock
 from pipeline.errors import ConfigError, InputError
 from pipeline.log import logger
 from pipeline.rerank.codecs import Codec, check_dtype, dims_of, needs_training, train_codec
-from pipeline.rerank.store_manifest import (CODEC, FORMAT, MANIFEST, file_record, manifest_digest, read_manifest,
-                                            store_codec, verify_file)
+from pipeline.rerank.store_manifest import (CODEC, FORMAT, MANIFEST, check_layout, check_store_folder, file_record,
+                                            manifest_digest, read_manifest, save_manifest, sealed, store_codec,
+                                            verify_file)
 from pipeline.rerank.model import LateInteraction
 from pipeline.rerank.pairs import Pair
 from pipeline.rerank.batching import PREFETCH, batch_cuts, batch_limits, in_input_order, length_order, run_batches
@@ -80,8 +83,11 @@ class EncodingStore:
                 ids = verify_file(self.directory, self.manifest, shard, "ids")
                 for line_number, line in enumerate(ids.read_text(encoding="utf-8").splitlines(), 1):
                     parts = line.split("\t")
-                    if len(parts) != 3:
-                        raise InputError(ids, "expected docid<TAB>offset<TAB>rows", line=line_number)
+                    if len(parts) != 3 or not (parts[1].isdigit() and parts[2].isdigit()) or \
+                            int(parts[1]) + int(parts[2]) > shard["rows"]:
+                        raise InputError(ids, f"expected docid<TAB>offset<TAB>rows within the shard's {shard['rows']} "
+                                         "rows", line=line_number)
+                    check_id(parts[0], ids, line_number, "docid", "document id")  # the id rule (pipeline/data/ids.py)
                     self._locations[parts[0]] = (number, int(parts[1]), int(parts[2]))
         return self._locations
 
@@ -102,7 +108,7 @@ class EncodingStore:
             for kind in ("bin", "ids"):
                 verify_file(directory, manifest, shard, kind, content=False)
         store = cls(directory, manifest)
-        store.codec  # a residual codebook: read and checked now
+        check_layout(directory, manifest, store.codec)  # a residual codebook read and checked; sizes agree
         return store
 
     def __len__(self) -> int:
@@ -213,6 +219,7 @@ def plan_store(directory: Path, model_name: str, model_digest: str, documents: I
     (its documents are encoded again); a residual codebook is trained on the rows of a sample of the documents
     (`encode`) when the store has none yet."""
     check_dtype(dtype)
+    check_store_folder(directory)  # a folder of other files is refused
     directory.mkdir(parents=True, exist_ok=True)
     manifest = read_manifest(directory) or {"format": FORMAT, "model": model_name, "model_digest": model_digest,
                                             "dtype": dtype, "dims": None, "row_bytes": None, "count": 0, "rows": 0,
@@ -227,6 +234,9 @@ def plan_store(directory: Path, model_name: str, model_digest: str, documents: I
         stale.unlink()
     if manifest["shards"]:
         drop_damaged(directory, manifest)
+        check_layout(directory, manifest, store_codec(directory, manifest))
+        if not sealed(directory):  # a store from before manifests carried their checksum, its shards sound: seal it
+            save_manifest(directory, manifest)
     stored = set(EncodingStore(directory, manifest)._where)
     if stored:
         logger.info("%s: %d documents already stored; encoding the others", directory, len(stored))
@@ -323,8 +333,8 @@ def save_shard(directory: Path, manifest: dict, name: str, docids: list[str], ro
     manifest["row_bytes"] = codec.row_bytes
     lines, offset = [], 0
     for docid, length in zip(docids, lengths):
-        if "\t" in docid or "\n" in docid:
-            raise ConfigError(f"document id {docid!r} holds a tab or newline: it cannot be stored")
+        if id_problem(docid, "document id") is not None:  # the id rule: no tab, newline or control character
+            raise ConfigError(f"{id_problem(docid, 'document id')}: it cannot be stored")
         lines.append(f"{docid}\t{offset}\t{length}\n")
         offset += length
     records = codec.encode(rows)
@@ -356,12 +366,6 @@ def list_shard(directory: Path, manifest: dict, name: str, count: int, rows: np.
     manifest["count"] += count
     manifest["rows"] += rows
     save_manifest(directory, manifest)
-
-
-def save_manifest(directory: Path, manifest: dict) -> None:
-    with atomic_write(directory / MANIFEST) as out:
-        json.dump(manifest, out, indent=2)
-        out.write("\n")
 
 
 def score_late_interaction(model: LateInteraction, pairs: list[Pair], store: EncodingStore | None,
