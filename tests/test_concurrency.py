@@ -15,6 +15,7 @@ import pytest
 
 from pipeline.data.locks import file_lock, lock_holder, lock_path
 from pipeline.data.runs import read_run
+from support import write_collection
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 120
@@ -31,13 +32,19 @@ def start(code: str, tmp_path: Path, name: str, **env) -> subprocess.Popen:
                             stdout=open(tmp_path / f"{name}.out", "w"), stderr=open(tmp_path / f"{name}.err", "w"))
 
 
-def finish(processes: dict[str, subprocess.Popen], tmp_path: Path) -> dict[str, str]:
+def together(processes: dict[str, subprocess.Popen], tmp_path: Path) -> dict[str, tuple[int, str, str]]:
+    """Release the processes at once; each one's (exit status, stdout, stderr) once it ends."""
     time.sleep(0.5)  # both are past their imports and waiting
     (tmp_path / "go").touch()
+    return {name: (process.wait(timeout=TIMEOUT), (tmp_path / f"{name}.out").read_text(),
+                   (tmp_path / f"{name}.err").read_text()) for name, process in processes.items()}
+
+
+def finish(processes: dict[str, subprocess.Popen], tmp_path: Path) -> dict[str, str]:
     outputs = {}
-    for name, process in processes.items():
-        assert process.wait(timeout=TIMEOUT) == 0, (tmp_path / f"{name}.err").read_text()[-3000:]
-        outputs[name] = (tmp_path / f"{name}.out").read_text()
+    for name, (code, out, err) in together(processes, tmp_path).items():
+        assert code == 0, err[-3000:]
+        outputs[name] = out
     return outputs
 
 
@@ -149,6 +156,48 @@ def test_two_processes_writing_one_run_file_leave_one_whole_run(tmp_path):
     finish(processes, tmp_path)
     assert read_run(tmp_path / "out.trec").tag in {"a", "b"} and seen
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no scratch left
+
+
+# -- two builds of one index ------------------------------------------------------------------------------------
+
+INDEXER = """
+from pipeline.cli import main
+from pipeline.retrieve import index
+
+def anserini(parts, target, *args):  # Anserini's part without a JVM: an index folder naming its builder, slowly
+    with open("built", "a") as out:
+        out.write(f"{os.getpid()}\\n")
+    target.mkdir()
+    (target / "segments_1").write_text(str(os.getpid()))
+    time.sleep(1.5)
+    return 0
+
+index._run_anserini = anserini
+released()
+"""
+
+
+def test_two_index_builds_into_one_folder_take_turns_and_the_second_refuses(tmp_path):
+    """Two `irpipe index --output idx` at once (before: both succeeded, the later deleting the earlier's index):
+    one builds; the other waits for its lock, then finds the index and refuses it without --overwrite."""
+    write_collection(tmp_path / "c")
+    command = INDEXER + 'sys.exit(main(["-q", "index", "--input", "c/docs.jsonl", "--output", "idx"]))\n'
+    results = together({name: start(command, tmp_path, name) for name in ("a", "b")}, tmp_path)
+    assert sorted(code for code, _, _ in results.values()) == [0, 2], results
+    [builder] = (tmp_path / "built").read_text().split()  # one build
+    assert (tmp_path / "idx" / "segments_1").read_text() == builder and (tmp_path / "idx" / "irpipe-index.json").exists()
+    [refused] = [err for code, _, err in results.values() if code == 2]
+    assert f"building index idx: waiting for pid {builder} on {os.uname().nodename}" in refused
+    assert "irpipe index: error: idx already exists: pass --overwrite to replace it" in refused
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no lock or scratch left
+
+
+def test_two_processes_needing_one_cached_index_build_it_once(tmp_path):
+    """A dataset's index in the cache, needed by two processes at once: built once, the other reuses it."""
+    write_collection(tmp_path / "c")
+    command = INDEXER + "from pipeline.data.registry import get_dataset\nprint(index.dataset_index(get_dataset('c')))\n"
+    outputs = finish({name: start(command, tmp_path, name) for name in ("a", "b")}, tmp_path)
+    assert len((tmp_path / "built").read_text().split()) == 1 and outputs["a"] == outputs["b"]
 
 
 # -- the lock itself ---------------------------------------------------------------------------------------------

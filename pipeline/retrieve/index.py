@@ -40,6 +40,7 @@ import numpy as np
 from pipeline import java
 from pipeline.data.files import (INDEX_METADATA, atomic_write, cache_root, output_error, read_index_metadata,
                                  scratch_prefix, sweep_stale)
+from pipeline.data.locks import file_lock
 from pipeline.errors import ConfigError, InputError, IrpipeError
 from pipeline.log import logger, peak_rss_mib, progress
 from pipeline.retrieve.lucene import SEGMENTERS, LuceneIndex
@@ -232,13 +233,17 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
                 pretokenized: bool = False, store_positions: bool = True, store_docvectors: bool = True,
                 store_raw: bool = True, overwrite: bool = False, memory_buffer: int = 1024,
                 segmenter: str | None = None, duplicates: str = "refuse",
-                locate: Callable[[int], tuple[Path, int]] | None = None) -> dict:
+                locate: Callable[[int], tuple[Path, int]] | None = None, reuse: bool = False) -> dict:
     """Index `docs` ({"id", "contents"} dicts, streamed) into `index_dir`; returns the recorded metadata.
 
     `segmenter="jieba"` indexes jieba-segmented text pre-tokenized (whitespace analyzer); searches then segment
     queries the same way (the metadata records the segmenter). A repeated document id is an InputError
     (`duplicates="refuse"`, naming its file and line when `locate(position) -> (file, line)` is given) or its later
-    occurrences are left out (`duplicates="keep-first"`)."""
+    occurrences are left out (`duplicates="keep-first"`).
+
+    The build holds the index's lock (`.NAME.lock` beside it, pipeline/data/locks.py): a second build of the same
+    folder waits for the first, then finds its index there and refuses it without `overwrite` (or, with `reuse`,
+    returns its metadata: the cache's indexes)."""
     index_dir = Path(index_dir)
     if duplicates not in DUPLICATES:
         raise ConfigError(f"duplicates must be one of {', '.join(DUPLICATES)}, got {duplicates!r}")
@@ -251,39 +256,42 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
         from pipeline.retrieve.segment import segment
 
         pretokenized = True
-    if index_dir.exists() and not overwrite:
-        raise ConfigError(f"{index_dir} already exists: pass --overwrite to replace it")
-    start = time.perf_counter()
-    try:  # a full, read-only or forbidden place: exit 2 naming the index (the scratch folder goes)
-        index_dir.parent.mkdir(parents=True, exist_ok=True)
-        sweep_stale(index_dir.parent, SCRATCH)
-        with tempfile.TemporaryDirectory(prefix=scratch_prefix(SCRATCH), dir=index_dir.parent) as scratch:
-            parts, target = Path(scratch) / "parts", Path(scratch) / "index"
-            parts.mkdir()
-            hashes = _write_parts(docs, parts, segment)
-            if not hashes:
-                raise ConfigError(f"no documents to index from {source}")
-            count = _check_duplicates(parts, hashes, duplicates, source, locate)
-            logger.info("indexing %d documents with Anserini (%d threads)", count, threads)
-            java_peak_mb = _run_anserini(parts, target, threads, language, pretokenized, store_positions,
-                                         store_docvectors, store_raw, memory_buffer)
-            metadata = {"source": source, "documents": count, "language": language, "pretokenized": pretokenized,
-                        "store_positions": store_positions, "store_docvectors": store_docvectors,
-                        "store_raw": store_raw,
-                        "threads": threads, "memory_buffer_mb": memory_buffer, "anserini": java.anserini_jar().name,
-                        "seconds": round(time.perf_counter() - start, 2),
-                        "peak_rss_mb": {"python": peak_rss_mib(),
-                                        "java": java_peak_mb},
-                        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-            if segmenter is not None:
-                metadata["segmenter"] = segmenter
-            with atomic_write(target / INDEX_METADATA) as out:
-                json.dump(metadata, out, indent=2)
-            if index_dir.exists():
-                shutil.rmtree(index_dir)
-            os.replace(target, index_dir)
-    except OSError as error:
-        raise output_error(index_dir, error) or error from None
+    with file_lock(index_dir, f"building index {index_dir}"):  # two builds of one index take turns
+        if reuse and read_index_metadata(index_dir).get("documents"):
+            return read_index_metadata(index_dir)  # built by another process while this one waited
+        if index_dir.exists() and not overwrite:
+            raise ConfigError(f"{index_dir} already exists: pass --overwrite to replace it")
+        start = time.perf_counter()
+        try:  # a full, read-only or forbidden place: exit 2 naming the index (the scratch folder goes)
+            index_dir.parent.mkdir(parents=True, exist_ok=True)
+            sweep_stale(index_dir.parent, SCRATCH)
+            with tempfile.TemporaryDirectory(prefix=scratch_prefix(SCRATCH), dir=index_dir.parent) as scratch:
+                parts, target = Path(scratch) / "parts", Path(scratch) / "index"
+                parts.mkdir()
+                hashes = _write_parts(docs, parts, segment)
+                if not hashes:
+                    raise ConfigError(f"no documents to index from {source}")
+                count = _check_duplicates(parts, hashes, duplicates, source, locate)
+                logger.info("indexing %d documents with Anserini (%d threads)", count, threads)
+                java_peak_mb = _run_anserini(parts, target, threads, language, pretokenized, store_positions,
+                                             store_docvectors, store_raw, memory_buffer)
+                metadata = {"source": source, "documents": count, "language": language, "pretokenized": pretokenized,
+                            "store_positions": store_positions, "store_docvectors": store_docvectors,
+                            "store_raw": store_raw,
+                            "threads": threads, "memory_buffer_mb": memory_buffer, "anserini": java.anserini_jar().name,
+                            "seconds": round(time.perf_counter() - start, 2),
+                            "peak_rss_mb": {"python": peak_rss_mib(),
+                                            "java": java_peak_mb},
+                            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                if segmenter is not None:
+                    metadata["segmenter"] = segmenter
+                with atomic_write(target / INDEX_METADATA) as out:
+                    json.dump(metadata, out, indent=2)
+                if index_dir.exists():
+                    shutil.rmtree(index_dir)
+                os.replace(target, index_dir)
+        except OSError as error:
+            raise output_error(index_dir, error) or error from None
     logger.info("index %s: %d documents in %.1fs", index_dir, count, metadata["seconds"])
     return metadata
 
@@ -301,7 +309,7 @@ def dataset_index(dataset, threads: int = 2, segmenter: str | None = None) -> Pa
     language = dataset.language
     logger.info("building the index of %s at %s (first use)", dataset.name, index_dir)
     build_index(dataset.docs(), index_dir, source=f"dataset:{dataset.name}", threads=threads, language=language,
-                overwrite=True, segmenter=segmenter)
+                overwrite=True, segmenter=segmenter, reuse=True)  # built meanwhile by another process: reused
     return index_dir
 
 
