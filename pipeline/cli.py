@@ -23,6 +23,7 @@ COMMANDS = {
     "search": ("pipeline.commands.search", "BM25 (optionally RM3) retrieval into a run file"),
     "keywords": ("pipeline.commands.keywords", "diff-idf domain keyword dictionaries: build, extract keywords"),
     "eval": ("pipeline.commands.eval", "evaluate run files with ir-measures (tables, significance, plots)"),
+    "trec_eval": ("pipeline.commands.trec_eval", "trec_eval's flags and output (QRELS RUN), computed with irpipe's measures"),
     "run": ("pipeline.commands.run", "run a pipeline spec or an experiment file end to end (run file + scores)"),
     "tune": ("pipeline.commands.tune", "grid-search a spec's {placeholders} on a tuning set (e.g. fusion weights on dev)"),
     "leaderboard": ("pipeline.commands.leaderboard", "regenerate eval/LEADERBOARD.md from eval/results and references"),

@@ -28,6 +28,13 @@ Ties in score are broken the trec_eval way for every measure: score descending, 
 run's rank column is ignored). ir-measures alone is not consistent here: it hands RR@k to its msmarco provider,
 which breaks ties docid ascending, and the other measures to pytrec_eval (trec_eval's order), so tied rankings
 are made tie-free in trec_eval's order before they reach it. `RR@10` is then `trec_eval -M 10 -m recip_rank`.
+Scores tie as trec_eval 10.0 reads them, as C doubles (Python's floats); pytrec_eval keeps them as C floats, as
+trec_eval 9 did, and so ties two scores that only a double tells apart (16.000001 and 16.000002): such a ranking is
+made tie-free in the doubles' order too, and every measure ranks as trec_eval 10.0 does.
+
+trec_eval's -M N and -J (`depth=N`, `judged_only=True`): each ranking, in that order, is cut to its first N
+documents, then loses the documents its query's qrels do not judge (no label, or a negative one), as trec_eval
+applies the two (`trec_cut`). A query left with no document is still evaluated, its scores 0.
 """
 from __future__ import annotations
 
@@ -223,12 +230,37 @@ def _as_run(run: RunLike) -> dict[str, dict[str, float]]:
 
 
 def _break_ties(run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """Give each ranking with tied scores strictly decreasing scores in trec_eval's order (score desc, docid desc)."""
+    """Give each ranking with tied scores strictly decreasing scores in trec_eval's order (score desc, docid desc);
+    scores one C float cannot tell apart count as tied (the module's docstring)."""
     for qid, docs in run.items():
-        if len(set(docs.values())) < len(docs):
+        if len(set(docs.values())) < len(docs) or _float_ties(docs.values()):
             order = sorted(docs.items(), key=itemgetter(1, 0), reverse=True)  # (score, docid) descending
             run[qid] = {doc: float(len(order) - i) for i, (doc, _) in enumerate(order)}
     return run
+
+
+def _float_ties(scores) -> bool:
+    """Whether two of the scores are one number as C floats (pytrec_eval's), distinct or not as doubles."""
+    import numpy
+
+    values = numpy.fromiter(scores, dtype=numpy.float64)
+    return numpy.unique(values.astype(numpy.float32)).size < values.size
+
+
+def trec_cut(run: dict[str, dict[str, float]], qrels: Qrels, depth: int | None = None,
+             judged_only: bool = False) -> dict[str, dict[str, float]]:
+    """trec_eval's -M `depth` and -J on a tie-free run: each ranking cut to its first `depth` documents (score
+    descending), then, with `judged_only`, less those its query's qrels do not judge (no label or a negative one)."""
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= _INT_MAX):
+        raise EvalError(f"depth (trec_eval -M) must be an integer from 1 to {_INT_MAX}, got {depth!r}")
+    if depth is None and not judged_only:
+        return run
+    cut = {}
+    for qid, docs in run.items():
+        ranked = sorted(docs.items(), key=itemgetter(1), reverse=True)[:depth]
+        judged = qrels.get(qid, {})
+        cut[qid] = {doc: score for doc, score in ranked if not judged_only or judged.get(doc, -1) >= 0}
+    return cut
 
 
 def as_qrels(qrels: QrelsLike) -> Qrels:
@@ -259,13 +291,15 @@ def _query_ids(run: dict, qrels: Qrels, queries: str) -> list[str]:
     return list(qrels) if queries == "qrels" else answered
 
 
-def evaluation_inputs(run: RunLike, qrels: QrelsLike, queries: str) -> tuple[dict, Qrels, list[str]]:
-    """(run as qid -> docid -> score with ties broken, the qrels to evaluate on, the evaluated query ids)."""
+def evaluation_inputs(run: RunLike, qrels: QrelsLike, queries: str, depth: int | None = None,
+                      judged_only: bool = False) -> tuple[dict, Qrels, list[str]]:
+    """(run as qid -> docid -> score with ties broken and trec_eval's -M / -J applied (`trec_cut`), the qrels to
+    evaluate on, the evaluated query ids: those of the run as read, before -J empties a ranking)."""
     run, qrels = _as_run(run), as_qrels(qrels)
     qids = _query_ids(run, qrels, queries)
     if queries == "run":
         qrels = {qid: qrels[qid] for qid in qids}
-    return run, qrels, qids
+    return trec_cut(run, qrels, depth, judged_only), qrels, qids
 
 
 # ------------------------------------------------------------------------------------------- evaluation
@@ -308,19 +342,21 @@ def evaluator(measures, qrels: Qrels) -> Evaluator:
     return Evaluator(measures, qrels)
 
 
-def evaluate(run: RunLike, qrels: QrelsLike, measures, rel_level: int = 1, queries: str = "qrels") -> dict[str, float]:
-    """Aggregate score per measure (as ir_measures.calc_aggregate), keyed by `str(measure)`."""
+def evaluate(run: RunLike, qrels: QrelsLike, measures, rel_level: int = 1, queries: str = "qrels",
+             depth: int | None = None, judged_only: bool = False) -> dict[str, float]:
+    """Aggregate score per measure (as ir_measures.calc_aggregate), keyed by `str(measure)`; `depth` and
+    `judged_only` are trec_eval's -M and -J."""
     measures = parse_measures(measures, rel_level)
-    run, qrels, _ = evaluation_inputs(run, qrels, queries)
+    run, qrels, _ = evaluation_inputs(run, qrels, queries, depth, judged_only)
     scores, _ = evaluator(measures, qrels).calc(run)
     return {str(m): float(scores[m]) for m in measures}
 
 
-def per_query(run: RunLike, qrels: QrelsLike, measures, rel_level: int = 1,
-              queries: str = "qrels") -> dict[str, dict[str, float]]:
+def per_query(run: RunLike, qrels: QrelsLike, measures, rel_level: int = 1, queries: str = "qrels",
+              depth: int | None = None, judged_only: bool = False) -> dict[str, dict[str, float]]:
     """measure -> qid -> score (as ir_measures.iter_calc), over the evaluated queries."""
     measures = parse_measures(measures, rel_level)
-    run, qrels, _ = evaluation_inputs(run, qrels, queries)
+    run, qrels, _ = evaluation_inputs(run, qrels, queries, depth, judged_only)
     table: dict[str, dict[str, float]] = {str(m): {} for m in measures}
     for metric in evaluator(measures, qrels).calc(run)[1]:
         table[str(metric.measure)][metric.query_id] = float(metric.value)

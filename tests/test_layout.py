@@ -15,7 +15,7 @@ LAYERS = [
     {"data"},                                     # formats and the dataset registry: files only
     {"retrieve"},                                 # Lucene: indexes, search, keyword dictionaries
     {"rerank"},                                   # models, the BERT backbone, checkpoints, stores, scoring
-    {"evaluation"},                               # ir-measures
+    {"evaluation", "trec_eval"},                  # ir-measures; trec_eval's flags and output over them
     {"training"},                                 # examples, negatives, the loop, recipes
     {"cache", "engine", "binding"},               # the stage cache; where work runs; what a pipeline is bound to
     {"stage", "stages"},                          # the algebra, and the stages (bind resolves, transform computes)
