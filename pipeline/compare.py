@@ -92,6 +92,9 @@ class Comparison:
     pvalues: dict[str, dict[str, float]] = field(default_factory=dict)  # run (not the baseline) -> measure -> p
     query_set: str = "qrels"
     seed_mean: bool = False  # rows are systems whose per-query scores are means over their seeds' runs
+    depth: int | None = None  # trec_eval -M: each ranking's first `depth` documents
+    judged_only: bool = False  # trec_eval -J
+    missing: dict[str, int] = field(default_factory=dict)  # run -> judged queries it has no hits for
 
     @property
     def runs(self) -> list[str]:
@@ -106,8 +109,9 @@ class Comparison:
         mine, base = self.per_query[run][measure], self.per_query[self.baseline][measure]
         return {qid: mine[qid] - base[qid] for qid in base if qid in mine}
 
-    def rows(self, per_query: bool = False) -> list[dict]:
-        """One dict per run (and per query first, with qid 'all' on the aggregate row, when `per_query`)."""
+    def rows(self, per_query: bool = False, summary: bool = True) -> list[dict]:
+        """One dict per run (and per query first, with qid 'all' on the aggregate row, when `per_query`); no
+        aggregate rows without `summary` (trec_eval -n)."""
         out = []
         for run in self.runs:
             if per_query:
@@ -118,6 +122,8 @@ class Comparison:
                     if self.baseline is not None:
                         row.update({f"{m} p-value": None for m in self.measures})
                     out.append(row)
+            if not summary:
+                continue
             row = {"run": run, **({"qid": "all"} if per_query else {}), "queries": self.queries[run]}
             row.update(self.scores[run])
             if self.baseline is not None:
@@ -129,6 +135,14 @@ class Comparison:
         """One line saying which queries were evaluated and how p-values were computed."""
         counts = sorted(set(self.queries.values()))
         text = f"queries: {'/'.join(map(str, counts))} -- {QUERY_SETS[self.query_set]}."
+        lacking = {run: n for run, n in self.missing.items() if n} if self.query_set == "qrels" else {}
+        if lacking:
+            text += (" " + "; ".join(f"{run} lacks {n}" for run, n in lacking.items())
+                     + ": each scores 0 here (trec_eval without -c, --queries run, leaves them out).")
+        if self.depth is not None:
+            text += f" -M {self.depth}: each ranking's first {self.depth} documents."
+        if self.judged_only:
+            text += " -J: judged documents only."
         if self.seed_mean:
             text += " A .seed{...} row: each query's score is the mean over those seeds' runs."
         if self.baseline is not None:
@@ -153,11 +167,11 @@ class Comparison:
             lines.append(json.dumps(obj, allow_nan=False))
         return "\n".join(lines) + "\n"
 
-    def to_csv(self, per_query: bool = False) -> str:
+    def to_csv(self, per_query: bool = False, summary: bool = True) -> str:
         import csv
         import io
 
-        rows = self.rows(per_query)
+        rows = self.rows(per_query, summary)
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
@@ -166,8 +180,8 @@ class Comparison:
                              for k, v in row.items()})
         return buffer.getvalue()
 
-    def _cells(self, per_query: bool) -> tuple[list[str], list[list[str]]]:
-        rows = self.rows(per_query)
+    def _cells(self, per_query: bool, summary: bool = True) -> tuple[list[str], list[list[str]]]:
+        rows = self.rows(per_query, summary)
         header = list(rows[0])
         return header, [[_cell(key, row[key]) for key in header] for row in rows]
 
@@ -177,24 +191,30 @@ class Comparison:
 
         return pandas.DataFrame(self.rows(per_query))
 
-    def to_markdown(self, per_query: bool = False) -> str:
-        header, body = self._cells(per_query)
+    def to_markdown(self, per_query: bool = False, summary: bool = True) -> str:
+        header, body = self._cells(per_query, summary)
         align = ["---" if h in ("run", "qid") else "---:" for h in header]
         lines = ["| " + " | ".join(cells) + " |" for cells in [header, align, *body]]
         return "\n".join(lines) + f"\n\n{self.note()}\n"
 
-    def to_table(self, per_query: bool = False) -> str:
-        header, body = self._cells(per_query)
+    def to_table(self, per_query: bool = False, summary: bool = True) -> str:
+        header, body = self._cells(per_query, summary)
         widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
         lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
                  for cells in [header, *body]]
         return "\n".join(lines) + f"\n{self.note()}\n"
 
-    def format(self, fmt: str = "table", per_query: bool = False) -> str:
+    def format(self, fmt: str = "table", per_query: bool = False, summary: bool = True) -> str:
+        """The comparison in `fmt`; without `summary` (trec_eval -n), the per-query rows alone (not in json)."""
         if fmt not in FORMATS:
             raise UnknownNameError("output format", fmt, list(FORMATS))
-        render = {"table": self.to_table, "json": self.to_json_lines, "csv": self.to_csv, "markdown": self.to_markdown}
-        return render[fmt](per_query)
+        if not summary and (fmt == "json" or not per_query):
+            raise EvalError("no summary (-n) keeps the per-query rows (-q) of a table, csv or markdown: add -q, "
+                            "or leave out -n" + (" (json lines carry both)" if fmt == "json" else ""))
+        if fmt == "json":
+            return self.to_json_lines(per_query)
+        render = {"table": self.to_table, "csv": self.to_csv, "markdown": self.to_markdown}
+        return render[fmt](per_query, summary)
 
     def __str__(self) -> str:
         return self.to_table()
@@ -216,12 +236,13 @@ def _cell(key: str, value) -> str:
 
 def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: str | None = None,
             correction: str | None = None, rel_level: int = 1, queries: str = "qrels",
-            seed_mean: bool = False) -> Comparison:
+            seed_mean: bool = False, depth: int | None = None, judged_only: bool = False) -> Comparison:
     """Evaluate several runs on the same qrels; with a baseline, paired t-tests on per-query scores.
 
     `baseline` names one of `runs` (it becomes the first row). `correction` ('holm' or 'bonferroni') adjusts,
     per measure, the p-values of the runs compared with the baseline. `seed_mean`: the seeds of a system are one
     row, scored per query by their mean (the module's docstring); `baseline` is then any one of its seeds' runs.
+    `depth` and `judged_only` are trec_eval's -M and -J (pipeline/evaluation.py, `trec_cut`).
     """
 
     measures = parse_measures(measures, rel_level)
@@ -237,10 +258,10 @@ def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: s
     qrels = as_qrels(qrels)
     order = ([baseline] if baseline is not None else []) + [name for name in runs if name != baseline]
     shared = evaluator(measures, qrels) if queries == "qrels" else None
-    result = Comparison(names, {}, {}, {}, baseline, correction, {}, queries)
+    result = Comparison(names, {}, {}, {}, baseline, correction, {}, queries, depth=depth, judged_only=judged_only)
     for name in log.progress(order, desc="evaluating", unit="run") if len(order) > 1 else order:
-        run, run_qrels, qids = evaluation_inputs(runs[name], qrels, queries)
-        missing = len(qrels) - sum(1 for qid in qrels if run.get(qid))
+        run, run_qrels, qids = evaluation_inputs(runs[name], qrels, queries, depth, judged_only)
+        missing = result.missing[name] = sum(1 for qid in qrels if qid not in run)
         if missing and queries == "qrels":
             log.logger.warning("%s has no hits for %d of %d judged queries; they score 0 "
                                "(--queries run / queries='run' evaluates only the queries a run answers)",
@@ -291,7 +312,8 @@ def mean_over_seeds(tables: Sequence[Mapping[str, float]]) -> dict[str, float]:
 def _seed_means(result: Comparison) -> Comparison:
     """`result` with each system's seeds folded into one row: per-query scores averaged over the seeds."""
     groups = seed_groups(result.runs)
-    folded = Comparison(result.measures, {}, {}, {}, None, result.correction, {}, result.query_set, seed_mean=True)
+    folded = Comparison(result.measures, {}, {}, {}, None, result.correction, {}, result.query_set, seed_mean=True,
+                        depth=result.depth, judged_only=result.judged_only)
     for label, members in groups.items():
         tables = [result.per_query[run] for run in members]
         for run, table in zip(members[1:], tables[1:]):

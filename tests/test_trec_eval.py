@@ -1,5 +1,5 @@
 """`irpipe trec_eval [flags] QRELS RUN`: trec_eval's flags and output, computed with irpipe's measures
-(pipeline/trec_eval.py).
+(pipeline/trec_eval.py), and trec_eval's -c/-l/-M/-J/-q/-n on `irpipe eval`.
 
 Two kinds of check of the output:
 - against committed output (tests/fixtures/trec_eval/expected/, always run): what trec_eval itself printed on the
@@ -67,6 +67,35 @@ def test_an_msmarco_run_adds_the_official_scripts_block(tmp_path, capsys):
     assert code == 0 and out == expected
 
 
+@needs_shared_data
+def test_the_msmarco_block_is_the_official_scripts_rule_on_dl19(shared_data, cache, tmp_path, capsys,
+                                                                log_to_this_tests_stderr):
+    """The block on DL19's BM25 candidates written as an MS MARCO run, against msmarco_passage_eval.py's
+    compute_metrics restated (every qrels line relevant, label 0 too, as the script reads qrels: a warning says
+    so), summed in the run's query order, printed with Python's str of the float."""
+    import pipeline as ir
+
+    run = ir.candidates().run("dl19-passage")
+    path = tmp_path / "dl19.tsv"
+    run.write(path, format="msmarco")
+    qrels_file = shared_data / "msmarco-passage-dl19-dl20-bm25top100" / "qrels" / "qrels.dl19-passage.txt"
+    relevant = {}
+    for line in qrels_file.read_text().splitlines():
+        qid, _, pid, _ = line.split()
+        relevant.setdefault(int(qid), []).append(int(pid))
+    mrr = 0
+    for qid, hits in run.ranking.items():
+        ranked = [int(pid) for pid, _ in hits]
+        if int(qid) in relevant:
+            for i in range(10):
+                if ranked[i] in relevant[int(qid)]:
+                    mrr += 1 / (i + 1)
+                    break
+    code, out, err = irpipe(capsys, "eval", path, "--qrels", qrels_file, "-m", "RR@10")
+    block = f"#####################\nMRR @10: {mrr / len(relevant)}\nQueriesRanked: {len(run)}\n#####################\n"
+    assert code == 0 and out.endswith(block) and "counts every qrels line as a relevant passage" in err
+
+
 # -- trec_eval's -m -------------------------------------------------------------------------------------------
 
 
@@ -116,6 +145,34 @@ def test_depth_and_judged_only_are_trec_evals_M_and_J():
     assert evaluate(run, qrels, ["NumRet", "AP"], depth=2, judged_only=True) == {"NumRet": 1, "AP": 0.5}  # -M first
     with pytest.raises(EvalError, match="depth"):
         evaluate(run, qrels, ["AP"], depth=0)
+
+
+# -- irpipe eval takes the same flags --------------------------------------------------------------------------
+
+
+def test_irpipe_eval_takes_trec_evals_flags_and_says_its_convention(capsys):
+    """`irpipe eval RUN --qrels Q -m map -c -l 2 -M 10 -J -q` (each once unknown to it): the same numbers as
+    `irpipe trec_eval -c ...`; the note names -c and the query the run lacks; -n keeps the per-query rows."""
+    code, out, err = irpipe(capsys, "eval", RUN, "--qrels", QRELS, "-m", "map", "P.5", "-c", "-l", "2", "-M", "10",
+                            "-J", "-q")
+    assert code == 0, err
+    rows = {line.split()[1]: line.split()[3:] for line in out.splitlines()[1:-1]}
+    _, trec, _ = irpipe(capsys, "trec_eval", "-c", "-l", "2", "-M", "10", "-J", "-q", "-m", "map", "-m", "P.5",
+                        QRELS, RUN)
+    values = {(line.split("\t")[0].strip(), line.split("\t")[1]): line.split("\t")[2] for line in trec.splitlines()}
+    assert rows.keys() == {"101", "102", "103", "99", "all"}
+    assert all(rows[qid] == [values["map", qid], values["P_5", qid]] for qid in rows)
+    note = out.splitlines()[-1]
+    assert "(trec_eval -c)" in note and f"{RUN} lacks 1: each scores 0 here" in note
+    assert "-M 10: each ranking's first 10 documents" in note and "-J: judged documents only" in note
+    code, out, _ = irpipe(capsys, "eval", RUN, "--qrels", QRELS, "-m", "map", "-q", "-n")
+    assert code == 0 and sorted(line.split()[1] for line in out.splitlines()[1:-1]) == ["101", "102", "103", "99"]
+    assert irpipe(capsys, "eval", RUN, "--qrels", QRELS, "-n")[0] == 2  # -n alone would print nothing
+
+
+def test_trec_evals_order_in_irpipe_eval_points_at_irpipe_trec_eval(capsys):
+    code, out, err = irpipe(capsys, "eval", "-m", "map", QRELS, RUN)
+    assert code == 2 and "irpipe trec_eval -m map QRELS RUN" in err
 
 
 # -- against trec_eval itself ------------------------------------------------------------------------------------

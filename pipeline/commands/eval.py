@@ -1,4 +1,6 @@
-"""`irpipe eval`: run files scored with ir-measures -- tables, paired significance tests, per-query plots."""
+"""`irpipe eval`: run files scored with ir-measures -- tables, paired significance tests, per-query plots -- taking
+trec_eval's -c, -l, -M, -J, -q and -n (`irpipe trec_eval` prints trec_eval's own output); an MS MARCO run (or
+--msmarco) adds the block of MS MARCO's msmarco_passage_eval.py."""
 from __future__ import annotations
 
 import argparse
@@ -12,11 +14,12 @@ from pipeline.data.outputs import check_writable
 from pipeline.data.qrels import Qrels, read_qrels
 from pipeline.data.runs import read_run
 from pipeline.evaluation import DEFAULT_MEASURES, QUERY_SETS, EvalError, parse_measure, parse_measures
+from pipeline.trec_eval import is_msmarco_run, msmarco_block
 
 
 
 def define_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("runs", nargs="+", metavar="RUN", help="run files (TREC or MS MARCO format)")
+    parser.add_argument("runs", nargs="*", metavar="RUN", help="run files (TREC or MS MARCO format)")
     add_data_args(parser, parts=("qrels",), what="the qrels")
     parser.add_argument("-m", "--measures", nargs="+", action="extend", metavar="MEASURE",
                         help=f"ir-measures measures, after the runs (default: {' '.join(DEFAULT_MEASURES)})")
@@ -25,12 +28,23 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed-mean", action="store_true",
                         help="runs NAME.seedN.EXT of one system are one row, each query scored by its mean over "
                              "the seeds (the t-test pairs those means); --baseline: any one of its seeds' runs")
-    parser.add_argument("--rel-level", type=int, metavar="N",
+    parser.add_argument("-l", "--rel-level", type=int, metavar="N",
                         help="minimum relevance for binary measures (default: the dataset's, else 1; 2 for TREC DL)")
     parser.add_argument("--queries", choices=list(QUERY_SETS), default="qrels",
                         help="'qrels': every judged query, missing ones score 0 (trec_eval -c, default); "
                              "'run': only judged queries the run answers (trec_eval without -c)")
-    parser.add_argument("--per-query", action="store_true", help="also print each query's scores")
+    parser.add_argument("-c", dest="queries", action="store_const", const="qrels",
+                        help="trec_eval's -c: --queries qrels, the default, said outright")
+    parser.add_argument("-M", "--depth", type=int, metavar="N",
+                        help="only each ranking's first N documents (trec_eval -M N)")
+    parser.add_argument("-J", "--judged-only", action="store_true",
+                        help="only the documents the qrels judge (trec_eval -J)")
+    parser.add_argument("-q", "--per-query", action="store_true", help="also print each query's scores (trec_eval -q)")
+    parser.add_argument("-n", "--no-summary", dest="summary", action="store_false",
+                        help="with -q: the per-query rows alone (trec_eval -n)")
+    parser.add_argument("--msmarco", action="store_true",
+                        help="also MS MARCO's msmarco_passage_eval.py block (MRR @10, QueriesRanked) of each run, after "
+                             "the table; an MS MARCO run prints it without the flag")
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     parser.add_argument("--plot", metavar="FILE.png", help="with --baseline: per-query difference bars")
     parser.add_argument("--plot-measure", metavar="MEASURE", help="measure to plot (default: the first)")
@@ -58,7 +72,12 @@ def main(args: argparse.Namespace) -> int:
         raise EvalError("a run file is given twice")
     stray = [m for m in args.measures or [] if Path(m).is_file()]
     if stray:
-        raise EvalError(f"{stray[0]} is a file, not a measure: give the run files before -m MEASURE ...")
+        raise EvalError(f"{stray[0]} is a file, not a measure: give the run files before -m MEASURE ... (trec_eval's "
+                        f"order, -m MEASURE QRELS RUN, is irpipe trec_eval's: irpipe trec_eval -m map QRELS RUN)")
+    if not args.runs:
+        raise EvalError("no run file given: irpipe eval RUN [RUN ...] --qrels QRELS (or --dataset NAME)")
+    if args.msmarco and args.format != "table":
+        raise EvalError("--msmarco prints MS MARCO's block after a table: leave out --format or --msmarco")
     qrels, dataset_level = _load_qrels(args)
     rel_level = args.rel_level if args.rel_level is not None else dataset_level
     measures = parse_measures(args.measures or DEFAULT_MEASURES, rel_level)
@@ -77,9 +96,12 @@ def main(args: argparse.Namespace) -> int:
             paths.insert(0, baseline)
     bar = log.progress(paths, desc="reading runs", unit="run") if len(paths) > 1 else paths
     runs = {path: read_run(path) for path in bar}
-    result = compare(runs, qrels, measures, baseline=baseline, correction=args.correction,
-                     rel_level=rel_level, queries=args.queries, seed_mean=args.seed_mean)
-    sys.stdout.write(result.format(args.format, per_query=args.per_query))
+    result = compare(runs, qrels, measures, baseline=baseline, correction=args.correction, rel_level=rel_level,
+                     queries=args.queries, seed_mean=args.seed_mean, depth=args.depth, judged_only=args.judged_only)
+    sys.stdout.write(result.format(args.format, per_query=args.per_query, summary=args.summary))
+    blocks = [p for p in paths if args.msmarco or (args.format == "table" and is_msmarco_run(p))]
+    for path in blocks:
+        sys.stdout.write(("" if len(blocks) == 1 else f"{path}:\n") + msmarco_block(runs[path], qrels))
     if args.plot:
         written = plot_differences(result, args.plot, plot_measure)
         log.logger.info("wrote %s", written)
