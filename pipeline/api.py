@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.compare import Comparison, compare
+from pipeline.data.outputs import check_writable
 from pipeline.data.registry import get_dataset
 from pipeline.data.runs import Run
 from pipeline.errors import ConfigError
@@ -49,6 +50,8 @@ def run(pipeline: str | Stage, dataset, output: str | Path | None = None, format
         >>> run.num_hits(), docid, round(score, 4)
         (58558, 'CACM-1938', 12.0328)
     """
+    if output is not None:
+        check_writable(output, "file")  # before any work
     result = run_pipeline(pipeline, dataset, use_cache=cache)[0]
     if output is not None:
         result.write(output, format=format, tag=tag)

@@ -91,6 +91,17 @@ def test_an_unwritable_output_is_refused_before_any_work(case, place, monkeypatc
     assert sorted(p.relative_to(place) for p in place.rglob("*")) == files  # nothing made, nothing left
 
 
+def test_the_python_api_checks_its_output_before_the_run(place, monkeypatch):
+    import pipeline as ir
+
+    def work(*args, **kwargs):
+        raise WorkStarted("the pipeline ran before the output was checked")
+
+    monkeypatch.setattr("pipeline.api.run_pipeline", work)
+    with pytest.raises(OutputError, match=f"^runs: {IS_FOLDER}"):
+        ir.run("overlap()", "qa", output="runs")
+
+
 @pytest.mark.parametrize("path, kind, fault", [
     ("runs", "file", IS_FOLDER), ("file", "folder", IS_FILE), ("/dev/null", "file", "is not a regular file"),
     ("file/sub/x.trec", "file", "file is a file, so no folder can be made there"),
