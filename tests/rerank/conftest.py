@@ -69,3 +69,14 @@ def tiny_tweets() -> TinyTweets:
 def tiny_bert(tmp_path_factory) -> Path:
     """A randomly initialised (seeded) 2-layer BERT with all-MiniLM-L6-v2's tokenizer, saved as a BERT folder."""
     return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), layers=2)
+
+
+@pytest.fixture(scope="module")
+def tiny_addax(tiny_bert):
+    """ADDAX on the tiny BERT (seed 0, documents cut at 32 word pieces): the store tests' encoder, one per module."""
+    import torch
+
+    from pipeline.rerank.models.addax import ADDAX, ADDAXConfig
+
+    torch.manual_seed(0)
+    return ADDAX(ADDAXConfig(bert=str(tiny_bert), max_doc_length=32)).eval()

@@ -12,7 +12,6 @@ import torch
 
 from pipeline.errors import ConfigError, InputError
 from pipeline.rerank.codecs import DTYPES, Codec, nearest, train_codec
-from pipeline.rerank.models.addax import ADDAX, ADDAXConfig
 from pipeline.rerank.store import EncodingStore, write_store
 
 DOCS = [(f"d{i}", text) for i, text in enumerate(
@@ -104,12 +103,6 @@ def test_a_projection_must_drop_something():
     for wrong in ("residual3", "residual1-0", "residual1-", "residual-16"):
         with pytest.raises(ConfigError, match="residual1-<k>"):
             train_codec(wrong, rows[:600])
-
-
-@pytest.fixture(scope="module")
-def tiny_addax(tiny_bert):
-    torch.manual_seed(0)
-    return ADDAX(ADDAXConfig(bert=str(tiny_bert), max_doc_length=32)).eval()
 
 
 def _stored(folder, model) -> dict[str, torch.Tensor]:

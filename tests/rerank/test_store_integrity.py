@@ -25,12 +25,6 @@ DOCS = [(f"d{i}", text) for i, text in enumerate(
 COMMAND = "irpipe encode --model addax --corpus docs.jsonl --dtype residual2"  # as recorded: no --output
 
 
-@pytest.fixture(scope="module")
-def tiny_addax(tiny_bert):
-    torch.manual_seed(0)
-    return ADDAX(ADDAXConfig(bert=str(tiny_bert), max_doc_length=32)).eval()
-
-
 @pytest.fixture
 def store(tiny_addax, tmp_path) -> Path:
     write_store(tmp_path / "s", tiny_addax, "digest", DOCS, dtype="residual2", shard_size=3, centroids=8,

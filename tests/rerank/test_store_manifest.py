@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from pipeline.errors import IrpipeError
-from pipeline.rerank.models.addax import ADDAX, ADDAXConfig
 from pipeline.rerank.store import EncodingStore, write_store
 from support import irpipe
 
@@ -21,12 +20,6 @@ DOCS = [(f"d{i}", text) for i, text in enumerate(
     ["the sky is blue", "grass is green and grows in fields", "snow is white and cold", "coal is black",
      "blood is red", "the sun is a yellow star in the sky", "violets are purple", "oranges are orange"])]
 COMMAND = "irpipe encode --model addax --corpus docs.jsonl --dtype int8 --shard-size 3"
-
-
-@pytest.fixture(scope="module")
-def tiny_addax(tiny_bert):
-    torch.manual_seed(0)
-    return ADDAX(ADDAXConfig(bert=str(tiny_bert), max_doc_length=32)).eval()
 
 
 @pytest.fixture(scope="module", params=["int8", "residual2"])
