@@ -13,11 +13,16 @@ the model registry (pipeline/rerank/models) by the name in config.json, the conf
 the model does not have or of the wrong type, a tensor missing, unexpected or of the wrong shape -- raises a
 `CheckpointError` naming the file and the problem. Other files in DIR (a training log, resume state) are ignored.
 
-Integrity: config.json records the size and sha256 of every file the save wrote (`files`) and a digest of the model,
-its config and that list (`digest`); loading checks them (the sizes always, each file's sha256 once per process), so a
-flipped byte or a truncated file anywhere is a CheckpointError naming the file and how to rebuild it (a trained
-recipe of the cache: remove the folder and run the same command again), never a model that scores wrongly.
-Checkpoints saved before these records load unchecked.
+Integrity: config.json records the size and sha256 of every file the save wrote (`files`; of a safetensors file also
+the sha256 of its tensors: each name, dtype, shape and value) and a digest of the model, its config and that list
+(`digest`); loading checks them (the sizes always, each file's sha256 once per process), so a flipped byte or a
+truncated file anywhere is a CheckpointError naming the file and how to rebuild it (a trained recipe of the cache:
+remove the folder and run the same command again), never a model that scores wrongly. A weights file whose bytes
+differ but whose tensors are those saved (written again by transformers' save_pretrained, or another writer) loads;
+config.json saved again by transformers loads when irpipe's record is intact and the transformers config means what
+irpipe exported (`digests`: the two checked apart, the transformers config with transformers' defaults filled in).
+Where the tensors differ, the error says which case it is: re-saved with other weights (config.json saved again by
+transformers too), or damaged (config.json as saved). Checkpoints saved before these records load unchecked.
 
 Hugging Face folders (pipeline/rerank/hf_folders.py): a monobert or biencoder checkpoint is also a sentence-transformers
 CrossEncoder / SentenceTransformer folder (config.json holds the transformers config beside irpipe's record, which the
@@ -40,7 +45,9 @@ from pipeline.errors import ConfigError, UnknownNameError
 from pipeline.log import logger
 from pipeline.rerank import hf_folders, migrations, models
 from pipeline.rerank.config import config_to_dict, make_config
+from pipeline.rerank.hf_cache import model_folder
 from pipeline.rerank.hf_folders import ModelFolderError
+from pipeline.rerank.integrity import tensors_digest, transformers_meaning
 
 if TYPE_CHECKING:
     from pipeline.rerank.model import RerankModel
@@ -111,10 +118,12 @@ def save_checkpoint(model: "RerankModel", directory: str | Path, training: dict 
     model.save_assets(directory)
     transformers_config = hf_folders.export(model, directory)  # {} for a model with no transformers form
     written = {name for name, stat in _file_stats(directory).items() if before.get(name) != stat} | {WEIGHTS_FILE}
-    files = {name: {"bytes": (directory / name).stat().st_size, "sha256": file_sha256(directory / name)}
-             for name in sorted(written)}
+    files = {name: _file_record(directory / name) for name in sorted(written)}
     record = {"format": FORMAT, "model": model.name, "config": config_to_dict(model.config), "irpipe": __version__,
               "training": training or {}, "files": files} | transformers_config
+    if transformers_config:  # the two halves apart: a transformers save rewrites the second's bytes, not its meaning
+        record["digests"] = {"irpipe": _digest(record, transformers=False),
+                             "transformers": json_digest(transformers_meaning(transformers_config))}
     record["digest"] = _digest(record)
     with atomic_write(directory / CONFIG_FILE) as out:
         json.dump(record, out, indent=2, ensure_ascii=False)
@@ -134,11 +143,21 @@ def _file_stats(directory: Path) -> dict[str, tuple]:
     return stats
 
 
-def _digest(record: dict) -> str:
-    """sha1 of the model, its config, the file records and (when there is one) the transformers config."""
+def _file_record(path: Path) -> dict:
+    record = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+    return record | {"tensors": tensors_digest(path)} if path.suffix == ".safetensors" else record
+
+
+def _digest(record: dict, transformers: bool = True) -> str:
+    """sha1 of the model, its config, the file records and (when there is one and `transformers`) the
+    transformers config."""
     digested = {key: record.get(key) for key in ("model", "config", "files")}
-    transformers_config = {key: value for key, value in record.items() if key not in hf_folders.IRPIPE_KEYS}
+    transformers_config = _transformers_config(record) if transformers else {}
     return json_digest(digested | {"transformers": transformers_config} if transformers_config else digested)
+
+
+def _transformers_config(record: dict) -> dict:
+    return {key: value for key, value in record.items() if key not in hf_folders.IRPIPE_KEYS}
 
 
 def verify_checkpoint(directory: str | Path, data: dict | None = None) -> None:
@@ -150,15 +169,34 @@ def verify_checkpoint(directory: str | Path, data: dict | None = None) -> None:
     files = data.get("files")
     if files is None:
         return  # saved before checkpoints carried these records
-    config_path = directory / CONFIG_FILE
+    resaved = False  # config.json saved again by transformers, irpipe's record intact
     if not isinstance(files, dict) or data.get("digest") != _digest(data):
-        raise CheckpointError(config_path, "damaged: its model, config or file records differ from those it was saved "
-                              f"with (a changed byte?); {rebuild_hint(directory, data)}", field="digest")
+        resaved = _saved_again(directory, data)
     for name, record in files.items():
         path = directory / name
         if not path.is_file():
-            raise CheckpointError(path, f"missing: the checkpoint was saved with it; {rebuild_hint(directory, data)}")
+            raise CheckpointError(path, "missing: the checkpoint was saved with it; " + (
+                SAVED_AGAIN_MISSING if resaved and not (directory / hf_folders.MODULES).is_file()
+                else rebuild_hint(directory, data)))
         size = path.stat().st_size
+        if size == record["bytes"] and file_sha256(path) == record["sha256"]:
+            continue
+        tensors = tensors_digest(path) if record.get("tensors") else None
+        if tensors is not None and tensors == record["tensors"]:
+            logger.info("%s: its bytes differ from those saved, its tensors do not (written again): loaded", path)
+            continue
+        if tensors is not None and resaved:
+            raise CheckpointError(path, "re-saved with other weights: its tensors (names, shapes, dtypes or values) "
+                                  "differ from those irpipe saved, and transformers saved config.json again: a model "
+                                  "changed or fine-tuned elsewhere? irpipe's record in config.json describes the "
+                                  "weights it saved, not these: to rerank with these, remove irpipe's keys "
+                                  f"({', '.join(sorted(hf_folders.IRPIPE_KEYS))}) from config.json and the folder "
+                                  "loads as a transformers folder; for irpipe's weights, restore the folder from a "
+                                  "copy")
+        if tensors is not None:
+            raise CheckpointError(path, "damaged: its tensors differ from those saved while config.json is as saved "
+                                  "(sha256 mismatch: a changed byte, or other weights written over it); "
+                                  f"{rebuild_hint(directory, data)}")
         if size != record["bytes"]:
             raise CheckpointError(path, f"damaged: {size} bytes where it was saved with {record['bytes']} (truncated "
                                   f"or overwritten); {rebuild_hint(directory, data)}")
@@ -167,12 +205,36 @@ def verify_checkpoint(directory: str | Path, data: dict | None = None) -> None:
                                   f"byte); {rebuild_hint(directory, data)}")
 
 
+SAVED_AGAIN_MISSING = ("config.json was saved again by transformers (save_pretrained writes config.json and "
+                       "model.safetensors alone): copy the checkpoint's other files beside them from the folder "
+                       "irpipe saved, or give that folder")
+
+
+def _saved_again(directory: Path, data: dict) -> bool:
+    """True when config.json was saved again by transformers -- irpipe's record as saved, the transformers config
+    meaning what irpipe exported -- else the CheckpointError of a config.json that changed otherwise."""
+    config_path = directory / CONFIG_FILE
+    digests = data.get("digests")
+    if isinstance(data.get("files"), dict) and isinstance(digests, dict) and digests.get("irpipe") == _digest(
+            data, transformers=False):
+        if digests.get("transformers") == json_digest(transformers_meaning(_transformers_config(data))):
+            logger.info("%s: saved again by transformers (irpipe's record intact, the same transformers config)",
+                        config_path)
+            return True
+        raise CheckpointError(config_path, "changed: its transformers config (the keys beside irpipe's record, which "
+                              "transformers and sentence-transformers read) differs from the one irpipe exported, "
+                              "irpipe's own record being as saved; restore config.json from a copy, or save the "
+                              "checkpoint again with irpipe", field="digest")
+    raise CheckpointError(config_path, "damaged: its model, config or file records differ from those it was saved "
+                          f"with (a changed byte?); {rebuild_hint(directory, data)}", field="digest")
+
+
 def rebuild_hint(directory: Path, data: dict | None = None) -> str:
     """How to get a sound copy of the checkpoint in `directory` back."""
     if (Path(directory) / hf_folders.MODULES).is_file() and not (Path(directory) / "bert").is_dir():
         return ("if sentence-transformers saved this folder from an irpipe checkpoint, it kept irpipe's record: remove "
-                "irpipe's keys (format, model, config, irpipe, training, files, digest) from config.json, and it "
-                "loads as a transformers folder")
+                f"irpipe's keys ({', '.join(sorted(hf_folders.IRPIPE_KEYS))}) from config.json, and it loads as a "
+                "transformers folder")
     if Path(directory).resolve().parent == (cache_root() / "models").resolve():
         return (f"it is a trained recipe of the cache: remove it (rm -r {directory}) and run the same command again, "
                 "which trains it anew")
@@ -186,7 +248,9 @@ def rebuild_hint(directory: Path, data: dict | None = None) -> str:
 
 def read_checkpoint_config(directory: str | Path) -> dict:
     """config.json of a checkpoint, checked for shape (not yet against the model); for a transformers or
-    sentence-transformers folder, the record hf_folders makes of it (with "foreign": what it read)."""
+    sentence-transformers folder, the record hf_folders makes of it (with "foreign": what it read). `directory` may
+    be a Hugging Face name, hf:ORG/NAME, read from the local cache (pipeline/rerank/hf_cache.py)."""
+    directory = model_folder(directory)
     path = Path(directory) / CONFIG_FILE
     if not Path(directory).is_dir():
         raise CheckpointError(directory, "no such checkpoint folder")
@@ -217,7 +281,7 @@ def read_checkpoint_config(directory: str | Path) -> dict:
 def load_checkpoint(directory: str | Path, overrides: dict[str, Any] | None = None) -> "RerankModel":
     """Rebuild the model saved in `directory` (on the CPU, in eval mode). `overrides` replace config fields
     before the model is built (e.g. a longer max_length); one that changes a weight's shape fails clearly."""
-    directory = Path(directory)
+    directory = model_folder(directory)
     data = read_checkpoint_config(directory)
     config_path = directory / CONFIG_FILE
     cls = checkpoint_model_class(data["model"], config_path)
@@ -270,9 +334,9 @@ def file_digest(path: Path) -> str:
 def checkpoint_digest(directory: str | Path) -> str:
     """sha1 over the sha256 of a checkpoint's config.json and weights (of a transformers folder: of each file its
     load reads): a retrained checkpoint invalidates cached runs."""
-    digest = hashlib.sha1()
-    for name in _digested_files(Path(directory)):
-        digest.update(file_digest(Path(directory) / name).encode())
+    directory, digest = model_folder(directory), hashlib.sha1()
+    for name in _digested_files(directory):
+        digest.update(file_digest(directory / name).encode())
     return digest.hexdigest()
 
 

@@ -40,7 +40,7 @@ from pipeline.errors import InputError
 from pipeline.log import logger
 
 # irpipe's keys in config.json (checkpoint.py): every other key is the transformers config's
-IRPIPE_KEYS = frozenset({"format", "model", "config", "irpipe", "training", "files", "digest"})
+IRPIPE_KEYS = frozenset({"format", "model", "config", "irpipe", "training", "files", "digest", "digests"})
 MODULES = "modules.json"
 ST_CONFIG = "config_sentence_transformers.json"
 MODULE_CONFIG = "sentence_bert_config.json"
