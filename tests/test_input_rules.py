@@ -88,24 +88,27 @@ def test_a_lone_surrogate_in_a_json_line_is_refused(tmp_path):
 
 # -- the issue's command lines ------------------------------------------------------------------------------------
 
-def test_eval_refuses_a_query_id_with_a_control_character(tmp_path, capsys):
-    """Was: "queries: 2" beside three per-query rows, P@10 0.0333 where 0.05 is right (`q1` and `q1<ESC>` were two
-    queries in pytrec_eval, the ESC one unjudged)."""
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 3.0 t\nq1\x1b Q0 d2 1 2.0 t\nq2 Q0 d3 1 1.0 t\n")
-    code, out, err = irpipe(capsys, "eval", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt", "-m", "P@10")
+def _eval_refused(tmp_path, capsys, qrels: str, run: str, measure: str) -> str:
+    """`irpipe eval run.trec --qrels qrels.txt -m MEASURE` of these files: exit 2, no output, no traceback; stderr."""
+    (tmp_path / "qrels.txt").write_text(qrels)
+    (tmp_path / "run.trec").write_text(run)
+    code, out, err = irpipe(capsys, "eval", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt", "-m", measure)
     assert code == 2 and out == "" and "Traceback" not in err, err
-    assert f"{tmp_path / 'run.trec'}:2 [qid]: query id 'q1\\x1b' contains U+001B (ESC, a control character)" in err
+    return err
 
 
-def test_eval_refuses_a_docid_with_a_nul_beside_the_same_docid(tmp_path, capsys):
-    """Was: `CACM-1938\\0` and `CACM-1938` for one query passed the duplicate check, trec_eval's C code read both as
-    `CACM-1938` (AP 0.0000, clean 0.1467) and printed a stray line on stderr."""
-    (tmp_path / "qrels.txt").write_text("q1 0 CACM-1938 1\nq1 0 CACM-0001 1\n")
-    (tmp_path / "run.trec").write_text("q1 Q0 CACM-1938\x00 1 3.0 t\nq1 Q0 CACM-1938 2 2.0 t\n")
-    code, out, err = irpipe(capsys, "eval", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt", "-m", "AP")
-    assert code == 2 and out == "" and "Traceback" not in err, err
-    assert f"{tmp_path / 'run.trec'}:1 [docid]: document id 'CACM-1938\\x00' contains U+0000 (NUL" in err
+@pytest.mark.parametrize("qrels, run, measure, message", [
+    # was: "queries: 2" beside three per-query rows, P@10 0.0333 where 0.05 is right (`q1` and `q1<ESC>` were two
+    # queries in pytrec_eval, the ESC one unjudged)
+    ("q1 0 d1 1\nq2 0 d2 1\n", "q1 Q0 d1 1 3.0 t\nq1\x1b Q0 d2 1 2.0 t\nq2 Q0 d3 1 1.0 t\n", "P@10",
+     ":2 [qid]: query id 'q1\\x1b' contains U+001B (ESC, a control character)"),
+    # was: `CACM-1938\0` and `CACM-1938` for one query passed the duplicate check, trec_eval's C code read both as
+    # `CACM-1938` (AP 0.0000, clean 0.1467) and printed a stray line on stderr
+    ("q1 0 CACM-1938 1\nq1 0 CACM-0001 1\n", "q1 Q0 CACM-1938\x00 1 3.0 t\nq1 Q0 CACM-1938 2 2.0 t\n", "AP",
+     ":1 [docid]: document id 'CACM-1938\\x00' contains U+0000 (NUL"),
+], ids=["query id with ESC", "docid with NUL"])
+def test_eval_refuses_an_id_with_a_control_character(tmp_path, capsys, qrels, run, measure, message):
+    assert f"{tmp_path / 'run.trec'}{message}" in _eval_refused(tmp_path, capsys, qrels, run, measure)
 
 
 def test_index_refuses_a_corpus_id_with_a_nul(tmp_path, capsys):
@@ -249,10 +252,7 @@ def test_numbers_are_what_python_and_trec_eval_both_read(tmp_path):
 def test_a_measure_with_a_zero_cutoff_or_level_is_refused(tmp_path, capsys, measure, words):
     """Was: P@0, nDCG@0, ndcg_cut.0 aborted inside the evaluator's C code (exit 134), AP(rel=0) a TypeError
     traceback, RR@0 printed 0.0000."""
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
-    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
-    code, out, err = irpipe(capsys, "eval", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt", "-m", measure)
-    assert code == 2 and out == "" and "Traceback" not in err, err
+    err = _eval_refused(tmp_path, capsys, "q1 0 d1 1\n", "q1 Q0 d1 1 1.0 t\n", measure)
     assert f"measure {measure!r}" in err and words in err, err
 
 
@@ -261,10 +261,7 @@ def test_a_measure_with_a_zero_cutoff_or_level_is_refused(tmp_path, capsys, meas
 def test_err_on_query_ids_that_are_not_numbers_is_refused(tmp_path, capsys):
     """ERR's one ir-measures provider, gdeval.pl, reads numeric query ids only: it was a CalledProcessError
     traceback (and perl's "format error" on stderr)."""
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
-    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
-    code, out, err = irpipe(capsys, "eval", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt", "-m", "ERR@10")
-    assert code == 2 and "Traceback" not in err, err
+    err = _eval_refused(tmp_path, capsys, "q1 0 d1 1\n", "q1 Q0 d1 1 1.0 t\n", "ERR@10")
     assert "measure ERR@10: its one ir-measures provider (gdeval.pl) reads numeric query ids only" in err
 
 
@@ -303,3 +300,18 @@ def test_a_store_never_holds_an_id_that_is_not_printable(tmp_path):
     with pytest.raises(ConfigError, match=r"document id 'b\\x1b' contains U\+001B \(ESC.*cannot be stored"):
         store.save_shard(tmp_path, manifest, "shard-00000", ["a", "b\x1b"], np.zeros((2, 4), np.float32), [1, 1])
     assert not list(tmp_path.glob("shard-*"))
+
+
+@pytest.mark.parametrize("name, text, line, field", [
+    ("qrels.txt", "q1 0\x1f4 d1 1\n", 1, "iter"),             # C reads 4 fields, Python's split 5
+    ("run.trec", "q1 Q\x1c0 d1 1 1.0 t\n", 1, "Q0"),
+    ("test.tsv", "query-\x1fid\tcorpus-id\tscore\nq1\td1\t1\n", 1, "columns"),  # no header: a line of 3 columns
+])
+def test_every_field_of_a_line_is_printable(tmp_path, name, text, line, field):
+    """Found by fuzzing: a control character in a column irpipe does not keep (iter, Q0, a BEIR header) made a line
+    C and Python split differently (Python also splits at U+001C-U+001F); now such a line is refused."""
+    kind = "run" if name.startswith("run") else "qrels"
+    (tmp_path / name).write_text(text)
+    with pytest.raises(InputError) as caught:
+        _read(kind, tmp_path / name)
+    assert (caught.value.line, caught.value.field) == (line, field), str(caught.value)

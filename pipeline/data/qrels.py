@@ -26,8 +26,9 @@ _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")  # what int() and trec_eval's atoi bo
 
 
 def is_beir_header(parts: list[str]) -> bool:
-    """A first line of 3 names, no digit in any: BEIR's `query-id corpus-id score` header (or one like it)."""
-    return len(parts) == 3 and not any(char.isdigit() for part in parts for char in part)
+    """A first line of 3 printable names, no digit in any: BEIR's `query-id corpus-id score` header (or one like it)."""
+    return len(parts) == 3 and all(part.isprintable() for part in parts) and \
+        not any(char.isdigit() for part in parts for char in part)
 
 
 def read_qrels(path: str | Path) -> Qrels:
@@ -48,9 +49,11 @@ def read_qrels(path: str | Path) -> Qrels:
                            else "), or a BEIR header line (query-id corpus-id score) and 3 columns"))
             raise InputError(path, f"expected {expected}, found {len(parts)}", number, "columns")
         qid, docid, relevance = parts[0], parts[-2], parts[-1]
-        if not printable:  # a printable line's fields are ids already
-            check_id(qid, path, number, columns[0], "query id")
+        if not printable:  # a printable line's fields are ids already; else each must be printable, the iter too:
+            check_id(qid, path, number, columns[0], "query id")  # then Python's split and C's read the same fields
             check_id(docid, path, number, columns[-2], "document id")
+            if columns is TREC_COLUMNS:
+                check_id(parts[1], path, number, "iter", "iter field")
         if not _INTEGER.fullmatch(relevance):
             raise InputError(path, f"relevance {relevance!r} is not an integer (ASCII digits, at most 18)", number,
                              columns[-1])

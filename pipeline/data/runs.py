@@ -170,6 +170,7 @@ def read_run(path: str | Path, format: str | None = None) -> Run:
             _number(rank, path, number, "rank", int)
             if not printable:
                 check_id(tag, path, number, "tag", "run tag")
+                check_id(parts[1], path, number, "Q0", "Q0 field")  # every field printable: split as Python splits it
         else:
             qid, docid, rank_text = parts
             rank = _number(rank_text, path, number, "rank", int)
