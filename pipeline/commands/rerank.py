@@ -40,7 +40,9 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     from pipeline.data.runs import RUN_FORMATS
 
     parser.add_argument("--model", required=True, metavar="DIR|NAME",
-                        help="checkpoint folder (config.json + model.safetensors), or a pretrained model (biencoder)")
+                        help="checkpoint folder (config.json + model.safetensors; a transformers or sentence-transformers "
+                             "folder too), hf:ORG/NAME[@REVISION] from the local Hugging Face cache (offline), or a "
+                             "pretrained model (biencoder)")
     add_data_args(parser, what="the run to rerank (--run, or the dataset's candidates), its topics and texts")
     parser.add_argument("--output", required=True, metavar="RUN", help="reranked run file")
     parser.add_argument("--output-format", choices=RUN_FORMATS, default="trec")

@@ -2,6 +2,7 @@
 `@register_model`) is a stage of that name, made here on first use (`reranker_class(name)`).
 
     bm25() % 100 >> monobert(ckpt=models/monobert-wikiqa)         # a checkpoint folder (pipeline/rerank/checkpoint.py)
+    monobert(ckpt=hf:cross-encoder/ms-marco-MiniLM-L-6-v2)        # a model of the local Hugging Face cache (hf_cache.py)
     monobert(train=dl19-passage, epochs=2, seed=1)                # a training recipe (pipeline/training/recipes.py)
     biencoder()                                                   # a pretrained model, zero-shot (`pretrained` models)
     biencoder(store=stores/dl20)                                  # stored document encodings (late-interaction models)
@@ -220,7 +221,8 @@ def reranker_class(name: str) -> type[NeuralReranker]:
     return register(stage)
 
 
-_SOURCE_DOCS = {"ckpt": "a checkpoint folder", "train": "a training recipe's dataset (trained once, cached)",
+_SOURCE_DOCS = {"ckpt": "a checkpoint folder, or hf:ORG/NAME of the local Hugging Face cache",
+                "train": "a training recipe's dataset (trained once, cached)",
                 "dev": "its dev set (picks the best epoch)", "index": "an index for candidate texts",
                 "store": "stored document encodings (late interaction)"}
 
