@@ -56,6 +56,7 @@ def test_help_of_a_model_stage_lists_its_options_with_defaults():
     assert "code_sharpness=5.0" in str(inspect.signature(ir.addax))
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_run_writes_what_irpipe_run_writes(tmp_path):
     pipe = ir.bm25(k1=0.9, b=0.4) % 10 >> ir.overlap(idf=True)
@@ -74,6 +75,7 @@ def test_evaluate_takes_a_dataset_and_its_relevance_level(tmp_path):
     assert ir.evaluate(run, ir.dataset("dl19-passage"), ["AP"], rel_level=1) != {"AP": graded["AP(rel=2)"]}
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_experiment_prints_the_table_of_an_experiment_file(tmp_path, monkeypatch):
     monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
@@ -92,6 +94,7 @@ def test_experiment_prints_the_table_of_an_experiment_file(tmp_path, monkeypatch
         ir.Experiment([spec], "cacm", measures, baseline=5)
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_the_docstring_examples_run(cache):
     """The examples of pipeline/api.py, Stage.run and every model stage's help text, run as doctests."""

@@ -163,6 +163,7 @@ def test_damaged_lucene_index_names_the_index(tiny_index, tmp_path, monkeypatch,
     assert "cannot open the Lucene index damaged" in err and "rebuild it" in err
 
 
+@pytest.mark.slow
 def test_duplicates_keep_first_indexes_the_first(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "dup.jsonl").write_text('{"id": "a", "contents": "first"}\n{"id": "b", "contents": "x"}\n'
@@ -194,6 +195,7 @@ def _unwritable(folder: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_full_disk_is_an_error_naming_the_file(tmp_path):
     """A file-size limit (RLIMIT_FSIZE) fails writes as a full disk does: exit 2 naming the file, nothing left."""
     for name, text in GOOD.items():
@@ -261,6 +263,7 @@ def _gone(pid: int, timeout: float = 30) -> bool:
 # SIGTERM and SIGINT during indexing: tests/test_faults_kills.py
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's prctl")
 def test_sigkill_during_indexing_still_ends_java_and_the_next_start_sweeps_scratch(tmp_path, monkeypatch):
     """SIGKILL leaves irpipe no handler: the kernel's parent-death signal ends the Java child, and the scratch folder

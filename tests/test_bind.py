@@ -80,6 +80,7 @@ def _run_file(path, ranking: dict) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_python_api_resolves_in_bind_only(tripwire, collection, checkpoint):
     from pipeline.data.registry import get_dataset
     from pipeline.spec import parse
@@ -91,6 +92,7 @@ def test_python_api_resolves_in_bind_only(tripwire, collection, checkpoint):
     assert run.num_hits() == 5 and tripwire["during transform"] == []  # BM25 matches 5 documents
 
 
+@pytest.mark.slow
 def test_a_recipe_is_trained_in_bind(tripwire, collection, checkpoint):
     from pipeline.data.registry import get_dataset
     from pipeline.spec import parse
@@ -105,6 +107,7 @@ def test_a_recipe_is_trained_in_bind(tripwire, collection, checkpoint):
     assert tripwire["during transform"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["run", "rerank", "search"])
 def test_commands_resolve_in_bind_only(tripwire, collection, checkpoint, tmp_path, command):
     from pipeline.cli import main
@@ -118,6 +121,7 @@ def test_commands_resolve_in_bind_only(tripwire, collection, checkpoint, tmp_pat
     assert tripwire["during bind"] and tripwire["during transform"] == []
 
 
+@pytest.mark.slow
 def test_rerank_and_run_give_the_same_ranking(collection, checkpoint, tmp_path):
     from pipeline.cli import main
     from pipeline.data.runs import read_run

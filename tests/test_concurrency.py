@@ -118,6 +118,7 @@ def answer_selection_folder(folder: Path) -> None:
     (folder / "dataset.yaml").write_text("kind: answer-selection\n")
 
 
+@pytest.mark.slow
 def test_two_processes_training_one_recipe_train_it_once(tmp_path):
     answer_selection_folder(tmp_path / "train")
     outputs = finish({name: start(RECIPE, tmp_path, name) for name in ("a", "b")}, tmp_path)
@@ -143,6 +144,7 @@ for _ in range(5):
 """
 
 
+@pytest.mark.slow
 def test_two_processes_writing_one_run_file_leave_one_whole_run(tmp_path):
     processes = {tag: start(f"TAG = {tag!r}\n" + WRITER, tmp_path, tag) for tag in ("a", "b")}
     (tmp_path / "go").touch()

@@ -21,8 +21,14 @@ from support import REPO, needs_shared_data, write_collection
 
 CONFIGS = sorted(p for p in (REPO / "eval").glob("*.yaml")
                  if p.name != "references.yaml" and yaml.safe_load(p.read_text()).get("ci", True))
+# the configs whose check took under 4 s in the full suite on the busy 2-core machine (under 1 s idle): the quick
+# loop's (`pytest -m "not slow"`); every other one, a new one too, runs a whole collection and is marked slow
+QUICK_CONFIGS = {"cacm-bm25", "dl19-bm25-top100", "dl20-bm25-top100", "microblog-2013-ql", "microblog-2014-ql",
+                 "trecqa-clean-test-idf-overlap", "trecqa-raw-test-idf-overlap", "trecqa-raw-test-word-overlap",
+                 "wikiqa-test-idf-overlap", "wikiqa-test-word-overlap"}
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_python_and_cli_spec_give_the_same_run(tmp_path):
     from pipeline.data.registry import get_dataset
@@ -36,6 +42,7 @@ def test_python_and_cli_spec_give_the_same_run(tmp_path):
     assert {len(hits) for hits in read_run(tmp_path / "cli.trec").ranking.values()} == {10}
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_second_run_is_served_from_the_cache(tmp_path, monkeypatch, caplog):
     """Counted, not timed: the first run computes BM25 and the reranker once each (2 misses), the second computes
@@ -75,7 +82,8 @@ def test_second_run_is_served_from_the_cache(tmp_path, monkeypatch, caplog):
 
 
 @needs_shared_data
-@pytest.mark.parametrize("config", CONFIGS, ids=[p.stem for p in CONFIGS])
+@pytest.mark.parametrize("config", [p if p.stem in QUICK_CONFIGS else pytest.param(p, marks=pytest.mark.slow)
+                                    for p in CONFIGS], ids=[p.stem for p in CONFIGS])
 def test_committed_configs_pass_their_check(config, tmp_path):
     assert main(["-q", "run", str(config), "--check", "--results-dir", str(tmp_path),
                  "--output", str(tmp_path / "run.trec")]) == 0
@@ -149,6 +157,7 @@ def test_committed_leaderboard_is_current(tmp_path):
     assert output.read_text() == (REPO / "eval" / "LEADERBOARD.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_baseline_gives_the_comparison_table_and_the_win_loss_plot(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
     data = write_collection(tmp_path / "data")
@@ -166,6 +175,7 @@ def test_a_baseline_gives_the_comparison_table_and_the_win_loss_plot(tmp_path, m
     assert "AP p-value" in header and baseline_row.startswith("baseline") and exp_row.startswith("exp")
 
 
+@pytest.mark.slow
 def test_the_main_job_is_the_default_experiment(tmp_path, monkeypatch, capsys):
     from pipeline.commands import run as run_command
     from pipeline.experiment import DEFAULT_EXPERIMENT

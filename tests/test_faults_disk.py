@@ -156,6 +156,7 @@ def _pairs(folder: Path, count: int) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_training_on_a_full_disk_resumes_once_there_is_space(tmpfs, tmp_path, capsys):
     """Two epochs of a tiny monobert into a 26 MB tmpfs: epoch 1 (its best checkpoint, 5 MB, and its state, 14 MB)
     fits, epoch 2's state does not. Exit 2 naming the state folder, which is removed; the committed state of epoch

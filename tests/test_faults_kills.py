@@ -73,7 +73,8 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the Java child through Linux's /proc")
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGINT to the group"])
+@pytest.mark.parametrize("how", ["SIGTERM", pytest.param("SIGINT", marks=pytest.mark.slow),
+                                 pytest.param("SIGINT to the group", marks=pytest.mark.slow)])
 def test_a_stopped_index_build_leaves_no_java_and_no_scratch(tmp_path, how):
     """Before (SIGTERM): the Java child outlived irpipe's exit by a moment in 1 run of 3 on a loaded machine -- a
     signal that came while subprocess.Popen was still starting the child left irpipe no handle to stop it with."""

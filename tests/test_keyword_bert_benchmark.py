@@ -139,6 +139,7 @@ def test_scores_from_elsewhere_must_list_the_same_pairs(tmp_path):
         exported_scores(tmp_path, "kwbert", 0, {"test": fewer})
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_the_exported_training_data_is_the_rankers_own(tmp_path, shared_data):
     """--export-rankings writes a folder on which the ranker's recipe (`negatives=bm25`, depth 10) trains on the very

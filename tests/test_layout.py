@@ -4,6 +4,8 @@ none between its units, no module over its line cap (400 lines; a model file 600
 file of pipeline/rerank/models/, found by the registry without being listed anywhere."""
 from __future__ import annotations
 
+import pytest
+
 import ast
 import re
 from pathlib import Path
@@ -84,6 +86,7 @@ def test_cycle_finder_finds_a_cycle_hidden_in_a_function():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+@pytest.mark.slow
 def test_no_import_cycle_in_the_package():
     assert cycles(import_graph()) == []
 

@@ -34,6 +34,7 @@ def index(tmp_path_factory) -> Path:
     return folder / "index"
 
 
+@pytest.mark.slow
 def test_pyserinis_argument_list_writes_pyserinis_bytes(index, tmp_path):
     topics = index.parent / "topics.tsv"
     common = ["--bm25", "--index", str(index), "--topics", str(topics), "--hits", "4", "--batch-size", "2",

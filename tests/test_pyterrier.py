@@ -169,6 +169,7 @@ DL19_RERANKER = "fusion(candidates(), overlap(), method=weighted, norm=zscore)"
 MEASURES = ["nDCG@10", "RR@10", "AP", "R@100"]
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_pt_experiment_on_dl19_gives_irpipe_evals_numbers(tmp_path, capsys):
     from pipeline.cli import main

@@ -250,6 +250,7 @@ def test_equal_to_trec_eval_on_the_fixture(reference, tmp_path):
     assert _checked(reference, QRELS, RUN, FLAGS + [["-l", "2", "-c", "-q"]], partial=True) > 0
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_equal_to_trec_eval_on_cacm_bm25(reference, cacm_index, cache, tmp_path, capsys):
     """CACM BM25 from `irpipe search --dataset cacm` (64 queries, 52 judged), whole and less 5 judged queries."""
@@ -261,6 +262,7 @@ def test_equal_to_trec_eval_on_cacm_bm25(reference, cacm_index, cache, tmp_path,
     assert _checked(reference, qrels, partial, FLAGS, partial=True) > 0
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_equal_to_trec_eval_on_dl19_candidates(reference, shared_data, cache, tmp_path):
     """DL19's BM25 top-100 (`ir.candidates()`, graded qrels, ties in score), at -l 2 and 1, whole and less 3 judged

@@ -67,6 +67,7 @@ def test_irpipe_eval_takes_trec_eval_names_and_prints_ir_measures_names(tmp_path
     assert "Did you mean: recip_rank" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_run_eval_and_experiment_measures_take_trec_eval_names(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
     data = write_collection(tmp_path / "data")

@@ -53,6 +53,7 @@ def test_fusion_weight_of_runs_made_elsewhere():
     assert tune_fusion_weight([bm25, negated], qrels, [0, 1], "Success@1")[0] == 0
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_tune_bm25_on_cacm(tmp_path, capsys):
     output = tmp_path / "tune.json"

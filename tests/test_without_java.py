@@ -4,6 +4,8 @@ texts, and from a store) and `encode`, in a process where importing pyserini, jn
 and is recorded: nothing even tries."""
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
@@ -31,6 +33,7 @@ BLOCKER = textwrap.dedent('''
 ''').format(blocked=set(BLOCKED))
 
 
+@pytest.mark.slow
 def test_train_rerank_and_encode_need_neither_pyserini_nor_java(tmp_path):
     bert = save_tiny_bert(tmp_path / "tiny-bert")
     data = tmp_path / "qa"

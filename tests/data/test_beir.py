@@ -74,6 +74,7 @@ def test_a_malformed_beir_line_is_exit_2_naming_file_line_and_field(tmp_path, ca
     assert code == 2 and f"{folder / name}:{line} [{field}]: " in err and message in err
 
 
+@pytest.mark.slow
 def test_index_search_eval_and_run_take_the_folder_as_it_is(tmp_path, cache, capsys):
     index, run = tmp_path / "index", tmp_path / "bm25.trec"
     code, _, err = irpipe(capsys, "index", "--dataset", BEIR, "--output", index)
@@ -95,6 +96,7 @@ def test_index_search_eval_and_run_take_the_folder_as_it_is(tmp_path, cache, cap
     assert len(list((cache / "indexes").iterdir())) == 1  # the test and dev splits share the corpus's index
 
 
+@pytest.mark.slow
 def test_train_and_rerank_on_beir_splits(tmp_path, cache, capsys):
     from support import save_tiny_bert
 

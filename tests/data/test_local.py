@@ -21,6 +21,7 @@ def write_answer_selection(folder: Path, rows: list[tuple[str, str, int, str]]) 
     return folder
 
 
+@pytest.mark.slow
 def test_files_on_the_command_line_and_a_dataset_folder_give_the_same_run(tmp_path, cache, capsys, monkeypatch):
     data = write_collection(tmp_path / "data")
     spec = "bm25() % 10 >> overlap()"
@@ -187,6 +188,7 @@ def test_prefixed_data_args_for_train_and_dev(tmp_path):
         dataset_from_args(parser.parse_args(["--dev-qrels", str(data / "qrels.txt")]), prefix="dev")
 
 
+@pytest.mark.slow
 def test_tune_and_eval_take_local_data(tmp_path, cache, capsys):
     data = write_collection(tmp_path / "data")
     code, out, err = irpipe(capsys, "tune", "bm25(k1={k1}) % 10", "--dataset", data, "--grid", "k1=0.9,1.2",

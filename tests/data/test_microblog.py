@@ -78,6 +78,7 @@ def test_unequal_line_counts_are_an_error(tmp_path, monkeypatch):
         local(tmp_path, monkeypatch, columns).run()
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_authors_split_and_ql_matches_the_paper(shared_data):
     from pipeline.data.registry import get_dataset

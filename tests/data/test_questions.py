@@ -1,6 +1,8 @@
 """Question retrieval views of LCQMC/BQ: one query per positive pair, the query's own question excluded."""
 from __future__ import annotations
 
+import pytest
+
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.stages.exclude import Exclude
@@ -33,6 +35,7 @@ def test_lcqmc_questions_pair_structure(shared_data):
         assert own == [docs[topics[qid]]] and answer != own[0]
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_bm25_training_negatives_never_include_the_query_itself(shared_data):
     """A question-retrieval query's own question is in the index and is BM25's first hit: as a training negative it

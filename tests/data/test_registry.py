@@ -192,7 +192,8 @@ def test_every_registered_dataset_is_tested():
     assert sorted(EXPECTED) == sorted(dataset_names())
 
 
-@pytest.mark.parametrize("name", list(EXPECTED))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name.startswith("microblog/") else name
+                                  for name in EXPECTED])  # microblog: a year's tweets read whole, seconds each
 def test_dataset_on_mirror(mirror, name):
     dataset = get_dataset(name)
     for part, (count, first, last) in EXPECTED[name].items():
@@ -205,7 +206,8 @@ def test_dataset_on_mirror(mirror, name):
             assert (items[0], items[-1]) == (first, last), part
 
 
-@pytest.mark.parametrize("name", dataset_names())
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name.startswith("microblog/") else name
+                                  for name in dataset_names()])
 def test_recorded_counts_match(mirror, name):
     """The counts in datasets.json (shown by `irpipe datasets info`) are what the readers produce."""
     dataset = get_dataset(name)
@@ -222,6 +224,7 @@ def test_recorded_counts_match(mirror, name):
     assert counts == dataset.info()["counts"]
 
 
+@pytest.mark.slow
 def test_squad_article_split_partitions_the_questions(mirror):
     """The three article-split parts hold every dev question once, each with its relevant paragraph among the
     part's documents; the training part's documents are its own articles' paragraphs only."""

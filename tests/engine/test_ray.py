@@ -40,6 +40,7 @@ def cluster():
     assert {n: a[handler] for n, a in signal_handlers().items()} == kept
 
 
+@pytest.mark.slow
 def test_joining_ray_leaves_this_process_its_signal_handlers(cluster):
     """ray.init installs Ray's crash handler for SIGSEGV & co. and SIGTERM; a JVM in this process (Lucene) handles
     SIGSEGV itself, so the engine puts the old handlers back (the test suite segfaulted at random without it)."""
@@ -100,6 +101,7 @@ def _rerank(model: Path, run: Path, output: Path, *extra: str) -> list[str]:
     return output.read_text().splitlines()
 
 
+@pytest.mark.slow
 def test_bm25_search_is_identical(cacm_index, tmp_path):
     local, on_ray = tmp_path / "local.trec", tmp_path / "ray.trec"
     for output, extra in ((local, []), (on_ray, [*RAY, "--shard-queries", "16"])):
@@ -107,6 +109,7 @@ def test_bm25_search_is_identical(cacm_index, tmp_path):
     assert filecmp.cmp(local, on_ray, shallow=False) and len(local.read_text().splitlines()) > 50_000
 
 
+@pytest.mark.slow
 def test_keyword_bm25_runs_on_the_cluster_too(cacm_index, tmp_path, caplog):
     """bm25kw is a retriever like bm25: on the ray engine its shards run on the workers, with the same run."""
     from pipeline.retrieve.keyword_dictionary import Keyword, KeywordDictionary
@@ -122,6 +125,7 @@ def test_keyword_bm25_runs_on_the_cluster_too(cacm_index, tmp_path, caplog):
     assert "bm25kw: 2 shards" in caplog.text
 
 
+@pytest.mark.slow
 def test_an_experiment_file_runs_on_its_engine(cacm_index, tmp_path, caplog):
     """`engine: ray` in the file; `--engine local` on the command line overrides it: the same run file."""
     experiment = tmp_path / "cacm-ray.yaml"
@@ -164,6 +168,7 @@ def test_shards_merge_in_order_as_they_arrive(tmp_path):
         merge.finish(3)
 
 
+@pytest.mark.slow
 def test_a_slow_shard_arriving_late_changes_nothing(cacm_index, cacm_topics_file, tmp_path):
     """Shard 1 of 8 held back 3 s on its worker: the later shards come before it (the other worker takes them) and
     are merged as their turn comes; the run is the local run, to the last bit of every score, and so is its file."""
@@ -193,6 +198,7 @@ def test_a_slow_shard_arriving_late_changes_nothing(cacm_index, cacm_topics_file
     assert on_ray.ranking == local.ranking and on_ray.tag == local.tag and list(on_ray.ranking) == list(topics.queries)
 
 
+@pytest.mark.slow
 def test_two_shards_go_to_two_workers(cacm_index, cacm_topics_file):
     """Shards are handed out round robin: with 2 shards and 2 workers each works one (the first worker took both
     before, as it was given its IN_FLIGHT shards before the second got any). Each reports its peak memory."""
@@ -208,6 +214,7 @@ def test_two_shards_go_to_two_workers(cacm_index, cacm_topics_file):
     assert all(worker["peak_rss_mib"] > 100 for worker in stats["workers"])  # each worker's own (its JVM's too)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["hcan", "monobert"])
 def test_rerank_is_identical(model, wikiqa_subset, tmp_path):
     run, queries, docs = wikiqa_subset
@@ -220,6 +227,7 @@ def test_rerank_is_identical(model, wikiqa_subset, tmp_path):
     assert not list((tmp_path / "cache" / "jobs").iterdir())  # a finished job's folder is removed
 
 
+@pytest.mark.slow
 def test_encode_is_identical(wikiqa_subset, tmp_path):
     run, _, _ = wikiqa_subset
     bert = save_tiny_bert(tmp_path / "tiny-bert")
@@ -234,6 +242,7 @@ def test_encode_is_identical(wikiqa_subset, tmp_path):
     assert (mismatch, errors) == ([], [])
 
 
+@pytest.mark.slow
 def test_a_second_encode_into_the_same_store_waits_for_the_first(wikiqa_subset, tmp_path, caplog):
     """`irpipe encode --engine ray` takes the store's lock, as a local encode does: while another process holds it,
     the encode waits (and says for whom), then writes the whole store."""
@@ -258,6 +267,7 @@ def _job_shards(cache: Path) -> int:
     return len(list(cache.glob("jobs/*/shard-*.json")))
 
 
+@pytest.mark.slow
 def test_a_killed_worker_changes_nothing(wikiqa_subset, tmp_path, caplog):
     """One actor killed (ray.kill) once the job has finished a shard: Ray restarts it, its shards are retried."""
     run, _, _ = wikiqa_subset
@@ -283,6 +293,7 @@ def test_a_killed_worker_changes_nothing(wikiqa_subset, tmp_path, caplog):
     assert re.search(r"worker \d was restarted", caplog.text)
 
 
+@pytest.mark.slow
 def test_an_interrupted_job_resumes(wikiqa_subset, tmp_path, cluster, caplog):
     """A rerank killed (SIGKILL) after some shards, then run again: it skips them and ends identical."""
     run, _, _ = wikiqa_subset
@@ -305,6 +316,7 @@ def test_an_interrupted_job_resumes(wikiqa_subset, tmp_path, cluster, caplog):
     assert (tmp_path / "ray.trec").read_text().splitlines() == local
 
 
+@pytest.mark.slow
 def test_a_search_worker_does_not_import_torch():
     """What a search worker's actor unpickles (the task, the BM25 stage) and runs: no torch, whose import was 2.3 s
     of every search worker's start."""

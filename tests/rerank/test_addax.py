@@ -123,6 +123,7 @@ def test_stored_encoding_scores_equal_on_the_fly_scores(minilm, tmp_path, dtype,
         assert rank(stored) == rank(on_the_fly)
 
 
+@pytest.mark.slow
 def test_each_ablation_removes_exactly_its_part(tiny_bert):
     full = {name.split(".")[0] + "." + name.split(".")[1] for name, _ in _model(tiny_bert).named_parameters()
             if not name.startswith("bert.")}

@@ -35,6 +35,7 @@ def test_round_trip_gives_identical_scores(checkpoint, tiny_bert):
     assert read_checkpoint_config(moved)["training"] == {"note": "test"}
 
 
+@pytest.mark.slow
 def test_the_same_weights_give_the_same_bytes_in_every_process(checkpoint, tmp_path):
     """A checkpoint saved again by other processes is byte-identical, so its digest (a run-cache key) is stable:
     its safetensors header holds one metadata key (a map of several is written in a per-process order)."""

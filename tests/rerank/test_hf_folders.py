@@ -79,6 +79,7 @@ def minilm() -> str:
 
 
 # -- in: folders made by sentence-transformers and transformers ------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("activation", ["default", "identity"])
 def test_a_crossencoder_folder_reranks_as_crossencoder_predict_scores(tmp_path, capsys, minilm, pairs_folder,
                                                                        activation):
@@ -98,6 +99,7 @@ def test_a_crossencoder_folder_reranks_as_crossencoder_predict_scores(tmp_path, 
     assert record["config"]["max_length"] == 128
 
 
+@pytest.mark.slow
 def test_a_two_label_transformers_folder_scores_relevant_minus_not_relevant(tmp_path, capsys, minilm, pairs_folder):
     from sentence_transformers import CrossEncoder
     from transformers import AutoTokenizer, BertForSequenceClassification
@@ -141,6 +143,7 @@ def test_a_sentence_transformers_folder_reranks_as_its_cosine(tmp_path, capsys, 
     assert_same_scores(reranked(capsys, tmp_path, tmp_path / "st", pairs_folder), keys, cosine, tolerance=2e-6)
 
 
+@pytest.mark.slow
 def test_the_packaged_minilm_folder_is_the_zero_shot_biencoder(tmp_path, capsys, pairs_folder):
     from pipeline.rerank.bert import DEFAULT_BERT, bert_folder
 
@@ -149,6 +152,7 @@ def test_the_packaged_minilm_folder_is_the_zero_shot_biencoder(tmp_path, capsys,
 
 
 # -- out: folders irpipe trains ----------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_trained_monobert_folder_is_a_crossencoder_with_the_same_scores(tmp_path, capsys, tiny_bert, pairs_folder):
     from sentence_transformers import CrossEncoder
 
@@ -176,6 +180,7 @@ def test_a_trained_monobert_folder_is_a_crossencoder_with_the_same_scores(tmp_pa
         load_checkpoint(damaged)
 
 
+@pytest.mark.slow
 def test_a_probability_monobert_is_a_sigmoid_crossencoder(tmp_path, minilm, pairs_folder):
     from sentence_transformers import CrossEncoder
 
@@ -193,6 +198,7 @@ def test_a_probability_monobert_is_a_sigmoid_crossencoder(tmp_path, minilm, pair
     assert max(ours) - min(ours) > 1e-2 and ours == pytest.approx([float(s) for s in theirs], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_a_monobert_folder_saved_again_by_sentence_transformers_loads_once_irpipe_record_is_removed(
         tmp_path, minilm, pairs_folder):
     from sentence_transformers import CrossEncoder

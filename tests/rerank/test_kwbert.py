@@ -32,6 +32,7 @@ def _model(bert, dictionary, **config) -> KeywordBERT:
     return KeywordBERT(KeywordBERTConfig(bert=str(bert), dict=str(dictionary), **config)).eval()
 
 
+@pytest.mark.slow
 def test_keyword_pieces_and_exact_mask_with_fallback(tiny_bert, dictionary):
     model = _model(tiny_bert, dictionary)
     pairs = [Pair("a", "b", "信用卡怎么办", "我要贷款"),     # keywords on both sides

@@ -52,6 +52,7 @@ def test_non_overlap_ratio():
     assert non_overlap({"a"}, {"c"}) == 1.0 and non_overlap(set(), set()) == 1.0
 
 
+@pytest.mark.slow
 def test_keyword_negatives_follow_the_alpha_beta_rule(dictionary):
     sampling = NegativeSampling("keyword", per_positive=2, dictionary=dictionary)
     sampled = sample_negatives(_examples(), sampling)

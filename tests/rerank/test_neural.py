@@ -155,6 +155,7 @@ def test_bm25_then_monobert_takes_texts_from_the_index(checkpoint, cacm_index, c
         without_index(topics, first.cut(5))
 
 
+@pytest.mark.slow
 def test_a_bound_stage_keeps_its_identity_when_it_runs(checkpoint, shared_data, tmp_path, monkeypatch):
     """Binding a reranker to a dataset builds (or finds) the dataset's index for candidates without a text;
     binding keeps its repr and config, and running it keeps its fingerprint (its cache key)."""

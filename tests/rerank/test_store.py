@@ -99,6 +99,7 @@ def test_stage_reads_the_store_and_encodes_the_rest(tiny_bert, tiny, tmp_path, c
     assert stage(bert=str(tiny_bert), store=str(tmp_path / "s")).fingerprint() != stage(bert=str(tiny_bert)).fingerprint()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 def test_dl20_warm_store_ranks_as_on_the_fly(tmp_path, shared_data, dtype):
     """`irpipe encode` of the candidates of 8 DL20 queries, then `irpipe rerank --store` against encoding on the fly:

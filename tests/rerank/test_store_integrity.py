@@ -118,6 +118,7 @@ def test_irpipe_encode_records_the_rerun_that_repairs_its_store(tiny_addax, tmp_
     assert all(torch.equal(after.get(docid), rows[docid]) for docid in rows)
 
 
+@pytest.mark.slow
 def test_two_processes_encoding_into_one_store_leave_one_whole_store(tiny_bert, tmp_path):
     """Two real processes start together (a file they both wait for), one with the documents in order, one reversed,
     one shard a document: the lock makes one encode everything and the other find it done, so the store is whole:

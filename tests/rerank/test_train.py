@@ -46,6 +46,7 @@ def test_same_seed_same_weights_other_seed_other_weights(tiny_bert, tiny_qa, tmp
     assert not _same(_weights(first.out), _weights(other.out))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["monobert", "biencoder", "kwbert"])  # pointwise; in-batch negatives; keyword layer
 def test_interrupted_and_resumed_equals_uninterrupted(tiny_bert, tiny_qa, tmp_path, model):
     whole = _train(tiny_bert, tiny_qa, tmp_path / "whole", model)
@@ -112,6 +113,7 @@ def test_dev_loss_selection_and_no_dev(tiny_bert, tiny_qa, tmp_path):
     assert no_dev.best_epoch == 2 and no_dev.best == {}
 
 
+@pytest.mark.slow
 def test_sgd_plateau_halves_the_lr_after_patience_epochs_without_a_better_dev_score(tiny_bert, tiny_qa, tmp_path):
     """schedule=plateau (HCAN's SGD + Nesterov): the first epoch sets the best dev score; once plateau_patience
     epochs without a better one have been borne, the next such epoch ends with the lr times plateau_factor, and the
@@ -211,6 +213,7 @@ def test_bad_options_fail_before_training(tiny_bert, tiny_qa, tmp_path):
     assert not (tmp_path / "x").exists() and not (tmp_path / "y" / "state").exists()
 
 
+@pytest.mark.slow
 def test_recipe_is_trained_once_then_loaded_from_the_cache(tiny_bert, tmp_path, monkeypatch, caplog, shared_data):
     from pipeline.experiment import run_pipeline
 

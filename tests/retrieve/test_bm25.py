@@ -26,6 +26,7 @@ for extra, output in [([], output), (["--rm3"], output_rm3)]:
 """
 
 
+@pytest.mark.slow
 def test_identical_to_pyserini_cli_on_cacm(cacm_index, cacm_topics_file, tmp_path):
     """Same index, same topic file, k1=0.9 b=0.4, 1,000 hits: byte-identical runs (BM25 and BM25+RM3)."""
     theirs, theirs_rm3 = tmp_path / "pyserini.trec", tmp_path / "pyserini-rm3.trec"

@@ -32,6 +32,7 @@ def test_tsv_index_records_metadata_and_finds_planted_doc(tsv_corpus, tmp_path):
     assert run["q"][0][0] == "d3"
 
 
+@pytest.mark.slow
 def test_existing_index_needs_overwrite(tsv_corpus, tmp_path):
     index = tmp_path / "idx"
     build_index(iter_docs(tsv_corpus), index, "t")
@@ -50,6 +51,7 @@ def test_malformed_corpus_leaves_no_index(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".irpipe-index-")]
 
 
+@pytest.mark.slow
 def test_chinese_index_returns_planted_document(tmp_path):
     docs = [{"id": "z1", "contents": "信用卡额度怎么提高"}, {"id": "z2", "contents": "今天天气很好"},
             {"id": "z3", "contents": "如何申请车险理赔"}]

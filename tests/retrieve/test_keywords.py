@@ -37,6 +37,7 @@ def test_diff_idf_equals_the_formula_by_hand():
     assert diff_idf(2, 4, 2, 5) == pytest.approx(scores["sport"])
 
 
+@pytest.mark.slow
 def test_threshold_top_k_and_min_df():
     dictionary = build_dictionary(THREE_DOMAINS, "zh", threshold=1.0, min_df=2)
     # team: log(5 / 1) - log(4 / 3) = 1.32 > 1; match (sport): log(5 / 3) - log(4 / 3) = 0.22; fans, bank: df 1
@@ -92,6 +93,7 @@ def test_keywords_of_a_text_ranked_by_score():
     assert extractor.keywords("今天天气不错") == ()
 
 
+@pytest.mark.slow
 def test_a_rewritten_dictionary_file_is_read_again(tmp_path):
     import os
 
@@ -150,6 +152,7 @@ def zh_index(request, tmp_path_factory):
     return str(index)
 
 
+@pytest.mark.slow
 def test_chinese_retrieval_returns_the_planted_document(zh_index, zh_file):
     topics = Topics({"q": "初婚未育证明怎么开", "s": "股票涨了"})
     for stage in (BM25(zh_index, hits=3), BM25KW(zh_file, index=zh_index, hits=3)):
@@ -194,6 +197,7 @@ def en_index(tmp_path_factory):
     return str(index)
 
 
+@pytest.mark.slow
 def test_english_keywords_are_analyzed_terms(en_index, tmp_path):
     dictionary = build_dictionary([("football", EN_DOCS[0][1]), ("football", EN_DOCS[1][1]), ("football", "Bowl games"),
                                    ("biology", EN_DOCS[2][1]), ("biology", "plant cells")], "en", threshold=0.5, min_df=2)
@@ -231,6 +235,7 @@ def test_spec_grammar_builds_the_same_stages():
 
 
 # -- irpipe keywords -------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_cli_build_and_extract(tmp_path, capsys):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"text": t, "label": d}, ensure_ascii=False) + "\n" for d, t in THREE_DOMAINS))

@@ -1,6 +1,8 @@
 """jieba segmentation: normalisation, word filter, user words as units, our own cache folder, lazy import."""
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
 
@@ -16,6 +18,7 @@ def test_words_drop_whitespace_and_punctuation():
     assert words == ["重疾险", "和", "寿险", "有", "什么", "区别", "iphone", "6s"]
 
 
+@pytest.mark.slow
 def test_user_word_is_cut_as_one_token():
     plain = Segmenter().words("初婚未育证明怎么开")
     assert plain[:2] == ["初婚", "未育"]  # jieba's own dictionary splits it
