@@ -4,11 +4,11 @@ none between its units, no module over its line cap (400 lines; a model file 600
 file of pipeline/rerank/models/, found by the registry without being listed anywhere."""
 from __future__ import annotations
 
-import pytest
-
 import ast
 import re
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pipeline"
 # Low to high: a unit (a package or module right under pipeline/) imports from its own layer and lower ones only.

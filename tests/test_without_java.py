@@ -4,12 +4,12 @@ texts, and from a store) and `encode`, in a process where importing pyserini, jn
 and is recorded: nothing even tries."""
 from __future__ import annotations
 
-import pytest
-
 import json
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from support import REPO, save_tiny_bert
 

@@ -1,10 +1,10 @@
 """jieba segmentation: normalisation, word filter, user words as units, our own cache folder, lazy import."""
 from __future__ import annotations
 
-import pytest
-
 import subprocess
 import sys
+
+import pytest
 
 from pipeline.retrieve.segment import Segmenter, fold_width_and_case, is_number, is_word
 
