@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from pipeline.errors import ConfigError, printable
+from pipeline.rerank import migrations
 from pipeline.stage import Stage
 from pipeline.stages import get_stage_class
 
@@ -165,6 +166,10 @@ class _Parser:
         try:
             bound = inspect.signature(cls).bind(*args, **kwargs)
         except TypeError as error:
+            config_class = getattr(getattr(cls, "model_class", None), "config_class", None)
+            retired = [migrations.retired_message(config_class, name) for name in kwargs] if config_class else []
+            if any(retired):  # a model config field retired (pipeline/rerank/migrations.py RETIRED): say so
+                self.fail(next(message for message in retired if message), token)
             params = ", ".join(p for p in inspect.signature(cls).parameters)
             self.fail(f"{token.text}: {error} (parameters: {params})", token)
         for name, value in bound.arguments.items():

@@ -71,15 +71,31 @@ def checkpoint_model_class(name: str, where: str | Path) -> type["RerankModel"]:
         raise CheckpointError(where, f"{error}", field="model") from None
 
 
+_RETIRED_LOGGED: set[str] = set()  # checkpoints whose retired fields were logged (once a file, a process)
+
+
 def checkpoint_config(config_class: type, fields, where: str | Path, overrides: dict | None = None):
     """The config dataclass from config.json's fields (all present, each of its kind, the whole checked), then
     `overrides`; what is wrong is a CheckpointError naming the file and field. A field the model gained after a
     checkpoint was saved is read as the value it was trained with, when the config class says it
-    (pipeline/rerank/migrations.py), and logged; any other missing field is an error."""
+    (pipeline/rerank/migrations.py), and logged; any other missing field is an error. A retired field
+    (migrations.RETIRED) at the value the class computes now is dropped (logged once a file); at another value the
+    checkpoint is a model irpipe no longer computes, a CheckpointError naming the field."""
     if not isinstance(fields, dict):
         raise CheckpointError(where, "the model config is not a JSON object", field="config")
     renamed = migrations.renamed(config_class)  # a field saved under its old name
     fields = {renamed.get(name, name): value for name, value in fields.items()}
+    retired = {name: value for name, value in fields.items() if name in migrations.retired(config_class)}
+    for name, value in retired.items():  # a retired field: dropped at the value computed now, refused at another
+        problem = migrations.retired_value_problem(config_class, name, value)
+        if problem:
+            raise CheckpointError(where, problem, field=f"config.{name}")
+    if retired:
+        fields = {name: value for name, value in fields.items() if name not in retired}
+        if str(where) not in _RETIRED_LOGGED:
+            _RETIRED_LOGGED.add(str(where))
+            logger.info("%s: saved with the retired config field(s) %s at the value(s) computed now; dropped", where,
+                        ", ".join(f"{k}={v}" for k, v in retired.items()))
     legacy = migrations.added(config_class)
     older = {f.name: legacy[f.name] for f in dataclasses.fields(config_class) if f.name not in fields and f.name in legacy}
     if older:

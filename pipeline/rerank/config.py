@@ -21,7 +21,7 @@ def make_config(config_class: type, values: dict[str, Any], base=None):
     """The config dataclass from `values` (over `base`, or the defaults), each field checked by kind, then the
     whole by its `check()`; a `ConfigError` names the field otherwise."""
     for name, value in values.items():
-        problem = field_problem(config_class, name, value)
+        problem = migrations.retired_message(config_class, name) or field_problem(config_class, name, value)
         if problem:
             raise ConfigError(problem, field=name)
     defaults = {f.name: default_of(f) for f in dataclasses.fields(config_class)}
@@ -42,9 +42,11 @@ def recipe_fields(values) -> dict:
     """What a config (or TrainOptions) says about the model it trains, for cache keys: every field less those still at
     the value they had in effect before they existed (pipeline/rerank/migrations.py ADDED), so that a field added
     with its entry there leaves every recipe key, and so every cached model, as it was; a renamed field keyed under
-    its old name. Checkpoints saved before the field read it as that value too (checkpoint_config)."""
+    its old name; a retired field back at the value the class computes with now (migrations.RETIRED), as it was
+    keyed before its retirement. Checkpoints saved before the field read it as that value too (checkpoint_config)."""
     legacy = json.loads(json.dumps(migrations.added(type(values))))
     old_names = {new: old for old, new in migrations.renamed(type(values)).items()}  # keys keep a field's old name
-    return {old_names.get(name, name): value for name, value in config_to_dict(values).items()
+    fields = json.loads(json.dumps(migrations.retired(type(values)))) | config_to_dict(values)
+    return {old_names.get(name, name): value for name, value in fields.items()
             if name not in legacy or value != legacy[name]}
 

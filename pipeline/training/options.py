@@ -20,6 +20,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from pipeline.errors import ConfigError
+from pipeline.rerank import migrations
 from pipeline.validate import at_least, choice, field_problem
 
 NEGATIVES = ("labelled", "bm25", "keyword", "random")
@@ -150,6 +151,8 @@ def split_options(model: str, config_class: type, options: dict) -> StageOptions
     namespaces = ((split.config, fields), (split.training, training), (split.runtime, runtime))
     for key, value in options.items():
         homes = [values for values, names in namespaces if key in names]
+        if not homes and migrations.retired_message(config_class, key):
+            raise ConfigError(migrations.retired_message(config_class, key), field=key)
         if not homes:
             close = difflib.get_close_matches(key, sorted(fields | training | runtime), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""

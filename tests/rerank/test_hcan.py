@@ -39,8 +39,8 @@ def padded(tensors: dict, query: int, doc: int) -> dict:
                       "doc_ids": F.pad(tensors["doc_ids"], (0, doc)), "query_idf": F.pad(tensors["query_idf"], (0, query))}
 
 
-MODES = [dict(encoder=e, rm_mode=m, sm_mode=m, rm_softmax=s) for e in ("deep", "wide", "contextual")
-         for m in ("paper", "code") for s in ("query", "context")] + [dict(external_features=True)] + [
+MODES = [dict(encoder=e, rm_softmax=s) for e in ("deep", "wide", "contextual")
+         for s in ("query", "context")] + [dict(external_features=True)] + [
     dict(rm_softmax=s, rm_similarity=sim) for s in ("padded", "raw") for sim in ("dot", "cosine")]
 
 
@@ -95,15 +95,15 @@ def test_relevance_matching_by_hand():
     expected_max = by_query.max(1).values * torch.tensor([0.5, 1.0])
     expected_mean = by_query.mean(1) * torch.tensor([0.5, 1.0])
     torch.testing.assert_close(features[0], torch.cat([expected_max, torch.zeros(2), expected_mean, torch.zeros(2)]))
-    by_context = relevance_matching(uq, uc, qmask, cmask, idf, dataclasses.replace(c, rm_softmax="context", rm_mode="code"))
-    torch.testing.assert_close(by_context[0], torch.cat([torch.softmax(s, 1).max(1).values * torch.tensor([0.5, 1.0]),
-                                                         torch.zeros(2)]))
+    by_context = relevance_matching(uq, uc, qmask, cmask, idf, dataclasses.replace(c, rm_softmax="context"))
+    torch.testing.assert_close(by_context[0, :4], torch.cat([torch.softmax(s, 1).max(1).values * torch.tensor([0.5, 1.0]),
+                                                             torch.zeros(2)]))
 
 
 def test_padded_softmax_and_cosine_by_hand():
     """rm_softmax=padded: the query-axis softmax of a query padded to max_query_length with zero logits (the
     code's unmasked padding); rm_similarity=cosine with rm_softmax=raw: max cosine times IDF."""
-    c = tiny(max_query_length=4, rm_mode="code", rm_softmax="padded")
+    c = tiny(max_query_length=4, rm_softmax="padded")
     uq = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])
     uc = torch.tensor([[[2.0, 0.0], [1.0, 1.0], [0.0, 0.0]]])
     qmask, cmask = torch.tensor([[True, True, False]]), torch.tensor([[True, True, False]])
@@ -111,11 +111,11 @@ def test_padded_softmax_and_cosine_by_hand():
     s = torch.tensor([[2.0, 1.0], [0.0, 1.0]])
     with_zero_rows = torch.softmax(torch.cat([s, torch.zeros(2, 2)]), 0)[:2]  # 4 query rows, 2 of them padding
     features = relevance_matching(uq, uc, qmask, cmask, idf, c)
-    torch.testing.assert_close(features[0], torch.cat([with_zero_rows.max(1).values * torch.tensor([0.5, 1.0]),
-                                                       torch.zeros(2)]))
+    torch.testing.assert_close(features[0, :4], torch.cat([with_zero_rows.max(1).values * torch.tensor([0.5, 1.0]),
+                                                           torch.zeros(2)]))  # the max half
     cosine = relevance_matching(uq, uc, qmask, cmask, idf, dataclasses.replace(c, rm_softmax="raw",
                                                                                 rm_similarity="cosine"))
-    torch.testing.assert_close(cosine[0], torch.tensor([1.0 * 0.5, 2 ** -0.5, 0.0, 0.0]))
+    torch.testing.assert_close(cosine[0, :4], torch.tensor([1.0 * 0.5, 2 ** -0.5, 0.0, 0.0]))
 
 
 def test_prepare_aligns_idf_levels_with_query_positions():
@@ -150,7 +150,6 @@ def test_truncation_is_counted_and_empty_texts_score():
     (dict(), 5 * 2 * 12 + 4 * 10),
     (dict(rm_only=True), 5 * 2 * 12),
     (dict(sm_only=True), 4 * 10),
-    (dict(rm_mode="code", sm_mode="code"), 5 * 12 + 4 * 2 * 10),
     (dict(levels=2, encoder="wide"), 3 * 2 * 12 + 2 * 10),
 ])
 def test_ablations_and_modes_shape_the_classifier(options, width):
@@ -172,7 +171,7 @@ def test_ablations_and_modes_shape_the_classifier(options, width):
         by_hand = torch.softmax(model.classifier(x), 1)[:, 1]             # P(relevant) of (8)
     assert output.shape == (4, 2) and x.shape == (4, width)
     torch.testing.assert_close(model.score(output), by_hand.double())
-    rm = 0 if c.sm_only else (c.levels + 1) * c.max_query_length * (2 if c.rm_mode == "paper" else 1)
+    rm = 0 if c.sm_only else (c.levels + 1) * c.max_query_length * 2
     torch.testing.assert_close(x_doubled[:, :rm], 2 * x[:, :rm])          # RM: times the IDF
     torch.testing.assert_close(x_doubled[:, rm:], x[:, rm:])              # SM: no IDF in it
     assert rm == 0 or (x[:, :rm] != 0).any(1).all()                       # (a doubling of zeros shows nothing)
@@ -295,7 +294,7 @@ def test_a_checkpoint_saved_before_newer_fields_loads_as_it_was_trained(tmp_path
     data = json.loads(path.read_text())
     from pipeline.rerank.migrations import added
 
-    for name in set(added(HCANConfig)) - {"external_features"}:  # saved with --ext, before overlap_mode existed
+    for name in set(added(HCANConfig)) & set(data["config"]) - {"external_features"}:  # saved with --ext, before
         del data["config"][name]
     for record in ("files", "digest"):  # and before checkpoints recorded their files' checksums
         data.pop(record, None)
@@ -311,3 +310,43 @@ def test_a_checkpoint_saved_before_newer_fields_loads_as_it_was_trained(tmp_path
     path.write_text(json.dumps(data))
     with pytest.raises(CheckpointError, match="lacks the field.s. levels"):
         load_checkpoint(folder)
+
+
+def test_a_retired_field_loads_at_the_value_computed_now_and_is_refused_otherwise(tmp_path, caplog):
+    """migrations.RETIRED: a checkpoint saved while idf_stat, rm_mode, ... were options loads when they hold the value
+    HCAN computes now (dropped, logged once); at another value it is a model irpipe no longer computes, refused with
+    the file and field named. A spec or override naming one is refused with what HCAN computes now."""
+    import json
+    import logging
+
+    from pipeline.rerank.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from pipeline.rerank.config import make_config
+    from pipeline.rerank.migrations import retired
+    from pipeline.spec import parse
+    from pipeline.training.options import split_options
+
+    model = build()
+    folder = save_checkpoint(model, tmp_path / "old")
+    path = folder / "config.json"
+    data = json.loads(path.read_text())
+    data["config"] |= retired(HCANConfig)  # as saved before the retirement (every field at its default then)
+    for record in ("files", "digest"):
+        data.pop(record, None)
+    path.write_text(json.dumps(data))
+    with caplog.at_level(logging.INFO, logger="irpipe"):
+        again = load_checkpoint(folder)
+        load_checkpoint(folder)
+    assert again.config == model.config
+    assert caplog.text.count("retired config field(s)") == 1 and "idf_stat=df" in caplog.text
+    for name, value in (("idf_stat", "cf"), ("rm_mode", "code"), ("kernel", 3), ("max_doc_trigrams", 50)):
+        path.write_text(json.dumps(data | {"config": data["config"] | {name: value}}))
+        with pytest.raises(CheckpointError, match=f"config.json.*trained with {name}={value}, which irpipe no longer "
+                                                  f"computes; it was retired in .*issue 42.*Retrain"):
+            load_checkpoint(folder)
+    for name in retired(HCANConfig):
+        with pytest.raises(ConfigError, match=f"{name} was retired in .*every hcan now computes {name}="):
+            make_config(HCANConfig, {name: retired(HCANConfig)[name]})
+        with pytest.raises(ConfigError, match=f"{name} was retired"):
+            split_options("hcan", HCANConfig, {name: 1})
+    with pytest.raises(ConfigError, match="hcan: rm_mode was retired in .*every hcan now computes rm_mode=paper"):
+        parse("hcan(train=trecqa/train, rm_mode=code)")

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.models.hcan import HCAN, HCANConfig
-from pipeline.rerank.models._hcan_inputs import char_trigrams, url_text
+from pipeline.rerank.models._hcan_inputs import MAX_QUERY_TRIGRAMS, MAX_URL_TRIGRAMS, char_trigrams, url_text
 from pipeline.rerank.pairs import Pair
 
 QUERIES = ["water shortages", "tony mendez", "water shortages", "Kerry"]
@@ -21,8 +21,7 @@ URLS = ["http://www.thehindu.com/water-scarcity-worries/article4520714.ece", "",
 
 def tiny(**overrides) -> HCANConfig:
     fields = dict(embeddings="random", embedding_dim=8, filters=6, sm_hidden=10, max_query_length=12,
-                  max_doc_length=16, dropout=0.0, trigram_dim=5, max_query_trigrams=24, max_doc_trigrams=50,
-                  max_url_trigrams=40)
+                  max_doc_length=16, dropout=0.0)
     return HCANConfig(**(fields | overrides))
 
 
@@ -61,16 +60,16 @@ def test_shapes_and_classifier_width(options, branches):
     longest = max(len(char_trigrams(q)) for q in QUERIES)
     assert batch.tensors["query_trigrams"].shape == (4, longest)
     assert ("doc_trigrams" in batch.tensors) == model.config.char_trigrams
-    if model.config.with_url:  # the longest URL text, in trigrams, capped at max_url_trigrams (40)
-        assert batch.tensors["url_trigrams"].shape == (4, 40)
+    if model.config.with_url:  # the longest URL text, in trigrams (under MAX_URL_TRIGRAMS)
+        assert batch.tensors["url_trigrams"].shape == (4, max(len(char_trigrams(url_text(u))) for u in URLS))
     sm = 0 if model.config.rm_only else 4 * 10
-    assert model.classifier[0].in_features == 5 * 2 * 12 + branches * 5 * 2 * 24 + sm
+    assert model.classifier[0].in_features == 5 * 2 * 12 + branches * 5 * 2 * MAX_QUERY_TRIGRAMS + sm
     output = model(**batch.tensors)
     assert output.shape == (4, 2) and torch.isfinite(output).all()
 
 
-MODES = [dict(char_trigrams=True, with_url=True, encoder=e, rm_mode=m, rm_softmax=s)
-         for e in ("deep", "wide", "contextual") for m in ("paper", "code") for s in ("query", "padded")] + [
+MODES = [dict(char_trigrams=True, with_url=True, encoder=e, rm_softmax=s)
+         for e in ("deep", "wide", "contextual") for s in ("query", "padded")] + [
     dict(with_url=True, rm_only=True, rm_softmax="raw", rm_similarity="cosine")]
 
 
@@ -100,12 +99,12 @@ def test_the_url_branch_is_exactly_off_without_with_url():
 
 def test_url_level_zero_is_exact_trigram_matching_with_cosine():
     """rm_softmax=raw, rm_similarity=cosine: a query trigram found in the URL scores 1 at level 0."""
-    model = build(with_url=True, rm_only=True, rm_softmax="raw", rm_similarity="cosine", rm_mode="code")
+    model = build(with_url=True, rm_only=True, rm_softmax="raw", rm_similarity="cosine")
     batch = model.prepare(pairs()[:1])
     query, url = batch.tensors["query_trigrams"], batch.tensors["url_trigrams"]
     with torch.inference_mode():
         features = model.url_trigrams(model.trigram_embedding(query), query != 0, model.trigram_embedding(url), url != 0)
-    level0 = features[0, :24]                                           # (N+1) x L_3, code mode: max only
+    level0 = features[0, :MAX_QUERY_TRIGRAMS]                           # (N+1) x [max; mean] x L_3: level 0's max
     grams = char_trigrams("water shortages")
     in_url = set(char_trigrams(url_text(URLS[0])))
     for j, gram in enumerate(grams):
@@ -116,11 +115,11 @@ def test_url_level_zero_is_exact_trigram_matching_with_cosine():
 
 
 def test_a_long_url_keeps_its_end_and_counts_as_truncated():
-    model = build(with_url=True, max_url_trigrams=10)
-    long_url = "http://example.org/" + "a" * 30 + "/water-news"
+    model = build(with_url=True)
+    long_url = "http://example.org/" + "a" * MAX_URL_TRIGRAMS + "/water-news"
     batch = model.prepare(pairs([long_url] * 4))
-    assert batch.truncated == 4
-    expected = model.trigram_vocab.encode(char_trigrams(url_text(long_url))[-10:])
+    assert batch.truncated == 4 and batch.tensors["url_trigrams"].shape == (4, MAX_URL_TRIGRAMS)
+    expected = model.trigram_vocab.encode(char_trigrams(url_text(long_url))[-MAX_URL_TRIGRAMS:])
     assert batch.tensors["url_trigrams"][0].tolist() == expected
 
 
@@ -131,8 +130,6 @@ def test_missing_url_field_and_bad_configs_fail_at_once():
     assert error.value.field == "with_url"
     with pytest.raises(ConfigError, match="sm_only"):
         build(with_url=True, sm_only=True)
-    with pytest.raises(ConfigError, match="max_url_trigrams"):
-        build(with_url=True, max_url_trigrams=0)
 
 
 def test_assets_round_trip(tmp_path):

@@ -1,6 +1,7 @@
 """Recipe keys (the cache folder of a trained model) stay put when a model or the training loop gains a field: a
 field at the value it had in effect before it existed is left out of the key, and a new field must come with that value
-in pipeline/rerank/migrations.py ADDED."""
+in pipeline/rerank/migrations.py ADDED. A field retired since (migrations.RETIRED) is keyed at the value the model
+computes now, as it was before: no key moves."""
 from __future__ import annotations
 
 import dataclasses
@@ -51,7 +52,11 @@ def test_a_field_added_since_keys_became_stable_has_a_legacy_value(name, cls):
                        "the value that does what the class did before it (or, for a new model, list its fields in "
                        "KEYED_FIELDS), so that cached models and older checkpoints stay valid")
     defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-    assert set(legacy) <= {f.name for f in dataclasses.fields(cls)}, "migrations.ADDED names a field the class lacks"
+    fields, retired = {f.name for f in dataclasses.fields(cls)}, migrations.retired(cls)
+    assert set(legacy) <= fields | set(retired), "migrations.ADDED names a field the class lacks (nor retired)"
+    gone = known - fields - set(retired)  # a keyed field is still a field, under its new name, or retired
+    assert not gone, f"{cls.__name__} lost {sorted(gone)} without an entry in migrations.RETIRED"
+    assert not set(retired) & fields, "migrations.RETIRED names a field the class still has"
     assert all(name not in defaults or isinstance(value, type(defaults[name])) or value is None
                for name, value in legacy.items())
 
@@ -89,6 +94,11 @@ def test_recipe_keys_are_pinned(shared_data, monkeypatch):
     assert Recipe("mrnn", "wikiqa/train", "wikiqa/dev", {"seed": 1}, {"attention_logits": "dot"}, device="cpu",
                   threads=2).key() == \
         "09c36c223448e872dfbeb35e4b552aabebc00e54"
+    # HCAN's keys from before its retired fields (issue 42) left the config: the same after
+    assert Recipe("hcan", "wikiqa/train", "wikiqa/dev", {"epochs": 2}, {}).key() == \
+        "b275b8b0691808eee481605307362540e91b67cf"
+    assert Recipe("hcan", "wikiqa/train", "wikiqa/dev", {"epochs": 2}, {"char_trigrams": True, "with_url": True}).key() \
+        == "768d3f637483b377bf7c653196d0e4f87c69702a"
 
 
 def test_a_renamed_field_keeps_its_old_name_in_keys_and_checkpoints_load(tmp_path):
@@ -105,3 +115,15 @@ def test_a_renamed_field_keeps_its_old_name_in_keys_and_checkpoints_load(tmp_pat
     saved["bert_path"] = saved.pop("bert")
     assert checkpoint_config(HCANConfig, saved, tmp_path / "config.json").bert == "models/b"
 
+
+
+def test_a_retired_field_is_keyed_at_the_value_computed_now():
+    """HCAN's idf_stat, rm_mode, ... (migrations.RETIRED) are in its recipe fields at the values every HCAN computes
+    with, as they were when they were options at their defaults; those also in ADDED (trigram sizes) stay out."""
+    from pipeline.rerank.models.hcan import HCANConfig
+
+    fields = recipe_fields(HCANConfig())
+    assert {k: fields[k] for k in ("idf_stat", "rm_mode", "sm_mode", "kernel", "min_count")} == \
+        {"idf_stat": "df", "rm_mode": "paper", "sm_mode": "paper", "kernel": 2, "min_count": 1}
+    assert not {"trigram_dim", "trigram_kernel", "max_query_trigrams", "max_doc_trigrams", "max_url_trigrams"} & set(fields)
+    assert recipe_fields(HCANConfig(char_trigrams=True))["char_trigrams"] is True

@@ -13,13 +13,14 @@ ASCII, white space runs as one space) cut into every 3-character window: "#water
 "es#". One trigram table (50-d, U(-0.05, 0.05), trained) embeds query, text and URL; each branch has its own deep
 encoder (conv kernel 4, F filters, N levels) shared by the query and its sequence, and relevance matching on levels
 0..N without IDF weights (the code weighs trigrams by nothing): per branch (N+1) x L_3 features per pooling,
-L_3 = max_query_trigrams.
+L_3 = MAX_QUERY_TRIGRAMS. Width, kernel and the lengths below are the code's constants (options until issue 42:
+pipeline/rerank/migrations.py RETIRED).
 
 Resolutions [R]: a URL reads without its scheme and query string (the code drops the first 7 characters and
 everything from the first "?" -- with no "?", the last character: not reproduced); several URLs of one tweet are
 joined by a space; an empty URL or text reads as one unknown trigram (the code writes "http://www.abc.com" for a
-missing URL); a URL longer than max_url_trigrams keeps its end, as the code's padding does; text and query keep
-their start. The relevance-matching options (rm_softmax, rm_similarity, rm_mode) are the word branch's; encoder
+missing URL); a URL longer than MAX_URL_TRIGRAMS keeps its end, as the code's padding does; text and query keep
+their start. The relevance-matching options (rm_softmax, rm_similarity) are the word branch's; encoder
 "contextual" uses the deep one here, as the code does. Padding is masked as everywhere else.
 """
 from __future__ import annotations
@@ -43,6 +44,11 @@ if TYPE_CHECKING:
     from pipeline.rerank.models.hcan import HCANConfig
 
 URL_FIELD = "url"
+# the code's lengths, in trigrams
+MAX_QUERY_TRIGRAMS = 100  # RM width per trigram level, as max_query_length (the code's: the longest training query,
+                          # at most 200; microblog queries have <= 53 trigrams)
+MAX_DOC_TRIGRAMS = 200    # the authors' code's MAX_3GRAM_LENGTH: a text keeps its first 200
+MAX_URL_TRIGRAMS = 120    # the authors' code's MAX_URL_LENGTH: a URL keeps its last 120, as the code's padding does
 
 
 def training_trigrams(queries: Iterable[str], docs: Iterable[str], doc_fields: Iterable[Mapping]) -> list[list[str]]:
@@ -54,11 +60,11 @@ def training_trigrams(queries: Iterable[str], docs: Iterable[str], doc_fields: I
 def trigram_tensors(pairs: list[Pair], vocab: Vocabulary, c: HCANConfig) -> tuple[dict[str, torch.Tensor], list[bool]]:
     """Padded trigram ids of the branches `c` turns on: query_trigrams (B, n3), doc_trigrams (B, m3) with
     char_trigrams, url_trigrams (B, u3) with with_url; and which pairs were truncated."""
-    sequences = {"query_trigrams": ([p.query for p in pairs], c.max_query_trigrams, False)}
+    sequences = {"query_trigrams": ([p.query for p in pairs], MAX_QUERY_TRIGRAMS, False)}
     if c.char_trigrams:
-        sequences["doc_trigrams"] = ([p.text for p in pairs], c.max_doc_trigrams, False)
+        sequences["doc_trigrams"] = ([p.text for p in pairs], MAX_DOC_TRIGRAMS, False)
     if c.with_url:
-        sequences["url_trigrams"] = ([url_text(url_of(p)) for p in pairs], c.max_url_trigrams, True)
+        sequences["url_trigrams"] = ([url_text(url_of(p)) for p in pairs], MAX_URL_TRIGRAMS, True)
     tensors, cut = {}, [False] * len(pairs)
     for name, (texts, limit, keep_end) in sequences.items():
         memo: dict[str, list[int]] = {}
@@ -96,9 +102,9 @@ def training_inputs(config: HCANConfig, queries: list[str], docs: list[str], doc
     dim = config.embedding_dim or 300
     table = word_table(config.embeddings, config.bert or None, token_lists, dim, config.seed)
     extra = table.words[:config.pretrained_vocab] if table is not None else []
-    vocab = Vocabulary.build(token_lists, config.min_count, extra)
+    vocab = Vocabulary.build(token_lists, 1, extra)  # every training word
     matrix, found = embedding_matrix(vocab, table, dim, np.random.default_rng(config.seed))
-    idf = IdfTable.build(token_lists, idf_order, config.idf_stat)
+    idf = IdfTable.build(token_lists, idf_order, "df")  # document frequencies
     logger.info("hcan: %d training texts, vocabulary %d words (%d from %s), embeddings %d-d", len(token_lists),
                 len(vocab), found, config.embeddings, matrix.shape[1])
     trigrams = Vocabulary.build(training_trigrams(queries, docs, doc_fields)) if config.trigrams else None

@@ -19,6 +19,11 @@ comments beside the code cite them:
     SM = BiLSTM(H): last real state of each direction  (B, d)      (7)
     log p = log_softmax(MLP([RM^0..N; SM^1..N]))       (B, 2)      (8) MLP 150-50-2, P(relevant) the score
 
+Constants of the authors' code (jinfengr/hcan) that were options here until issue 42 (pipeline/rerank/migrations.py
+RETIRED): conv kernel 2 (`KERNEL`), and the trigram inputs' `TRIGRAM_DIM` / `TRIGRAM_KERNEL` here and lengths in
+_hcan_inputs.py. The code's variants rm_mode=code (max pooling only), sm_mode=code (ReLU(H), max + mean over the
+BiLSTM's outputs) and idf_stat=cf (collection-frequency IDF) went with them: no experiment used them.
+
 Options of the authors' code, off by default as there:
 - `external_features=True` is the code's `--ext`: four word-overlap features of the pair
   (pipeline/rerank/overlap.py) join the MLP input.
@@ -39,12 +44,10 @@ Resolutions beyond docs/models.md §1:
 - RM features are computed at the batch's query length and zero-padded to max_query_length (padding weighs 0
   anyway);
 - an empty text reads as one unknown word;
-- sm_mode="code" also applies the code's ReLU to H;
 - the code's embedding dropout and its IDF weighting of levels 0-1 only are not reproduced;
 - the vocabulary, IDF collection and embedding choices are in pipeline/rerank/text.py and HCANConfig."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,14 +62,20 @@ from pipeline.rerank.layers import masked_softmax
 from pipeline.rerank.losses import pairwise_hinge
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
-from pipeline.rerank.models._hcan_inputs import load_inputs, pair_batch, save_inputs, training_inputs
+from pipeline.rerank.models._hcan_inputs import (MAX_QUERY_TRIGRAMS, load_inputs, pair_batch, save_inputs,
+                                                 training_inputs)
 from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary
 from pipeline.validate import at_least, choice
 
 # -- config -----------------------------------------------------------------------------------------------------------
-_CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"), "idf_stat": ("df", "cf"),
+_CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"),
             "rm_softmax": ("query", "context", "padded", "raw"), "rm_similarity": ("dot", "cosine"),
-            "rm_mode": ("paper", "code"), "sm_mode": ("paper", "code"), "loss": ("nll", "hinge")}
+            "loss": ("nll", "hinge")}
+# Constants of the authors' code (jinfengr/hcan), options until issue 42 (migrations.RETIRED kernel, trigram_dim,
+# trigram_kernel); the trigram lengths are in _hcan_inputs.py
+KERNEL = 2          # the code's conv kernel of the word encoder: level l of deep / wide covers (l+1)-grams
+TRIGRAM_DIM = 50    # the code's trigram embedding width
+TRIGRAM_KERNEL = 4  # the code's conv kernel over character trigrams
 
 
 @dataclass
@@ -76,22 +85,17 @@ class HCANConfig:
     embedding_dim: int = 0           # 0 = the table's width, fixed when the vocabulary is built (word2vec/random: 300)
     pretrained_vocab: int = 100_000  # also admit the table's first N words (GloVe: most frequent first): words of
                                      # the test set unseen in a small training set keep their own pretrained vector
-    min_count: int = 1               # training words seen in fewer texts are unknown (unless the table has them)
     freeze_embeddings: bool = False  # the paper trains them; the padding row stays zero either way
     encoder: str = "deep"            # deep (all paper tables) | wide | contextual
     levels: int = 4                  # N conv levels used (the authors' code builds 5 and never uses the last)
     filters: int = 128               # F: the code's default (its README says 256)
-    kernel: int = 2                  # level l covers (l+1)-grams and gets their IDF (other kernels keep that IDF)
     dropout: float = 0.3
     max_query_length: int = 100      # RM features are per query position: the classifier's width depends on it
     max_doc_length: int = 100
-    idf_stat: str = "df"             # df | cf (the code's collection frequency)
     rm_softmax: str = "query"        # the code normalises over the query axis; one sentence of the paper row-wise;
                                      # padded: over the query axis with max_query_length - n zero logits (the code
                                      # masks nothing, so its padded query rows compete); raw: S itself
     rm_similarity: str = "dot"       # S = U_q U_c^T (paper); cosine: of L2-normalised rows (not in paper or code)
-    rm_mode: str = "paper"           # paper: max + mean pooling; code: max only
-    sm_mode: str = "paper"           # paper: last real BiLSTM states; code: ReLU(H), max + mean over time
     sm_hidden: int = 150             # d, both directions together
     rm_only: bool = False
     sm_only: bool = False
@@ -100,12 +104,6 @@ class HCANConfig:
                                      # shares); stopwords: ours before (word / IDF shares, all and non-stop words)
     char_trigrams: bool = False      # + query vs candidate-text character trigrams (the code's model_option complete)
     with_url: bool = False           # + query vs candidate-URL trigrams (doc_fields["url"]; the code's twitter setting)
-    trigram_dim: int = 50            # the code's trigram embedding width
-    trigram_kernel: int = 4          # the code's conv kernel over trigrams
-    max_query_trigrams: int = 100    # RM width per trigram level, as max_query_length (the code: the longest training
-                                     # query, at most 200; microblog queries have <= 53 trigrams)
-    max_doc_trigrams: int = 200      # the code's MAX_3GRAM_LENGTH
-    max_url_trigrams: int = 120      # the code's MAX_URL_LENGTH (a longer URL keeps its end, as there)
     loss: str = "nll"                # nll: pointwise NLL of P(relevant) [C]; hinge: pairwise, on the logit z_1 - z_0
     margin: float = 1.0              # hinge margin
     seed: int = 0                    # unknown-word rows and word2vec (`hcan(seed=N)` also seeds the training run)
@@ -119,8 +117,7 @@ class HCANConfig:
         if self.sm_only and self.trigrams:
             raise ConfigError("hcan: char_trigrams and with_url are relevance matching, which sm_only turns off",
                               field="sm_only")
-        for name in ("levels", "filters", "kernel", "max_query_length", "max_doc_length", "sm_hidden", "trigram_dim",
-                     "trigram_kernel", "max_query_trigrams", "max_doc_trigrams", "max_url_trigrams"):
+        for name in ("levels", "filters", "max_query_length", "max_doc_length", "sm_hidden"):
             at_least("hcan", name, getattr(self, name), 1)
         at_least("hcan", "dropout", self.dropout, 0)
         at_least("hcan", "margin", self.margin, 0)
@@ -144,12 +141,13 @@ def run_lstm(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor):
 
 # -- encoders: (B, T, E) embeddings + (B, T) mask -> [level 0 (B, T, E), level 1..N (B, T, F)] ------------------------
 class DeepEncoder(nn.Module):
-    """Level l = Dropout(ReLU(Conv1d(level l-1, F, k))), 'same' padding 0 left / k-1 right: (l+1)-grams for k=2."""
+    """Level l = Dropout(ReLU(Conv1d(level l-1, F, k))), 'same' padding 0 left / k-1 right: (l+1)-grams for k=2
+    (KERNEL; the trigram branches' TRIGRAM_KERNEL)."""
 
-    def __init__(self, c: HCANConfig, dim: int):
+    def __init__(self, c: HCANConfig, dim: int, kernel: int = KERNEL):
         super().__init__()
-        self.stacked, self.pads = True, [c.kernel - 1] * c.levels
-        self.convs = nn.ModuleList(nn.Conv1d(dim if l == 0 else c.filters, c.filters, c.kernel)
+        self.stacked, self.pads = True, [kernel - 1] * c.levels
+        self.convs = nn.ModuleList(nn.Conv1d(dim if l == 0 else c.filters, c.filters, kernel)
                                    for l in range(c.levels))
         self.dropout = nn.Dropout(c.dropout)
 
@@ -166,10 +164,10 @@ class DeepEncoder(nn.Module):
 class WideEncoder(DeepEncoder):
     """Level l = one conv on the embeddings with kernel k+l-1 (2, 3, 4, 5): also (l+1)-grams for k=2."""
 
-    def __init__(self, c: HCANConfig, dim: int):
-        super().__init__(c, dim)
-        self.stacked, self.pads = False, [c.kernel + l - 2 for l in range(1, c.levels + 1)]
-        self.convs = nn.ModuleList(nn.Conv1d(dim, c.filters, c.kernel + l - 1) for l in range(1, c.levels + 1))
+    def __init__(self, c: HCANConfig, dim: int, kernel: int = KERNEL):
+        super().__init__(c, dim, kernel)  # (the deep convs it replaces are drawn first: the same initial weights)
+        self.stacked, self.pads = False, [kernel + l - 2 for l in range(1, c.levels + 1)]
+        self.convs = nn.ModuleList(nn.Conv1d(dim, c.filters, kernel + l - 1) for l in range(1, c.levels + 1))
 
 
 class ContextualEncoder(nn.Module):
@@ -203,7 +201,7 @@ def padded_query_softmax(s: torch.Tensor, rows: torch.Tensor, length: int) -> to
 
 def relevance_matching(uq, uc, qmask, cmask, weights, c: HCANConfig, length: int | None = None) -> torch.Tensor:
     """(B, n, *) x (B, m, *) -> (B, 2L) [max; mean] over the candidate axis times the query positions' `weights`
-    (B, n) (IDF; code mode: (B, L) max only), each zero-padded to L = `length` (default max_query_length)."""
+    (B, n) (IDF), each zero-padded to L = `length` (default max_query_length)."""
     length = length or c.max_query_length
     if c.rm_similarity == "cosine":
         uq, uc = F.normalize(uq, dim=-1), F.normalize(uc, dim=-1)
@@ -217,11 +215,10 @@ def relevance_matching(uq, uc, qmask, cmask, weights, c: HCANConfig, length: int
         s = padded_query_softmax(s, rows, length)
     # (rm_softmax="raw": S as it is)
 
-    features = [s.masked_fill(~cols, float("-inf")).amax(2) * weights]    # (B, n)  Max, times the weights (3)
-    if c.rm_mode == "paper":
-        features.append((s * cols).sum(2) / cols.sum(2) * weights)        # (B, n)  Mean over real columns (3)
+    features = [s.masked_fill(~cols, float("-inf")).amax(2) * weights,   # (B, n)  Max, times the weights (3)
+                (s * cols).sum(2) / cols.sum(2) * weights]                 # (B, n)  Mean over real columns (3)
     padded = [F.pad(f, (0, length - f.size(1))) for f in features]         # (B, L) each: a fixed width
-    return torch.cat(padded, 1)                                            # (B, 2L); code mode (B, L)
+    return torch.cat(padded, 1)                                            # (B, 2L)
 
 
 # -- semantic matching ------------------------------------------------------------------------------------------------
@@ -251,44 +248,37 @@ class CoAttention(nn.Module):
 
 
 class SemanticMatching(nn.Module):
-    """O_SM = BiLSTM(H): the last real hidden state of each direction (B, d); code mode: max + mean (B, 2d)."""
+    """O_SM = BiLSTM(H): the last real hidden state of each direction (B, d)."""
 
     def __init__(self, c: HCANConfig):
         super().__init__()
-        self.code = c.sm_mode == "code"
         self.coattention = CoAttention(c.filters)
         self.lstm = nn.LSTM(4 * c.filters, c.sm_hidden // 2, batch_first=True, bidirectional=True)
 
     def forward(self, uq, uc, qmask, cmask, lengths) -> torch.Tensor:
         h = self.coattention(uq, uc, qmask, cmask)                         # (B, m, 4F)  H, (4)-(6)
-        if self.code:
-            h = F.relu(h)                                                  # the code's ReLU on H
-        out, h_n = run_lstm(self.lstm, h, lengths)                         # (B, m, d), h_n (2, B, d/2)
-        if not self.code:                                                  # (7) forward end, backward start
-            return torch.cat([h_n[0], h_n[1]], 1)                          # (B, d)
-        keep = cmask.unsqueeze(2)                                          # code mode: max + mean over real steps
-        top = out.masked_fill(~keep, float("-inf")).amax(1)                # (B, d)
-        return torch.cat([top, out.sum(1) / keep.sum(1)], 1)               # (B, 2d)
+        h_n = run_lstm(self.lstm, h, lengths)[1]                           # h_n (2, B, d/2)
+        return torch.cat([h_n[0], h_n[1]], 1)                              # (B, d)  (7) forward end, backward start
 
 
 # -- character-trigram branches (the trigrams as text: _hcan_inputs.py) -----------------------------------------------
 class TrigramMatching(nn.Module):
     """One branch: the query's trigrams against a sequence's (the text's or the URL's), on levels 0..N of an
-    encoder of its own; embedded (B, n3, D), (B, s3, D) + masks -> (B, (N+1) x 2 x L_3) features (code mode:
-    (B, (N+1) x L_3)). D = trigram_dim; the table is the model's, shared by the branches."""
+    encoder of its own (kernel TRIGRAM_KERNEL); embedded (B, n3, D), (B, s3, D) + masks -> (B, (N+1) x 2 x L_3)
+    features, L_3 = MAX_QUERY_TRIGRAMS. D = TRIGRAM_DIM; the table is the model's, shared by the branches."""
 
     def __init__(self, c: HCANConfig):
         super().__init__()
         self.config = c
         encoder = WideEncoder if c.encoder == "wide" else DeepEncoder      # contextual: deep, as in the code
-        self.encoder = encoder(dataclasses.replace(c, kernel=c.trigram_kernel), c.trigram_dim)
+        self.encoder = encoder(c, TRIGRAM_DIM, TRIGRAM_KERNEL)
 
     def forward(self, query: torch.Tensor, qmask: torch.Tensor, seq: torch.Tensor, smask: torch.Tensor) -> torch.Tensor:
         c = self.config
         uqs = self.encoder(query, qmask, qmask.sum(1).cpu())               # N+1 x (B, n3, D|F)
         uss = self.encoder(seq, smask, smask.sum(1).cpu())                 # N+1 x (B, s3, D|F)
         weights = qmask.float()                                             # (B, n3)  no IDF: 1 at real positions
-        return torch.cat([relevance_matching(uq, us, qmask, smask, weights, c, c.max_query_trigrams)
+        return torch.cat([relevance_matching(uq, us, qmask, smask, weights, c, MAX_QUERY_TRIGRAMS)
                           for uq, us in zip(uqs, uss)], 1)
 
 
@@ -328,16 +318,15 @@ class HCAN(RerankModel):
         self.encoder = ENCODERS[c.encoder](c, dim)
         self.sm = nn.ModuleList([] if c.rm_only else [SemanticMatching(c) for _ in range(c.levels)])
         # character trigrams: one table, a branch per sequence the query's trigrams are matched against
-        self.trigram_embedding = trigram_embedding(len(trigrams), c.trigram_dim) if c.trigrams else None
+        self.trigram_embedding = trigram_embedding(len(trigrams), TRIGRAM_DIM) if c.trigrams else None
         self.text_trigrams = TrigramMatching(c) if c.char_trigrams else None
         self.url_trigrams = TrigramMatching(c) if c.with_url else None
 
         # the MLP of (8) reads every feature: its input width, part by part
-        pools = 2 if c.rm_mode == "paper" else 1                           # RM: max + mean, or max only
-        width = 0 if c.sm_only else (c.levels + 1) * c.max_query_length * pools                  # RM, levels 0..N
-        width += (c.char_trigrams + c.with_url) * (c.levels + 1) * c.max_query_trigrams * pools  # trigram branches
-        width += 0 if c.rm_only else c.levels * c.sm_hidden * (2 if c.sm_mode == "code" else 1)  # SM, levels 1..N
-        width += 4 if c.external_features else 0                                                 # overlap features
+        width = 0 if c.sm_only else (c.levels + 1) * c.max_query_length * 2                  # RM: max + mean, 0..N
+        width += (c.char_trigrams + c.with_url) * (c.levels + 1) * MAX_QUERY_TRIGRAMS * 2  # trigram branches
+        width += 0 if c.rm_only else c.levels * c.sm_hidden                                 # SM, levels 1..N
+        width += 4 if c.external_features else 0                                            # overlap features
         self.classifier = nn.Sequential(nn.Linear(width, 150), nn.ReLU(), nn.Linear(150, 50), nn.ReLU(),
                                         nn.Linear(50, 2))
 
