@@ -315,3 +315,18 @@ def test_every_field_of_a_line_is_printable(tmp_path, name, text, line, field):
     with pytest.raises(InputError) as caught:
         _read(kind, tmp_path / name)
     assert (caught.value.line, caught.value.field) == (line, field), str(caught.value)
+
+
+@pytest.mark.parametrize("spec, field", [
+    ("files: [topics.tsv]\n", "files"),          # found by fuzzing: TypeError: 'list' object is not a mapping
+    ("files: {topics: t.tsv}\nname: [a]\n", "name"),
+    ("files: {topics: t.tsv}\nrel_level: 0\n", "rel_level"),
+])
+def test_a_dataset_yaml_value_of_the_wrong_kind_is_refused(tmp_path, spec, field):
+    from pipeline.data.sets.local import load_dataset_folder
+
+    (tmp_path / "t.tsv").write_text("q1\tquery\n")
+    (tmp_path / "dataset.yaml").write_text(spec)
+    with pytest.raises(InputError) as caught:
+        load_dataset_folder(tmp_path)
+    assert caught.value.field == field and "dataset.yaml" in str(caught.value), caught.value

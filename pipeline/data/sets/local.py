@@ -122,8 +122,15 @@ def local_dataset(spec: dict, folder: Path, where: str | Path, name: str | None 
     if kind not in KINDS:
         raise InputError(where, f"kind {kind!r} is not one of {', '.join(KINDS)}", field="kind")
     level = spec.get("rel_level", 1)
-    if isinstance(level, bool) or not isinstance(level, int) or level < 0:
-        raise InputError(where, f"rel_level must be an integer >= 0, got {level!r}", field="rel_level")
+    if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 2**31 - 1:
+        raise InputError(where, f"rel_level must be an integer >= 1 (the lowest relevant label), got {level!r}",
+                         field="rel_level")
+    for key, kinds in (("name", (str, int)), ("description", (str,)), ("language", (str,))):  # a list: a traceback
+        if spec.get(key) is not None and (not isinstance(spec[key], kinds) or isinstance(spec[key], bool)):
+            raise InputError(where, f"{key} must be a string, got {spec[key]!r}", field=key)
+    if not isinstance(spec.get("files") or {}, dict):
+        raise InputError(where, f"files must be a mapping (topics: FILE, qrels: FILE, ...), got {spec['files']!r}",
+                         field="files")
     entries = {**DEFAULT_FILES.get(kind, {}), **(spec.get("files") or {})}
     files, formats = {}, {}
     for key, entry in entries.items():
