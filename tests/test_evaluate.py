@@ -439,6 +439,7 @@ def trec_eval():
     return run
 
 
+@pytest.mark.slow
 @needs_shared_data
 @pytest.mark.parametrize("year, ndcg", [("19", 0.5058), ("20", 0.4796)])
 def test_dl_bm25_parity_with_trec_eval(trec_eval, year, ndcg):
@@ -457,6 +458,7 @@ def test_dl_bm25_parity_with_trec_eval(trec_eval, year, ndcg):
     assert round(dl["R(rel=2)@100"], 4) == rest2["recall_100"]
 
 
+@pytest.mark.slow
 @needs_shared_data
 def test_cacm_query_conventions_and_ties_match_trec_eval(trec_eval, tmp_path):
     """A CACM run with many tied scores and a third of the judged queries missing: with and without -c."""

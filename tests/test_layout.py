@@ -95,6 +95,7 @@ def _unit(module: str) -> str:
     return module.split(".")[1]
 
 
+@pytest.mark.slow
 def test_every_unit_has_a_layer():
     units = {_unit(module) for module in import_graph() if module != "pipeline"}
     assert units - set(LAYER_OF) == set(), "place the new unit in LAYERS and in pipeline/ARCHITECTURE.md"
@@ -102,6 +103,7 @@ def test_every_unit_has_a_layer():
     assert [unit for unit in LAYER_OF if f"`{unit}`" not in page] == []
 
 
+@pytest.mark.slow
 def test_imports_go_down_the_layers():
     upward = sorted(f"{module} (layer {LAYER_OF[_unit(module)]}) imports {target} (layer {LAYER_OF[_unit(target)]})"
                     for module, targets in import_graph().items() if module != "pipeline" for target in targets
@@ -109,6 +111,7 @@ def test_imports_go_down_the_layers():
     assert upward == []
 
 
+@pytest.mark.slow
 def test_no_import_cycle_between_units():
     units: dict[str, set[str]] = {}
     for module, targets in import_graph().items():

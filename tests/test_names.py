@@ -6,6 +6,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "pipeline"
 
 
@@ -19,6 +21,7 @@ def _top_level(kind: type) -> dict[str, list[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_no_two_classes_share_a_name():
     """E.g. the labelled text pair of a matching dataset is a `LabelledPair`; `Pair` is the reranking pair alone."""
     shared = {name: modules for name, modules in _top_level(ast.ClassDef).items() if len(modules) > 1}

@@ -138,6 +138,7 @@ print(json.dumps({"registered": registered, "before": before, "vm": jnius_config
 """
 
 
+@pytest.mark.slow
 def test_pyterrier_and_pyserini_share_one_process(folder, tiny):
     """Importing pyterrier (and this adapter) starts no JVM; irpipe's BM25 starts the one JVM with Anserini's jar
     inside pt.Experiment; PyTerrier's Java configuration holds that jar, Java and options (for a JVM PyTerrier would

@@ -184,6 +184,7 @@ def test_loss_is_hinge_plus_weighted_sign_and_reconstruction(tiny_bert):
     assert loss.total.item() == pytest.approx(hinge + 2.5 + 12.5)
 
 
+@pytest.mark.slow
 def test_trains_logs_its_loss_parts_and_reloads(tiny_bert, tiny_qa, tmp_path):
     result = train("addax", tiny_qa, tmp_path / "m", dev=tiny_qa,
                    options={"epochs": 1, "lr": 1e-3, "train_batch_size": 4, "seed": 1},

@@ -180,6 +180,7 @@ def test_the_ray_engine_shards_whole_batches():
     assert batch_shards(order, cuts, 4) == [[0, 1, 2, 3, 4], [5, 6, 7, 8], [9]]
 
 
+@pytest.mark.slow
 def test_the_last_layer_for_cls_alone_gives_the_same_floats_on_any_thread_count(monobert, qa_pairs):
     """The ray engine's workers run other thread counts than the driver: their scores must still be bit-identical
     (SDPA's CPU kernel split a single query row by thread count: other floats at 1e-8, a flipped 6th decimal)."""

@@ -198,7 +198,7 @@ def test_block_n_sees_a_2n_minus_1_gram(blocks):
 
 
 
-@pytest.mark.parametrize("filters", [128, 1024])
+@pytest.mark.parametrize("filters", [128, pytest.param(1024, marks=pytest.mark.slow)])
 def test_the_resolution_softmax_is_not_saturated_at_the_papers_widths(filters):
     """Eq. (3) at initialisation over BatchNorm-ed maps: the default summary must leave the softmax over the N
     resolutions soft, so the conductor FC gets a gradient. The paper's feature sum grows with s (T ~ 0.3 s per
@@ -244,7 +244,7 @@ def test_bad_configs_fail_at_once(options, message):
         MRNN.from_training_data(tiny(**options), QUERIES, DOCS)
 
 
-@pytest.mark.parametrize("embeddings", ["random", "contextual"])
+@pytest.mark.parametrize("embeddings", ["random", pytest.param("contextual", marks=pytest.mark.slow)])
 def test_trains_and_round_trips_through_the_framework(embeddings, tiny_bert, tiny_qa, tmp_path):
     from pipeline.rerank.checkpoint import load_checkpoint
     from pipeline.rerank.scoring import predict

@@ -37,6 +37,7 @@ def _same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_same_seed_same_weights_other_seed_other_weights(tiny_bert, tiny_qa, tmp_path):
     first = _train(tiny_bert, tiny_qa, tmp_path / "a", options={"epochs": 1})
     second = _train(tiny_bert, tiny_qa, tmp_path / "b", options={"epochs": 1})
@@ -80,6 +81,7 @@ def test_random_negatives_replace_the_labelled_ones(tiny_bert, tiny_qa, tmp_path
     assert result.history[0]["steps"] == 2  # 8 queries x (1 positive + 1 sampled negative) / 8 (labelled: 40 / 8)
 
 
+@pytest.mark.slow
 def test_log_checkpoint_and_best_epoch(tiny_bert, tiny_qa, tmp_path):
     result = _train(tiny_bert, tiny_qa, tmp_path / "out")
     log = [json.loads(line) for line in (tmp_path / "out" / "train.jsonl").read_text().splitlines()]
@@ -99,12 +101,14 @@ def test_log_checkpoint_and_best_epoch(tiny_bert, tiny_qa, tmp_path):
     assert config["training"]["recipe"] == identity.record()  # the cache key's identity is the one recorded
 
 
+@pytest.mark.slow
 def test_early_stopping_on_a_flat_dev_score(tiny_bert, tiny_qa, tmp_path):
     result = _train(tiny_bert, tiny_qa, tmp_path / "out", options={"epochs": 6, "lr": 0.0, "patience": 2,
                                                                     "schedule": "constant"})
     assert len(result.history) == 3 and result.best_epoch == 1  # epochs 2 and 3 do not improve: stop
 
 
+@pytest.mark.slow
 def test_dev_loss_selection_and_no_dev(tiny_bert, tiny_qa, tmp_path):
     by_loss = _train(tiny_bert, tiny_qa, tmp_path / "loss", options={"epochs": 2, "measure": "loss"})
     losses = [r["dev"]["loss"] for r in by_loss.history]
@@ -256,7 +260,7 @@ def two_epochs(tiny_bert, tiny_qa, tmp_path_factory):
     return _train(tiny_bert, tiny_qa, tmp_path_factory.mktemp("whole") / "out", options={"epochs": 2})
 
 
-@pytest.mark.parametrize("fault", [1, 2, 3, 4, 5, "after-commit"])
+@pytest.mark.parametrize("fault", [1, *(pytest.param(f, marks=pytest.mark.slow) for f in (2, 3, 4, 5, "after-commit"))])
 def test_a_fault_anywhere_in_the_state_save_resumes_bit_identical(tiny_bert, tiny_qa, tmp_path, monkeypatch, fault,
                                                                   two_epochs):
     """Kill the save of epoch 2's state before its 1st..5th file replacement (the weights, the checkpoint config,

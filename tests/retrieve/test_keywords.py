@@ -46,6 +46,7 @@ def test_threshold_top_k_and_min_df():
     assert sorted((e.domain, e.word) for e in top1) == [("money", "stock"), ("sport", "goal"), ("tech", "chip")]
 
 
+@pytest.mark.slow
 def test_a_word_spread_evenly_over_domains_scores_about_zero():
     documents = [(domain, f"{domain}word common" if i % 2 == 0 else f"{domain}word")
                  for domain in ("alpha", "beta", "gamma") for i in range(100)]
@@ -106,6 +107,7 @@ def test_a_rewritten_dictionary_file_is_read_again(tmp_path):
     assert [k.word for k in extractor_for(str(path)).keywords("英雄联盟")] == ["联盟"]
 
 
+@pytest.mark.slow
 def test_keywords_stage_attaches_keywords_to_topics(zh_file):
     """The stages after `keywords()` see each query's keywords; the topics it was given are left as they were."""
     topics = Topics({"1": "英雄联盟什么英雄最好", "2": "今天天气不错"}, {"2": {"note": "kept"}})
@@ -248,6 +250,7 @@ def test_cli_build_and_extract(tmp_path, capsys):
     assert capsys.readouterr().out.split("\t")[1].split() == ["stock(money:2.35)", "goal(sport:1.61)"]
 
 
+@pytest.mark.slow
 def test_cli_errors_name_the_file_line_and_field(tmp_path, capsys):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"text": "a", "domain": "x"}\n{"text": "b"}\n')
