@@ -55,7 +55,7 @@ RETIRED: dict[str, dict] = {
 }
 
 # class name -> when its fields in RETIRED were retired (a checkpoint's error names it)
-RETIRED_IN: dict[str, str] = {"HCANConfig": "irpipe of 2026-11-27 (issue 42)"}
+RETIRED_IN: dict[str, str] = {"HCANConfig": "irpipe of 2026-11-27"}
 
 # class name -> {retired field: what its value computed now means} (the errors above quote it)
 RETIRED_NOTES: dict[str, dict[str, str]] = {

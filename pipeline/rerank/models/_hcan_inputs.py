@@ -13,7 +13,7 @@ ASCII, white space runs as one space) cut into every 3-character window: "#water
 "es#". One trigram table (50-d, U(-0.05, 0.05), trained) embeds query, text and URL; each branch has its own deep
 encoder (conv kernel 4, F filters, N levels) shared by the query and its sequence, and relevance matching on levels
 0..N without IDF weights (the code weighs trigrams by nothing): per branch (N+1) x L_3 features per pooling,
-L_3 = MAX_QUERY_TRIGRAMS. Width, kernel and the lengths below are the code's constants (options until issue 42:
+L_3 = MAX_QUERY_TRIGRAMS. Width, kernel and the lengths below are the code's constants (options until 2026-11-27:
 pipeline/rerank/migrations.py RETIRED).
 
 Resolutions [R]: a URL reads without its scheme and query string (the code drops the first 7 characters and

@@ -19,7 +19,7 @@ comments beside the code cite them:
     SM = BiLSTM(H): last real state of each direction  (B, d)      (7)
     log p = log_softmax(MLP([RM^0..N; SM^1..N]))       (B, 2)      (8) MLP 150-50-2, P(relevant) the score
 
-Constants of the authors' code (jinfengr/hcan) that were options here until issue 42 (pipeline/rerank/migrations.py
+Constants of the authors' code (jinfengr/hcan) that were options here until 2026-11-27 (pipeline/rerank/migrations.py
 RETIRED): conv kernel 2 (`KERNEL`), and the trigram inputs' `TRIGRAM_DIM` / `TRIGRAM_KERNEL` here and lengths in
 _hcan_inputs.py. The code's variants rm_mode=code (max pooling only), sm_mode=code (ReLU(H), max + mean over the
 BiLSTM's outputs) and idf_stat=cf (collection-frequency IDF) went with them: no experiment used them.
@@ -71,7 +71,7 @@ from pipeline.validate import at_least, choice
 _CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"),
             "rm_softmax": ("query", "context", "padded", "raw"), "rm_similarity": ("dot", "cosine"),
             "loss": ("nll", "hinge")}
-# Constants of the authors' code (jinfengr/hcan), options until issue 42 (migrations.RETIRED kernel, trigram_dim,
+# Constants of the authors' code (jinfengr/hcan), options until 2026-11-27 (migrations.RETIRED kernel, trigram_dim,
 # trigram_kernel); the trigram lengths are in _hcan_inputs.py
 KERNEL = 2          # the code's conv kernel of the word encoder: level l of deep / wide covers (l+1)-grams
 TRIGRAM_DIM = 50    # the code's trigram embedding width
