@@ -341,7 +341,7 @@ def test_a_retired_field_loads_at_the_value_computed_now_and_is_refused_otherwis
     for name, value in (("idf_stat", "cf"), ("rm_mode", "code"), ("kernel", 3), ("max_doc_trigrams", 50)):
         path.write_text(json.dumps(data | {"config": data["config"] | {name: value}}))
         with pytest.raises(CheckpointError, match=f"config.json.*trained with {name}={value}, which irpipe no longer "
-                                                  f"computes; it was retired in .*issue 42.*Retrain"):
+                                                  f"computes; it was retired in .*2026-11-27.*Retrain"):
             load_checkpoint(folder)
     for name in retired(HCANConfig):
         with pytest.raises(ConfigError, match=f"{name} was retired in .*every hcan now computes {name}="):

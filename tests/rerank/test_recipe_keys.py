@@ -94,7 +94,7 @@ def test_recipe_keys_are_pinned(shared_data, monkeypatch):
     assert Recipe("mrnn", "wikiqa/train", "wikiqa/dev", {"seed": 1}, {"attention_logits": "dot"}, device="cpu",
                   threads=2).key() == \
         "09c36c223448e872dfbeb35e4b552aabebc00e54"
-    # HCAN's keys from before its retired fields (issue 42) left the config: the same after
+    # HCAN's keys from before its retired fields (2026-11-27) left the config: the same after
     assert Recipe("hcan", "wikiqa/train", "wikiqa/dev", {"epochs": 2}, {}).key() == \
         "b275b8b0691808eee481605307362540e91b67cf"
     assert Recipe("hcan", "wikiqa/train", "wikiqa/dev", {"epochs": 2}, {"char_trigrams": True, "with_url": True}).key() \
