@@ -96,6 +96,7 @@ class Experiment:
         where = path or "experiment"
         if not isinstance(data, dict):
             raise InputError(where, "an experiment file is a YAML mapping")
+        data = {key: value for key, value in data.items() if value is not None}  # `key: null` is the default
         unknown = set(data) - _KEYS
         if unknown:
             raise InputError(where, f"unknown keys {sorted(unknown)}; allowed: {sorted(_KEYS)}", field=sorted(unknown)[0])

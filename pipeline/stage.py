@@ -255,6 +255,10 @@ class Fusion(Stage):
 
     def __init__(self, *stages: Stage, method: str = "rrf", k: int = 60, weights: tuple[float, ...] | None = None,
                  depth: int = 1000, norm: str = "none"):
+        other = next((stage for stage in stages if not isinstance(stage, Stage)), None)
+        if other is not None:  # `fusion(bm)` in a spec: a word, not a pipeline (was an AttributeError traceback)
+            raise problem("fusion", "stages", f"{other!r} is not a pipeline; fusion fuses pipelines, e.g. "
+                                              "fusion(bm25(), bm25(k1=1.2))")
         self.stages = tuple(s for stage in stages for s in (stage.stages if isinstance(stage, Fusion) and stage._plain() else (stage,)))
         self.weights = _fusion_weights(len(self.stages), method, k, weights, depth, norm)
         self.method, self.k, self.depth, self.norm = method, k, depth, norm

@@ -330,3 +330,22 @@ def test_a_dataset_yaml_value_of_the_wrong_kind_is_refused(tmp_path, spec, field
     with pytest.raises(InputError) as caught:
         load_dataset_folder(tmp_path)
     assert caught.value.field == field and "dataset.yaml" in str(caught.value), caught.value
+
+
+def test_experiment_files_found_by_fuzzing(tmp_path):
+    """`tolerance: null` was float(None), a TypeError traceback: `null` is the default, as elsewhere; a YAML escape
+    naming no character (`"\\U30005266"`) or a date that is none (2024-13-45) was PyYAML's ValueError traceback;
+    `fusion(bm)`, a word where a pipeline goes, an AttributeError traceback."""
+    from pipeline.errors import IrpipeError
+    from pipeline.experiment import Experiment
+
+    base = "dataset: tiny\nmeasures: [AP]\n"
+    (tmp_path / "x.yaml").write_text(base + "pipeline: bm25()\ntolerance: null\noutput_format: null\n")
+    assert Experiment.load(tmp_path / "x.yaml").tolerance == 1e-4
+    for extra, words in (('description: "\\U30005266"\n', "invalid YAML: a value it cannot read"),
+                         ("description: 2024-13-45\n", "invalid YAML: a value it cannot read"),
+                         ("pipeline: fusion(bm), bm25(rm3=true)\n", "fusion: 'bm' is not a pipeline")):
+        (tmp_path / "x.yaml").write_text(base + extra + ("pipeline: bm25()\n" if "pipeline" not in extra else ""))
+        with pytest.raises(IrpipeError) as caught:
+            Experiment.load(tmp_path / "x.yaml")
+        assert words in str(caught.value) and "x.yaml" in str(caught.value), caught.value

@@ -36,7 +36,7 @@ _SPEC_KEYS = ["name", "description", "kind", "rel_level", "language", "files", "
 def _dataset_yaml(draw):
     files = {"topics.tsv": _TOPICS, "qrels.txt": _QRELS, "run.trec": _RUN}
     if draw(st.booleans()):
-        spec = {"name": draw(IDS), "rel_level": draw(st.integers(0, 3)),
+        spec = {"name": draw(IDS), "rel_level": draw(st.integers(1, 3)),
                 "files": {"topics": "topics.tsv", "qrels": {"path": "qrels.txt"}, "run": "run.trec"}}
         return Case({**files, "dataset.yaml": _yaml(spec)}, _DATASET_EXPECTED)
     spec = draw(st.dictionaries(st.sampled_from(_SPEC_KEYS), _values(_SPEC_KEYS), max_size=5))

@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readers", nargs="+", metavar="NAME", help="fuzz these readers only (default: all)")
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (0)")
     parser.add_argument("--jobs", type=int, default=1, help="readers fuzzed at once, one process each (1)")
-    parser.add_argument("--record", action="store_true", help="write eval/benchmarks/fuzz-readers.json")
+    parser.add_argument("--record", action="store_true", help="write eval/benchmarks/NAME.json")
+    parser.add_argument("--name", default="fuzz-readers", help="the record's name (fuzz-readers)")
     args = parser.parse_args(argv)
     known = readers()
     names = args.readers or list(known)
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'all':24} {total['cases']:>7} cases {total['seconds']:>8.1f} s ({total['wall_seconds']} s wall, "
           f"{args.jobs} jobs)  {total['findings']} kinds of finding; {machine()}")
     if args.record:
-        record("fuzz-readers", "pipeline.benchmarks.fuzz_readers", argv, {"seed": args.seed, "total": total,
+        record(args.name, "pipeline.benchmarks.fuzz_readers", argv, {"seed": args.seed, "total": total,
                                                                          "readers": rows})
     return 1 if total["findings"] else 0
 

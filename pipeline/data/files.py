@@ -285,6 +285,10 @@ def load_yaml(path: str | Path):
             return _yaml_character(path, error)
         raise InputError(path, f"invalid YAML: {getattr(error, 'problem', None) or str(error).splitlines()[0]}",
                          line=mark.line + 1 if mark else None) from None
+    except (ValueError, OverflowError) as error:  # a value PyYAML fails to make: "\\U30005266" (chr), 2024-13-01 (a date)
+        raise InputError(path, f"invalid YAML: a value it cannot read ({error})") from None
+    except RecursionError:
+        raise InputError(path, "invalid YAML: nested too deeply") from None
 
 
 def _yaml_character(path, error) -> None:
