@@ -15,6 +15,7 @@ A bare value means what it means in a `--set KEY=VALUE` flag (`parse_scalar`): `
 """
 from __future__ import annotations
 
+import difflib
 import inspect
 import re
 from dataclasses import dataclass
@@ -170,8 +171,11 @@ class _Parser:
             retired = [migrations.retired_message(config_class, name) for name in kwargs] if config_class else []
             if any(retired):  # a model config field retired (pipeline/rerank/migrations.py RETIRED): say so
                 self.fail(next(message for message in retired if message), token)
-            params = ", ".join(p for p in inspect.signature(cls).parameters)
-            self.fail(f"{token.text}: {error} (parameters: {params})", token)
+            params = list(inspect.signature(cls).parameters)
+            close = [match for name in kwargs if name not in params
+                     for match in difflib.get_close_matches(name, params, n=2)]
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            self.fail(f"{token.text}: {error}{hint} (parameters: {', '.join(params)})", token)
         for name, value in bound.arguments.items():
             problem = _kind_problem(inspect.signature(cls).parameters[name], value)
             if problem:
