@@ -18,6 +18,7 @@ import logging
 import multiprocessing
 import re
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -127,4 +128,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_main(main))
+    sys.exit(run_main(main))
