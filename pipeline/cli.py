@@ -31,6 +31,8 @@ COMMANDS = {
     "train": ("pipeline.commands.train", "train a neural reranker (checkpoint folder, train.jsonl log, --resume)"),
     "pretrain-mlm": ("pipeline.commands.pretrain_mlm", "pretrain a small BERT by masked-language modelling (resumable)"),
     "encode": ("pipeline.commands.encode", "store document encodings of a late-interaction model (biencoder, ...)"),
+    "pyserini": ("pipeline.commands.pyserini", "run Pyserini's own CLI (search.lucene, index.lucene, eval.trec_eval) "
+                 "on irpipe's JVM"),
 }
 
 

@@ -88,3 +88,22 @@ def test_unknown_topics_names_and_prebuilt_indexes_are_exit_2(index, tmp_path, c
     assert main(["search", "--index", str(index), "--topics", str(index.parent / "topics.tsv"), "--batch-size", "0",
                  "--output", output]) == 2
     assert "--batch-size" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@needs_shared_data
+def test_irpipe_pyserini_runs_pyserinis_own_cli_and_equals_irpipe_search(cacm_index, cacm_topics_file, tmp_path):
+    """`irpipe pyserini search.lucene ...` (Pyserini's CLI on irpipe's JVM, where `python -m pyserini.search.lucene`
+    fails for want of Java 21) writes the run `irpipe search` writes from the same arguments, on CACM."""
+    common = ["--index", str(cacm_index), "--topics", str(cacm_topics_file), "--bm25", "--k1", "0.9", "--b", "0.4",
+              "--hits", "1000"]
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "-q", "pyserini", "search.lucene", *common,
+                           "--output", str(tmp_path / "pyserini.trec")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert main(["-q", "search", *common, "--output", str(tmp_path / "irpipe.trec"), "--run-tag", "Anserini"]) == 0
+    theirs = (tmp_path / "pyserini.trec").read_text()
+    assert sorted(theirs.splitlines()) == sorted((tmp_path / "irpipe.trec").read_text().splitlines())
+    assert len(theirs.splitlines()) > 50_000
+    bad = subprocess.run([sys.executable, "-m", "pipeline.cli", "-q", "pyserini", "search.lucene", "--index"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage" in bad.stderr  # Pyserini's own argument errors, its own exit status
