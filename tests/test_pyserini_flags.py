@@ -94,7 +94,8 @@ def test_unknown_topics_names_and_prebuilt_indexes_are_exit_2(index, tmp_path, c
 @needs_shared_data
 def test_irpipe_pyserini_runs_pyserinis_own_cli_and_equals_irpipe_search(cacm_index, cacm_topics_file, tmp_path):
     """`irpipe pyserini search.lucene ...` (Pyserini's CLI on irpipe's JVM, where `python -m pyserini.search.lucene`
-    fails for want of Java 21) writes the run `irpipe search` writes from the same arguments, on CACM."""
+    fails for want of Java 21) writes the run `irpipe search` writes from the same arguments, on CACM, and
+    `irpipe pyserini eval.trec_eval` scores it as `irpipe trec_eval` does."""
     common = ["--index", str(cacm_index), "--topics", str(cacm_topics_file), "--bm25", "--k1", "0.9", "--b", "0.4",
               "--hits", "1000"]
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "-q", "pyserini", "search.lucene", *common,
@@ -104,6 +105,13 @@ def test_irpipe_pyserini_runs_pyserinis_own_cli_and_equals_irpipe_search(cacm_in
     theirs = (tmp_path / "pyserini.trec").read_text()
     assert sorted(theirs.splitlines()) == sorted((tmp_path / "irpipe.trec").read_text().splitlines())
     assert len(theirs.splitlines()) > 50_000
+    qrels = cacm_topics_file.parent / "qrels.cacm.txt"  # Pyserini's trec_eval (a Java main, run as a subprocess)
+    scored = subprocess.run([sys.executable, "-m", "pipeline.cli", "-q", "pyserini", "eval.trec_eval", "-m", "map",
+                             str(qrels), str(tmp_path / "pyserini.trec")], capture_output=True, text=True)
+    assert scored.returncode == 0, scored.stderr[-2000:]
+    ours = subprocess.run([sys.executable, "-m", "pipeline.cli", "-q", "trec_eval", "-m", "map", str(qrels),
+                           str(tmp_path / "irpipe.trec")], capture_output=True, text=True, check=True).stdout
+    assert [line for line in scored.stdout.splitlines() if line.startswith("map")] == ours.splitlines()
     bad = subprocess.run([sys.executable, "-m", "pipeline.cli", "-q", "pyserini", "search.lucene", "--index"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "usage" in bad.stderr  # Pyserini's own argument errors, its own exit status

