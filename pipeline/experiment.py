@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pipeline import __version__, cache
+from pipeline import __version__
 from pipeline.data.files import atomic_write, load_yaml
 from pipeline.data.outputs import check_writable
 from pipeline.data.runs import RUN_FORMATS, Run

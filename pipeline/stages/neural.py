@@ -217,7 +217,8 @@ def reranker_class(name: str) -> type[NeuralReranker]:
     check_namespaces(name, model_class.config_class)
     stage = type(f"{model_class.__name__}Reranker", (NeuralReranker,),
                  {"name": name, "model_class": model_class, "__module__": __name__})
-    stage.__doc__, stage.__signature__ = _options_doc(stage), _options_signature(stage)
+    groups = _option_groups(stage)
+    stage.__doc__, stage.__signature__ = _options_doc(stage, groups), _options_signature(groups)
     return register(stage)
 
 
@@ -237,14 +238,13 @@ def _option_groups(stage: type[NeuralReranker]) -> dict[str, dict]:
             "runtime": {k: parameters[k].default for k in RUNTIME}}
 
 
-def _options_doc(stage: type[NeuralReranker]) -> str:
+def _options_doc(stage: type[NeuralReranker], groups: dict[str, dict]) -> str:
     model, name = stage.model_class, stage.name
     summary = (sys.modules[model.__module__].__doc__ or model.__name__).strip().splitlines()[0]  # the model file's
-    groups = _option_groups(stage)
     how = "ckpt=DIR or train=DATASET" + (" (or neither: the pretrained model as it comes)" if model.pretrained else "")
     lines = [f"{name}(...): rerank with {summary}", "",
              f"Where the model comes from: {how}. Example:", "",
-             f"    >>> import pipeline as ir",
+             "    >>> import pipeline as ir",
              f"    >>> pipe = ir.bm25() % 100 >> ir.{name}(ckpt='models/{name}')",
              f"    >>> pipe = ir.bm25() % 100 >> ir.{name}(train='wikiqa/train', dev='wikiqa/dev', epochs=2)", "",
              "Options, each in one namespace (pipeline/training/options.py; `seed` in both config and training):", ""]
@@ -258,9 +258,9 @@ def _options_doc(stage: type[NeuralReranker]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _options_signature(stage: type[NeuralReranker]) -> inspect.Signature:
+def _options_signature(groups: dict[str, dict]) -> inspect.Signature:
     seen, parameters = set(), []
-    for options in _option_groups(stage).values():
+    for options in groups.values():
         for key, default in options.items():
             if key not in seen:
                 seen.add(key)

@@ -5,7 +5,7 @@ A neural stage's keyword options (`addax(train=wikiqa/train, lr=1e-4, code_sharp
 
     model config   what the network is          the model's config dataclass (code_sharpness, max_length, ...)
     training       how its weights are learnt   `TrainOptions` less the runtime names (epochs, lr, negatives, ...)
-    runtime        how it runs                  RUNTIME_OPTIONS (device, amp, threads, batch sizes, quantize)
+    runtime        how it runs                  RUNTIME (device, amp, threads, batch sizes, quantize)
 
 No name is in two of them, but `seed` (SHARED): HCAN's and MRNN's configs draw their unknown-word rows with it, and
 it seeds their training run too. `check_namespaces` refuses a model whose config reuses another namespace's name
