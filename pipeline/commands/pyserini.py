@@ -31,14 +31,14 @@ def main(args: argparse.Namespace) -> int:
     from pipeline import java
 
     java.start()
-    # the Java of a subprocess Pyserini starts (`java -cp ... trec_eval`) is the one irpipe's JVM runs on, too
-    os.environ["PATH"] = f"{java.java_executable().parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    argv = sys.argv
+    argv, path = sys.argv, os.environ.get("PATH", "")
     sys.argv = [f"pyserini.{args.module}", *args.arguments]
+    # the Java of a subprocess Pyserini starts (`java -cp ... trec_eval`) is the one irpipe's JVM runs on, too
+    os.environ["PATH"] = f"{java.java_executable().parent}{os.pathsep}{path}"
     try:
         runpy.run_module(f"pyserini.{args.module}", run_name="__main__", alter_sys=True)
     except SystemExit as done:  # the module's own exit status (argparse's 2 for its usage errors)
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    finally:
-        sys.argv = argv
+    finally:  # as they were: a caller in the same process (cli.main in a test) keeps its own
+        sys.argv, os.environ["PATH"] = argv, path
     return 0
