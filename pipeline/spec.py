@@ -1,7 +1,7 @@
 """The pipeline spec grammar: the command line says what Python says, parsed without `eval()`.
 
     pipeline := fusion ('>>' fusion)*          a >> b        (lowest precedence, as in Python)
-    fusion   := cutoff ('+' cutoff)*           a + b         reciprocal rank fusion
+    fusion   := cutoff ('+' cutoff)*           a + b         the sum of the scores (PyTerrier's +; rrf(a, b) fuses ranks)
     cutoff   := atom ('%' INT)*                a % 100       (highest precedence, as in Python)
     atom     := NAME [ '(' [arg (',' arg)*] ')' ] | '(' pipeline ')'
     arg      := NAME '=' value | value
@@ -16,11 +16,13 @@ A bare value means what it means in a `--set KEY=VALUE` flag (`parse_scalar`): `
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import re
 from dataclasses import dataclass
 
 from pipeline.errors import ConfigError, printable
+from pipeline.log import logger
 from pipeline.rerank import migrations
 from pipeline.stage import Stage
 from pipeline.stages import get_stage_class
@@ -105,6 +107,7 @@ class _Parser:
     def fusion(self) -> Stage:
         stage = self.cutoff()
         while self.accept("+"):
+            _note_plus_changed()
             stage = stage + self.cutoff()
         return stage
 
@@ -223,3 +226,11 @@ def _kind_problem(parameter: inspect.Parameter, value) -> str | None:
 def parse(spec: str) -> Stage:
     """Parse a pipeline spec into Stage objects (see the module docstring for the grammar)."""
     return _Parser(spec).parse()
+
+
+@functools.lru_cache(maxsize=1)
+def _note_plus_changed() -> None:
+    """Once per process, where a spec uses `+`: its meaning changed on 2026-11-27, and a spec written before means
+    another run now (no experiment file of eval/ used it)."""
+    logger.warning("'a + b' in a spec sums the two runs' scores, as PyTerrier's + does; before 2026-11-27 it was "
+                   "reciprocal rank fusion, which is now written rrf(a, b)")

@@ -140,7 +140,10 @@ class Stage:
         return Compose(self, Cutoff(k))
 
     def __add__(self, other: "Stage") -> "Fusion":
-        return Fusion(self, _as_stage(other, "+"))
+        """The sum of both runs' scores, as PyTerrier's `+` (`a + b + c` is one flat sum); rrf(a, b) fuses ranks."""
+        terms = [s for stage in (self, _as_stage(other, "+"))
+                 for s in (stage.stages if isinstance(stage, Fusion) and stage._plain() else (stage,))]
+        return Fusion(*terms, method="weighted", depth=None)
 
     # -- identity -----------------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -244,8 +247,10 @@ class Candidates(Stage):
 
 
 class Fusion(Stage):
-    """Fuse the runs of several stages: reciprocal rank fusion, sum_i 1/(k + rank_i) (Cormack et al. 2009),
-    or, with `method="weighted"`, sum_i w_i * norm(score_i) (CombSUM; a document absent from a run adds 0).
+    """Fuse the runs of several stages: reciprocal rank fusion, sum_i 1/(k + rank_i) (Cormack et al. 2009; by
+    name: `rrf(a, b)`), or, with `method="weighted"`, sum_i w_i * norm(score_i) (CombSUM; a document absent from a
+    run adds 0). `a + b` is the plain sum of the two runs' scores, every hit of each (`depth=None`), as PyTerrier's
+    `+` is (before 2026-11-27 irpipe's `+` was reciprocal rank fusion: spec.py says so where a spec uses it).
     `norm` rescales each run's scores per query before weighting, so that scores on different scales (a
     probability, a BM25 sum) can be interpolated: "none", "minmax" ((s - min) / (max - min)) or "zscore"
     ((s - mean) / population std); a query whose scores are all equal gets 0 for each. Candidate texts and fields
@@ -254,12 +259,12 @@ class Fusion(Stage):
     name = "fusion"
 
     def __init__(self, *stages: Stage, method: str = "rrf", k: int = 60, weights: tuple[float, ...] | None = None,
-                 depth: int = 1000, norm: str = "none"):
+                 depth: int | None = 1000, norm: str = "none"):
         other = next((stage for stage in stages if not isinstance(stage, Stage)), None)
         if other is not None:  # `fusion(bm)` in a spec: a word, not a pipeline (was an AttributeError traceback)
             raise problem("fusion", "stages", f"{other!r} is not a pipeline; fusion fuses pipelines, e.g. "
                                               "fusion(bm25(), bm25(k1=1.2))")
-        self.stages = tuple(s for stage in stages for s in (stage.stages if isinstance(stage, Fusion) and stage._plain() else (stage,)))
+        self.stages = stages
         self.weights = _fusion_weights(len(self.stages), method, k, weights, depth, norm)
         self.method, self.k, self.depth, self.norm = method, k, depth, norm
         self.needs_run = any(s.needs_run for s in self.stages)
@@ -268,7 +273,8 @@ class Fusion(Stage):
         self.stages = tuple(s.bind(binding) for s in self.stages)
 
     def _plain(self) -> bool:
-        return self.method == "rrf" and self.k == 60 and set(self.weights) == {1.0} and self.depth == 1000
+        """Whether this is `a + b + ...`: the unweighted, unnormalised sum of every hit's score."""
+        return self.method == "weighted" and set(self.weights) == {1.0} and self.depth is None and self.norm == "none"
 
     def transform(self, topics: Topics, run: Run | None) -> Run:
         outputs = (stage(topics, run) for stage in self.stages)  # one at a time: each is fused, then let go
@@ -286,7 +292,7 @@ class Fusion(Stage):
 
 
 def fuse(runs: Iterable[Run], method: str = "rrf", k: float = 60, weights: Sequence[float] | None = None,
-         depth: int = 1000, norm: str = "none") -> Run:
+         depth: int | None = 1000, norm: str = "none") -> Run:
     """`runs` fused as the `Fusion` stage fuses its stages' runs (its docstring; the same options), for runs made
     elsewhere: e.g. a benchmark's BM25 and model scores of one candidate list, `fuse([bm25, model],
     method="weighted", weights=[1, w], norm="zscore")`. The runs are read one at a time, in order."""
@@ -320,7 +326,8 @@ def _fusion_weights(count: int, method: str, k: float, weights: Sequence[float] 
     if weights is not None and len(weights) != count:
         raise problem(Fusion.name, "weights", f"{len(weights)} weights for {count} fused stages")
     at_least(Fusion.name, "k", k, 0)
-    at_least(Fusion.name, "depth", depth, 1, integer=True)
+    if depth is not None:  # None: every hit
+        at_least(Fusion.name, "depth", depth, 1, integer=True)
     return tuple(weights) if weights is not None else (1.0,) * count
 
 
@@ -339,6 +346,6 @@ NORMS = {"none": list, "minmax": _minmax, "zscore": _zscore}  # per-query score 
 
 
 def rrf(*stages: Stage, k: int = 60, depth: int = 1000) -> Fusion:
-    """`rrf(a, b, k=60)`: reciprocal rank fusion by name in the spec grammar (the same stage as `a + b`)."""
+    """`rrf(a, b, k=60)`: reciprocal rank fusion by name (`a + b` sums scores, as in PyTerrier)."""
     return Fusion(*stages, method="rrf", k=k, depth=depth)
 

@@ -61,9 +61,20 @@ def test_cutoff_is_a_stage_in_the_pipeline():
     assert parse("bm25() % 7")[1] == Cutoff(7)
 
 
-def test_rrf_by_name_is_plus():
-    assert parse("rrf(bm25(), bm25(k1=1.2))") == parse("bm25() + bm25(k1=1.2)")
+def test_rrf_by_name_and_plus_as_a_score_sum(caplog):
+    assert parse("rrf(bm25(), bm25(k1=1.2))") == Fusion(BM25(), BM25(k1=1.2))
     assert parse("rrf(bm25(), bm25(k1=1.2), k=10)") == Fusion(BM25(), BM25(k1=1.2), k=10)
+    assert parse("bm25() + bm25(k1=1.2)") == Fusion(BM25(), BM25(k1=1.2), method="weighted", depth=None)
+    assert parse("bm25() + bm25(k1=1.2)") == parse("fusion(bm25(), bm25(k1=1.2), method=weighted, depth=none)")
+
+
+def test_a_spec_using_plus_says_once_that_it_changed_meaning(caplog):
+    import pipeline.spec
+
+    pipeline.spec._note_plus_changed.cache_clear()
+    parse("bm25() + bm25(k1=1.2)")
+    parse("bm25() + bm25(k1=1.5)")
+    assert caplog.text.count("before 2026-11-27 it was reciprocal rank fusion, which is now written rrf(a, b)") == 1
 
 
 @pytest.mark.parametrize("spec, message", [

@@ -7,7 +7,7 @@ from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
 from pipeline.stages.rerank import Reranker
-from pipeline.stage import Compose, Cutoff, Fusion, Stage, StageError, fuse
+from pipeline.stage import Compose, Cutoff, Fusion, Stage, StageError, fuse, rrf
 
 TOPICS = Topics({"q1": "alpha beta", "q2": "gamma"})
 
@@ -57,8 +57,17 @@ def test_composition_order():
     assert [d for d, _ in run["q1"]] == ["b", "a"]
 
 
-def test_rrf_fusion_arithmetic():
+def test_plus_sums_scores_as_pyterrier_does():
+    """`a + b` is PyTerrier's `+`: every hit of each run, a score absent from one run counting 0."""
     run = (A + B)(TOPICS)
+    assert dict(run["q1"]) == pytest.approx({"a": 3.0 + 4.0, "b": 2.0, "c": 1.0 + 5.0})
+    assert [d for d, _ in run["q1"]] == ["a", "c", "b"]
+    assert (A + B + A) == Fusion(A, B, A, method="weighted", depth=None)  # one flat sum
+    assert repr(A + B) == f"{A!r} + {B!r}" and (A + B).depth is None
+
+
+def test_rrf_fusion_arithmetic():
+    run = rrf(A, B)(TOPICS)
     scores = dict(run["q1"])
     assert scores["a"] == pytest.approx(1 / (60 + 1) + 1 / (60 + 2))
     assert scores["c"] == pytest.approx(1 / (60 + 3) + 1 / (60 + 1))
