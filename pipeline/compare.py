@@ -95,6 +95,7 @@ class Comparison:
     depth: int | None = None  # trec_eval -M: each ranking's first `depth` documents
     judged_only: bool = False  # trec_eval -J
     missing: dict[str, int] = field(default_factory=dict)  # run -> judged queries it has no hits for
+    tied: dict[str, int] = field(default_factory=dict)  # run -> queries whose ranking has tied scores
 
     @property
     def runs(self) -> list[str]:
@@ -139,6 +140,11 @@ class Comparison:
         if lacking:
             text += (" " + "; ".join(f"{run} lacks {n}" for run, n in lacking.items())
                      + ": each scores 0 here (trec_eval without -c, --queries run, leaves them out).")
+        tied = {run: n for run, n in self.tied.items() if n}
+        if tied:
+            text += (" Tied scores (" + "; ".join(f"{run}: {n} quer{'y' if n == 1 else 'ies'}" for run, n in tied.items()) + ") are ordered "
+                     "as trec_eval orders them, docid descending; pt.Experiment's RR@k (ir-measures' msmarco "
+                     "provider) orders them otherwise, so its number can differ.")
         if self.depth is not None:
             text += f" -M {self.depth}: each ranking's first {self.depth} documents."
         if self.judged_only:
@@ -260,7 +266,8 @@ def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: s
     shared = evaluator(measures, qrels) if queries == "qrels" else None
     result = Comparison(names, {}, {}, {}, baseline, correction, {}, queries, depth=depth, judged_only=judged_only)
     for name in log.progress(order, desc="evaluating", unit="run") if len(order) > 1 else order:
-        run, run_qrels, qids = evaluation_inputs(runs[name], qrels, queries, depth, judged_only)
+        run, run_qrels, qids, tied = evaluation_inputs(runs[name], qrels, queries, depth, judged_only)
+        result.tied[name] = len(tied)
         missing = result.missing[name] = sum(1 for qid in qrels if qid not in run)
         if missing and queries == "qrels":
             log.logger.warning("%s has no hits for %d of %d judged queries; they score 0 "

@@ -229,13 +229,22 @@ def _as_run(run: RunLike) -> dict[str, dict[str, float]]:
     return _break_ties(run)
 
 
-def _break_ties(run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+class TieFree(dict):
+    """qid -> docid -> score without tied scores; `tied`: the queries whose ranking had ties before."""
+
+    tied: tuple[str, ...] = ()
+
+
+def _break_ties(run: dict[str, dict[str, float]]) -> TieFree:
     """Give each ranking with tied scores strictly decreasing scores in trec_eval's order (score desc, docid desc);
     scores one C float cannot tell apart count as tied (the module's docstring)."""
+    run, tied = TieFree(run), []
     for qid, docs in run.items():
         if len(set(docs.values())) < len(docs) or _float_ties(docs.values()):
             order = sorted(docs.items(), key=itemgetter(1, 0), reverse=True)  # (score, docid) descending
             run[qid] = {doc: float(len(order) - i) for i, (doc, _) in enumerate(order)}
+            tied.append(qid)
+    run.tied = tuple(tied)
     return run
 
 
@@ -292,14 +301,15 @@ def _query_ids(run: dict, qrels: Qrels, queries: str) -> list[str]:
 
 
 def evaluation_inputs(run: RunLike, qrels: QrelsLike, queries: str, depth: int | None = None,
-                      judged_only: bool = False) -> tuple[dict, Qrels, list[str]]:
+                      judged_only: bool = False) -> tuple[dict, Qrels, list[str], tuple[str, ...]]:
     """(run as qid -> docid -> score with ties broken and trec_eval's -M / -J applied (`trec_cut`), the qrels to
-    evaluate on, the evaluated query ids: those of the run as read, before -J empties a ranking)."""
+    evaluate on, the evaluated query ids: those of the run as read, before -J empties a ranking, the queries whose
+    ranking had tied scores)."""
     run, qrels = _as_run(run), as_qrels(qrels)
     qids = _query_ids(run, qrels, queries)
     if queries == "run":
         qrels = {qid: qrels[qid] for qid in qids}
-    return trec_cut(run, qrels, depth, judged_only), qrels, qids
+    return trec_cut(run, qrels, depth, judged_only), qrels, qids, run.tied
 
 
 # ------------------------------------------------------------------------------------------- evaluation
@@ -347,7 +357,7 @@ def evaluate(run: RunLike, qrels: QrelsLike, measures, rel_level: int = 1, queri
     """Aggregate score per measure (as ir_measures.calc_aggregate), keyed by `str(measure)`; `depth` and
     `judged_only` are trec_eval's -M and -J."""
     measures = parse_measures(measures, rel_level)
-    run, qrels, _ = evaluation_inputs(run, qrels, queries, depth, judged_only)
+    run, qrels, _, _ = evaluation_inputs(run, qrels, queries, depth, judged_only)
     scores, _ = evaluator(measures, qrels).calc(run)
     return {str(m): float(scores[m]) for m in measures}
 
@@ -356,7 +366,7 @@ def per_query(run: RunLike, qrels: QrelsLike, measures, rel_level: int = 1, quer
               depth: int | None = None, judged_only: bool = False) -> dict[str, dict[str, float]]:
     """measure -> qid -> score (as ir_measures.iter_calc), over the evaluated queries."""
     measures = parse_measures(measures, rel_level)
-    run, qrels, _ = evaluation_inputs(run, qrels, queries, depth, judged_only)
+    run, qrels, _, _ = evaluation_inputs(run, qrels, queries, depth, judged_only)
     table: dict[str, dict[str, float]] = {str(m): {} for m in measures}
     for metric in evaluator(measures, qrels).calc(run)[1]:
         table[str(metric.measure)][metric.query_id] = float(metric.value)

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from pipeline.errors import IrpipeError, MissingResourceError
@@ -102,21 +103,60 @@ def limit_processors(count: int) -> None:
     _processors = count
 
 
+def configure(jnius_config) -> None:
+    """What the JVM about to start needs for Anserini: Java >= 21, the jar, irpipe's options. Called by `start()`
+    and, when PyTerrier starts the JVM, by irpipe's PyTerrier Java initializer (pipeline/pyterrier.py)."""
+    os.environ["JAVA_HOME"] = str(java_home())
+    if str(anserini_jar()) not in (jnius_config.classpath or []):  # (get_classpath() would start the JVM)
+        jnius_config.add_classpath(str(anserini_jar()))
+    # -Xrs: SIGTERM/SIGINT stay Python's. The JVM's own SIGTERM handler calls exit() from another thread, so
+    # irpipe's clean-up never ran and the C++ destructors that exit() runs pulled torch's state from under the
+    # main thread (a SIGSEGV and an hs_err file instead of exit 143: tests/test_cli.py)
+    options = [*jvm_options(), "-Xrs"] + ([f"-XX:ActiveProcessorCount={_processors}"] if _processors else [])
+    jnius_config.add_options(*[option for option in options if option not in jnius_config.get_options()])
+
+
 @functools.lru_cache(maxsize=1)
 def start() -> None:
-    """Start the JVM in this process with the Anserini jar on the classpath (once)."""
+    """Start the JVM in this process with the Anserini jar on the classpath (once). Where the process has imported
+    PyTerrier, through `pt.java.init()`, so that PyTerrier's Java (Terrier's jars) runs in the same JVM; where
+    PyTerrier cannot start it (Terrier's jars neither cached nor downloadable; `IRPIPE_OFFLINE`), irpipe starts it
+    with Anserini's jar alone, and says so."""
     import jnius_config
 
-    if not jnius_config.vm_running:
-        os.environ["JAVA_HOME"] = str(java_home())
-        jnius_config.add_classpath(str(anserini_jar()))
-        # -Xrs: SIGTERM/SIGINT stay Python's. The JVM's own SIGTERM handler calls exit() from another thread, so
-        # irpipe's clean-up never ran and the C++ destructors that exit() runs pulled torch's state from under the
-        # main thread (a SIGSEGV and an hs_err file instead of exit 143: tests/test_cli.py)
-        jnius_config.add_options(*jvm_options(), "-Xrs")
-        if _processors:
-            jnius_config.add_options(f"-XX:ActiveProcessorCount={_processors}")
+    if not jnius_config.vm_running and not _started_by_pyterrier():
+        configure(jnius_config)
     import jnius  # noqa: F401  (importing jnius starts the JVM)
+    if str(anserini_jar()) not in jnius_config.get_classpath():
+        raise MissingResourceError(
+            "this process's JVM was started without Anserini's jar, and a process starts one JVM: start irpipe's "
+            "Lucene stages first, or let PyTerrier start Java with irpipe installed (`pip install -e .`, which "
+            "registers irpipe's PyTerrier Java initializer)")
+
+
+def _started_by_pyterrier() -> bool:
+    pt = sys.modules.get("pyterrier")
+    if pt is None or pt.java.started():
+        return False
+    from pipeline.data.sets.base import offline
+    from pipeline.log import logger
+
+    if offline():
+        logger.warning("IRPIPE_OFFLINE: irpipe starts Java with Anserini's jar alone, not through pt.java.init() "
+                       "(which may download Terrier's jars): PyTerrier's Terrier classes are not available here")
+        return False
+    try:
+        pt.java.init()
+    except Exception as error:  # noqa: BLE001  (whatever PyTerrier's initializers raise)
+        import jnius_config
+
+        if jnius_config.vm_running:
+            raise
+        logger.warning("PyTerrier could not start Java (%s: %s); irpipe starts it with Anserini's jar alone: "
+                       "PyTerrier's Terrier classes are not available in this process", type(error).__name__,
+                       str(error)[:200])
+        return False
+    return True
 
 
 def autoclass(name: str):

@@ -16,19 +16,24 @@ its model loaded or trained through the recipe cache), and then takes
 - a result frame (qid, query, docno, + score, rank, text): a reranker reranks those candidates, their texts from
   the `text` column, else from the dataset's index (`pt.text.get_text` gives one); the order without score is
   `rank`'s, else the frame's;
-and gives a result frame: qid, docno, score, rank (0-based), query, + text where the run carries texts. The rows
+and gives a result frame: qid, docno, score, rank (0-based), query, + text where the run carries texts, + every
+other column of the frame it was given (features, `query_0`, ...), as PyTerrier's own transformers keep them. The rows
 become a `Run` and back through pipeline/data/frames.py (Run.from_frame / Run.to_frame), the one conversion.
 Stage outputs go through the stage cache as in `irpipe run` (`cache=False`: always computed).
 
 A PyTerrier transformer as an irpipe stage (`PyTerrierStage`) gets `topics.to_frame()` (no input run) or
-`run.to_frame(topics)` and gives back a run read by `Run.from_frame`; it composes with `>>`, `%` and `+`. It is
+`run.to_frame(topics)` with a `text` column (the run's texts, the rest read from the dataset's index where it has
+one) and gives back a run read by `Run.from_frame`; it composes with `>>`, `%` and `+`. `+` is PyTerrier's: the
+sum of the scores (reciprocal rank fusion is `rrf(a, b)`). It is
 not in the spec grammar (it is a Python object) and not cached (irpipe cannot fingerprint it).
 
-One JVM per process. Importing pyterrier starts none, and neither do its transformer and Experiment API; irpipe's
-Lucene stages start the JVM with Anserini's jar (pipeline/java.py). PyTerrier's Terrier classes (pt.terrier.*)
-need Terrier's jars on that JVM's classpath when it starts: importing this module hands Anserini's jar, Java home
-and options to PyTerrier's Java configuration, so a JVM that `pt.java.init()` starts first serves irpipe too; once
-irpipe has started it, `pt.java.init()` fails (pyjnius: "VM is already running").
+One JVM per process, in either order. Importing pyterrier starts none, and neither do its transformer and
+Experiment API. When PyTerrier starts it (`pt.java.init()`, or any Terrier class), irpipe's initializer
+(`AnseriniJavaInit`, a `pyterrier.java.init` entry point) adds Anserini's jar, Java >= 21 and irpipe's options; when
+irpipe's Lucene stages start it in a process that has imported pyterrier, they do so through `pt.java.init()`
+(pipeline/java.py). Where PyTerrier cannot start Java (Terrier's jars not cached and no network, or
+IRPIPE_OFFLINE), irpipe starts it with Anserini's jar alone and says so; a later `pt.java.init()` then says why it
+cannot run instead of pyjnius' "VM is already running".
 """
 from __future__ import annotations
 
@@ -40,6 +45,7 @@ from pipeline.data.qrels import Qrels
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.errors import IrpipeError, MissingResourceError
+from pipeline.rerank.pairs import CandidateTexts, missing_texts
 from pipeline.stage import Stage, StageError
 from pipeline.validate import problem
 
@@ -89,10 +95,10 @@ class IrpipeTransformer(pt.Transformer):
             topics = Topics.from_frame(inp)
             run = _subset(self._shipped(), topics) if self.stage.needs_run else None
         if not topics.queries:
-            return pd.DataFrame(columns=RESULT_COLUMNS + (["text"] if "text" in inp.columns else []))
+            return pd.DataFrame(columns=list(dict.fromkeys(RESULT_COLUMNS + list(inp.columns))))
         with cache.using(cache.StageCache() if self.cache else None):
             output = self.stage(topics, run)
-        return output.to_frame(topics)[RESULT_COLUMNS + (["text"] if output.texts else [])]
+        return _with_other_columns(output.to_frame(topics)[RESULT_COLUMNS + (["text"] if output.texts else [])], inp)
 
     def _shipped(self) -> Run | None:
         """The candidates the dataset ships (with their texts), or None."""
@@ -115,7 +121,20 @@ class PyTerrierStage(Stage):
             raise problem(self.name, "reranks", f"reranks={reranks!r}; expected True or False")
         self.transformer, self.needs_run = transformer, reranks
 
+    def resolve(self, binding: Binding) -> None:
+        """Where a reranker's `text` column comes from: the run's own texts, the rest from the dataset's index
+        (opened only when some candidate lacks a text); a dataset without documents gives what the run has."""
+        self._index = None
+        if self.needs_run and (binding.candidates is None or missing_texts(binding.candidates)):
+            path = binding.dataset_index()
+            if path is not None:
+                from pipeline.retrieve.index import open_index
+
+                self._index = open_index(path)
+
     def transform(self, topics: Topics, run: Run | None) -> Run:
+        if run is not None and getattr(self, "_index", None) is not None and missing_texts(run):
+            run = Run(run.ranking, CandidateTexts(self._index, repr(self)).of(run), run.tag, run.doc_fields)
         frame = topics.to_frame() if run is None else run.to_frame(topics)
         output = self.transformer(frame)
         try:
@@ -140,6 +159,26 @@ def qrels_frame(qrels: Qrels) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["qid", "docno", "label"]).astype({"label": "int64"})
 
 
+def _with_other_columns(result: pd.DataFrame, given: pd.DataFrame) -> pd.DataFrame:
+    """`result` with every column of the `given` frame that it lacks (features, `query_0`, a retriever's `docid`):
+    a column that has one value per query is joined on qid, any other on (qid, docno); a hit the given frame did
+    not have gets NaN there. Ids are joined as the strings irpipe makes of them."""
+    other = [c for c in given.columns if c not in result.columns]
+    if not other:
+        return result
+    given = given.assign(qid=given["qid"].astype(str))
+    per_query = [c for c in other if "docno" not in given.columns
+                 or given.groupby("qid", sort=False)[c].nunique(dropna=False).max() <= 1]
+    per_hit = [c for c in other if c not in per_query]
+    if per_query:
+        result = result.merge(given[["qid", *per_query]].drop_duplicates("qid"), on="qid", how="left")
+    if per_hit:
+        given = given.assign(docno=given["docno"].astype(str))
+        result = result.merge(given[["qid", "docno", *per_hit]].drop_duplicates(["qid", "docno"]),
+                              on=["qid", "docno"], how="left")
+    return result[[*RESULT_COLUMNS, *[c for c in given.columns if c in result.columns and c not in RESULT_COLUMNS]]]
+
+
 def _result_run(frame: pd.DataFrame) -> Run:
     """The run of a PyTerrier result frame; without a score column, each query's hits in rank order (else the
     frame's) get the scores -1, -2, ... (a reranker reads only the candidates; a cutoff keeps that order)."""
@@ -157,26 +196,27 @@ def _subset(run: Run, topics: Topics) -> Run:
                {d: f for d, f in run.doc_fields.items() if d in kept})
 
 
-def _share_the_jvm() -> None:
-    """Anserini's jar, Java home and options in PyTerrier's Java configuration, while no JVM runs yet. Without a
-    Java >= 21 there is no home to hand over: PyTerrier's Python API needs none, and irpipe's Lucene stages say
-    what is missing when they start (pipeline/java.py)."""
-    import jnius_config
+class AnseriniJavaInit(pt.java.JavaInitializer):
+    """irpipe's part of a JVM that PyTerrier starts (`pt.java.init()`; registered as the `pyterrier.java.init`
+    entry point `irpipe` in setup.cfg): Anserini's jar, a Java >= 21 (Terrier needs 11) and irpipe's options, so
+    that the one JVM of the process serves both. It runs first (PyTerrier's own Java set-up is -100): where irpipe
+    has already started the JVM without PyTerrier, it says what to do instead of pyjnius' "VM is already running"."""
 
-    from pipeline import java
+    def priority(self) -> int:
+        return -102
 
-    if jnius_config.vm_running or pt.java.started():
-        return
-    pt.java.add_jar(str(java.anserini_jar()))
-    try:
-        home, options = java.java_home(), java.jvm_options()
-    except MissingResourceError:
-        return
-    if not pt.java.configure["java_home"]:
-        pt.java.set_java_home(str(home))
-    for option in [*options, "-Xrs"]:  # the options java.start() gives the JVM it starts
-        if option not in pt.java.configure["options"]:
-            pt.java.add_option(option)
+    def pre_init(self, jnius_config) -> None:
+        from pipeline import java
 
+        if jnius_config.vm_running:
+            raise RuntimeError(
+                "irpipe started this process's JVM before PyTerrier could (IRPIPE_OFFLINE, or Terrier's jars could "
+                "not be had), with Anserini's jar alone; a process starts one JVM. Import pyterrier before irpipe's "
+                "first Lucene stage runs (irpipe then starts Java through pt.java.init()), or call pt.java.init() "
+                "first")
+        java.configure(jnius_config)
 
-_share_the_jvm()
+    def message(self) -> str:
+        from pipeline import java
+
+        return java.anserini_jar().name

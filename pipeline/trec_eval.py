@@ -186,7 +186,7 @@ def trec_eval_report(run: RunLike, qrels: QrelsLike, measures=None, *, complete:
         run = read_run(run)
     tag = run.tag if isinstance(run, Run) else "irpipe"
     qrels = as_qrels(qrels)
-    scores, evaluated_qrels, qids = evaluation_inputs(run, qrels, "qrels" if complete else "run", depth, judged_only)
+    scores, evaluated_qrels, qids, _ = evaluation_inputs(run, qrels, "qrels" if complete else "run", depth, judged_only)
     qids = sorted(qids)  # trec_eval's order: strcmp of the qids (code points: UTF-8's byte order)
     rows = []  # (printed name, TrecMeasure, ir-measures measure or None)
     for name, (params, text) in wanted:
@@ -258,7 +258,7 @@ def msmarco_block(run: RunLike, qrels: QrelsLike) -> str:
     only); a ranking is the run's order (an MS MARCO run's ranks; a TREC run's trec_eval order)."""
     if isinstance(run, (str, Path)):
         run = read_run(run)
-    scores, _, _ = evaluation_inputs(run, qrels, "qrels")
+    scores, _, _, _ = evaluation_inputs(run, qrels, "qrels")
     qrels = as_qrels(qrels)
     unlabelled = sum(1 for judged in qrels.values() for level in judged.values() if level <= 0)
     if unlabelled:

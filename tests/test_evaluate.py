@@ -109,6 +109,14 @@ def test_ties_broken_the_trec_eval_way_for_every_measure():
     assert scores == pytest.approx({"RR": 1 / 2, "RR@10": 1 / 2, "AP": 1 / 2, "P@1": 0 / 1})
 
 
+def test_the_note_says_where_tied_scores_were_ordered_the_trec_eval_way():
+    tied = {"q1": {"a": 1.0, "b": 1.0}, "q2": {"d2": 2.0, "d7": 1.0}}
+    note = compare({"tied": tied, "untied": RUN}, QRELS, "RR@10").note()
+    assert "Tied scores (tied: 1 query) are ordered as trec_eval orders them, docid descending; pt.Experiment's " \
+           "RR@k (ir-measures' msmarco provider) orders them otherwise" in note
+    assert "Tied" not in compare({"untied": RUN}, QRELS, "RR@10").note()
+
+
 def test_unknown_query_set_and_disjoint_run():
     with pytest.raises(UnknownNameError, match="query set"):
         evaluate(RUN, QRELS, "AP", queries="all")

@@ -4,6 +4,7 @@ pt.Transformer (query frame or result frame in, result frame out), a pt.Transfor
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -72,6 +73,54 @@ def test_a_reranker_takes_a_result_frame_with_texts_and_no_score():
     assert dict(zip(out.docno, out.text)) == dict(zip(frame.docno, frame.text))
 
 
+def test_irpipe_stages_keep_the_frames_other_columns(tiny):
+    """As PyTerrier's transformers do: a retriever keeps a query frame's columns (`query_0`, a feature), a
+    reranker a result frame's (a per-hit feature, the retriever's `docid`), each on the rows it belongs to."""
+    topics = tiny.topics().to_frame().assign(query_0=lambda f: f["query"], qfeature=lambda f: range(len(f)))
+    retrieved = IrpipeTransformer("bm25()", dataset=tiny, cache=False)(topics)
+    assert list(retrieved.columns) == ["qid", "docno", "score", "rank", "query", "query_0", "qfeature"]
+    by_qid = dict(zip(topics.qid.astype(str), topics.qfeature))
+    assert (retrieved.qfeature == retrieved.qid.map(by_qid)).all() and (retrieved["query_0"] == retrieved["query"]).all()
+
+    given = retrieved.assign(docid=range(len(retrieved)), bm25=retrieved["score"])
+    reranked = IrpipeTransformer("overlap()", dataset=tiny, cache=False)(given)
+    assert list(reranked.columns) == ["qid", "docno", "score", "rank", "query", "query_0", "qfeature", "docid", "bm25"]
+    assert sorted(map(tuple, reranked[["qid", "docno", "docid", "bm25"]].values.tolist())) == \
+        sorted(map(tuple, given[["qid", "docno", "docid", "bm25"]].values.tolist()))
+    assert not reranked.score.equals(given.score)  # it did rerank: overlap's scores, not BM25's
+
+
+def test_a_pyterrier_reranker_inside_irpipe_gets_the_candidates_texts(tiny):
+    """bm25() >> a PyTerrier reranker: the frame it gets has a `text` column, read from the dataset's index."""
+    seen = {}
+
+    def length(row):
+        seen[row["docno"]] = row["text"]
+        return float(len(row["text"]))
+
+    from pipeline.stages.bm25 import BM25
+
+    run = (BM25() >> PyTerrierStage(pt.apply.doc_score(length), reranks=True)).bind(tiny)(tiny.topics())
+    from pipeline.retrieve.index import dataset_index_for, open_index
+
+    index = open_index(str(dataset_index_for(tiny)))
+    assert seen and all(text == index.doc_text(docno) for docno, text in seen.items())
+    assert all(score == len(seen[docno]) for hits in run.ranking.values() for docno, score in hits)
+
+
+def test_plus_is_the_same_score_sum_in_pyterrier_and_in_irpipe(tiny):
+    """PyTerrier's `+` of two irpipe transformers and irpipe's `a + b` give the same scores; `rrf(a, b)` is
+    reciprocal rank fusion by name."""
+    a, b = "bm25()", "bm25(k1=0.6, b=0.9)"
+    summed = (IrpipeTransformer(a, dataset=tiny, cache=False) + IrpipeTransformer(b, dataset=tiny, cache=False))(
+        tiny.topics().to_frame())
+    ours = run_pipeline(f"{a} + {b}", tiny, use_cache=False)[0]
+    pyterrier = {(str(r.qid), r.docno): r.score for r in summed.itertuples()}
+    assert pyterrier == pytest.approx({(q, d): s for q, hits in ours.ranking.items() for d, s in hits}, abs=1e-12)
+    fused = run_pipeline(f"rrf({a}, {b})", tiny, use_cache=False)[0]
+    assert max(s for hits in fused.ranking.values() for _, s in hits) <= 2 / 61
+
+
 def test_a_reranker_given_a_query_frame_without_candidates_is_refused(tiny):
     reranker = IrpipeTransformer("overlap()", dataset=tiny, cache=False)  # tiny ships no candidate run
     assert reranker.transform_inputs() == [["qid", "query", "docno"]]
@@ -118,39 +167,86 @@ def test_qrels_frame_is_what_pt_experiment_reads(tiny):
     assert frame[frame.docno == "d4"].label.tolist() == [0]
 
 
-_ONE_PROCESS = """
+_IRPIPE_FIRST = """
 import json, sys
 import pyterrier as pt
 import jnius_config
-from pipeline import java
 from pipeline.data.registry import get_dataset
 from pipeline.evaluation import parse_measures
 from pipeline.pyterrier import IrpipeTransformer, qrels_frame
 
-registered = (str(java.anserini_jar()) in pt.java.configure["jars"] and "-Xrs" in pt.java.configure["options"]
-              and pt.java.configure["java_home"] == str(java.java_home()))
 before = jnius_config.vm_running or pt.java.started()
 tiny = get_dataset(sys.argv[1])
 bm25 = IrpipeTransformer("bm25()", dataset=tiny, cache=False)
 table = pt.Experiment([bm25], tiny.topics().to_frame(), qrels_frame(tiny.qrels()), eval_metrics=parse_measures("AP nDCG@10"))
-print(json.dumps({"registered": registered, "before": before, "vm": jnius_config.vm_running,
-                  "pt_started": pt.java.started(), "AP": float(table["AP"][0])}))
+try:
+    pt.java.init()
+    later = "started"
+except RuntimeError as error:
+    later = str(error)
+print(json.dumps({"before": before, "vm": jnius_config.vm_running, "AP": float(table["AP"][0]), "later": later}))
 """
 
 
 @pytest.mark.slow
-def test_pyterrier_and_pyserini_share_one_process(folder, tiny):
-    """Importing pyterrier (and this adapter) starts no JVM; irpipe's BM25 starts the one JVM with Anserini's jar
-    inside pt.Experiment; PyTerrier's Java configuration holds that jar, Java and options (for a JVM PyTerrier would
-    start first: not run here, Terrier's own jars come from Maven)."""
-    done = subprocess.run([sys.executable, "-c", _ONE_PROCESS, str(folder)], cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
+@pytest.mark.parametrize("offline", ["0", "1"])
+def test_irpipe_first_starts_java_through_pyterrier_or_says_why_not(folder, tiny, offline):
+    """irpipe's BM25 inside pt.Experiment, pyterrier imported: irpipe starts the process's one JVM through
+    pt.java.init() (which fails here for want of Terrier's jars: no Maven; with IRPIPE_OFFLINE it is not tried),
+    says so, and starts it with Anserini's jar alone; a later pt.java.init() says why it cannot run (irpipe's
+    initializer, first of PyTerrier's), not pyjnius' "VM is already running"."""
+    env = {**os.environ, "IRPIPE_OFFLINE": offline}
+    done = subprocess.run([sys.executable, "-c", _IRPIPE_FIRST, str(folder)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     from pipeline.evaluation import evaluate
 
     expected = evaluate(run_pipeline("bm25()", tiny, use_cache=False)[0], tiny.qrels(), ["AP"])["AP"]
-    assert result == {"registered": True, "before": False, "vm": True, "pt_started": False, "AP": expected}
+    assert {k: result[k] for k in ("before", "vm", "AP")} == {"before": False, "vm": True, "AP": expected}
+    assert result["later"].startswith("irpipe started this process's JVM before PyTerrier could")
+    said = "IRPIPE_OFFLINE: irpipe starts Java with Anserini's jar alone" if offline == "1" else \
+        "PyTerrier could not start Java (URLError"
+    assert said in done.stderr
+
+
+_PYTERRIER_FIRST = """
+import json, sys
+import pyterrier as pt
+import jnius_config
+
+# Terrier's initializer fetches Terrier's jars from Maven, which this machine cannot reach: left out here
+found = pt.utils.entry_points
+pt.utils.entry_points = lambda group: tuple(e for e in found(group) if e.name != "pyterrier.terrier.java")
+pt.java.set_redirect_io(False)
+try:
+    pt.java.init()
+except Exception as error:  # PyTerrier's post-start step needs Terrier's helper jar (PTUtils)
+    print("post-start:", type(error).__name__, error, file=sys.stderr)
+from pipeline import java
+from pipeline.data.registry import get_dataset
+from pipeline.experiment import run_pipeline
+
+run = run_pipeline("bm25()", get_dataset(sys.argv[1]), use_cache=False)[0]
+print(json.dumps({"vm": jnius_config.vm_running, "jar": str(java.anserini_jar()) in jnius_config.get_classpath(),
+                  "options": [o for o in jnius_config.get_options() if o in ("-Xrs", "-Xss16m")],
+                  "java_home": java.java_home() == java.Path(__import__("os").environ["JAVA_HOME"]),
+                  "ranking": run.ranking}))
+"""
+
+
+@pytest.mark.slow
+def test_pyterrier_first_starts_the_jvm_with_anserinis_jar(folder, tiny):
+    """pt.java.init() runs irpipe's registered initializer (setup.cfg's pyterrier.java.init entry point): the JVM
+    PyTerrier starts has Anserini's jar, irpipe's options and a Java >= 21, and irpipe's BM25 runs in it, hit for
+    hit as in a process of its own."""
+    done = subprocess.run([sys.executable, "-c", _PYTERRIER_FIRST, str(folder)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = run_pipeline("bm25()", tiny, use_cache=False)[0].ranking
+    assert result == {"vm": True, "jar": True, "options": ["-Xss16m", "-Xrs"], "java_home": True,
+                      "ranking": {q: [list(h) for h in hits] for q, hits in expected.items()}}
 
 
 def test_without_pyterrier_the_adapter_says_how_to_install_it():
