@@ -123,34 +123,63 @@ def _options(parser) -> dict[str, set[str]]:
     return found
 
 
-def _readme_commands() -> list[str]:
-    """Every `irpipe ...` command line of README.md's code blocks, its continuation lines joined."""
-    commands, current = [], None
-    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
-        if current is not None:
-            current += " " + line.split("#")[0]
-        elif line.lstrip().startswith("irpipe "):
-            current = line.split("#")[0]
-        if current is not None and not current.rstrip().endswith("\\"):
-            commands.append(current.replace("\\", " "))
-            current = None
-    return commands
-
-
-def test_every_flag_of_the_readme_commands_exists():
-    """A flag README.md shows (--output, not --out; `irpipe index --output`, not --index) is one its command takes."""
+def _documented_commands() -> list[tuple[str, str]]:
+    """(page, command) for every `irpipe ...` command README.md and docs/*.md quote: each line of a ```bash or
+    ```sh block that calls irpipe (after `VAR=value` or `&&`), its continuation lines joined, and each inline
+    `irpipe ...` span of the prose and tables. A span quoting an error message (`irpipe search: error: ...`) is not
+    a command."""
     import re
+
+    call = re.compile(r"(?:^|&&|\s)(?:[A-Z_]+=\S+\s+)*(irpipe\s+\S.*)")
+    found = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        name, current, in_code = page.relative_to(REPO).as_posix(), None, False
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if line.startswith("```"):  # shell blocks only (the Layout block is a tree, not commands)
+                in_code, current = (not in_code and line[3:].split()[:1] in (["bash"], ["sh"])), None
+                continue
+            if not in_code:
+                found += [(name, span) for span in re.findall(r"`(irpipe [^`]+)`", line)
+                          if not re.match(r"irpipe [\w-]+( [\w-]+)?:", span)]
+                continue
+            if current is not None:
+                current += " " + line.split(" #")[0]
+            elif (match := call.search(line.split(" #")[0])):
+                current = match.group(1)
+            if current is not None and not current.rstrip().endswith("\\"):
+                found.append((name, current.replace("\\", " ")))
+                current = None
+    return found
+
+
+def test_every_flag_of_the_documented_commands_exists():
+    """A command README.md or docs/*.md shows is one irpipe has, and each flag it gives (--output, not --out;
+    `irpipe index --output`, not --index; -m, -c) is one that command takes. `irpipe pyserini MODULE ...` passes
+    what follows MODULE to Pyserini, so only the flags before it are irpipe's."""
     import shlex
 
     options = _options(build_parser())
-    commands = _readme_commands()
-    assert len(commands) > 20
-    for command in commands:
-        words = [word for word in shlex.split(command) if not word.startswith("-")]  # irpipe, the command, values
-        name = " ".join(words[1:3]) if " ".join(words[1:3]) in options else words[1]  # `keywords build` or `train`
-        known = options.get(name, set()) | options[""]
-        unknown = [flag for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", command) if flag not in known]
-        assert not unknown, f"README: {command.strip()!r}: {unknown} not flags of irpipe {name}"
+    commands = _documented_commands()
+    assert len(commands) > 100
+    assert {page for page, _ in commands} >= {"README.md", "docs/usage.md", "docs/coming-from.md", "docs/data.md"}
+    wrong = []
+    for page, command in commands:
+        try:
+            words = shlex.split(command)
+        except ValueError:  # a span with an unmatched quote: its words as written
+            words = command.split()
+        plain = [word for word in words[1:] if not word.startswith("-")]  # the command, its values
+        name = " ".join(plain[:2]) if " ".join(plain[:2]) in options else (plain[0] if plain else "")
+        if name not in options:
+            wrong.append(f"{page}: {command.strip()!r}: no command irpipe {name}")
+            continue
+        known = options[name] | options[""]
+        given = words[1:words.index(plain[1])] if name == "pyserini" and len(plain) > 1 else words[1:]
+        for word in given:
+            flag = word.split("=")[0] if word.startswith("--") else word[:2]  # -mmap is -m map, as argparse reads it
+            if word.startswith("-") and len(word) > 1 and not word[1].isdigit() and flag not in known:
+                wrong.append(f"{page}: {command.strip()!r}: {flag} is not a flag of irpipe {name}")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_no_comment_points_at_an_issue_tracker_or_a_removed_flag():

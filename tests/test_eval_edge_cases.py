@@ -1,4 +1,4 @@
-"""Evaluation edge cases as the reference tools treat them (README, "Evaluation edge cases").
+"""Evaluation edge cases as the reference tools treat them (docs/interop.md, "Evaluation edge cases").
 
 Each case either agrees with the reference tool -- trec_eval through pytrec_eval (its C code), or the official MS
 MARCO script's rule, restated below from msmarco_eval.py -- or is refused with exit 2 naming file, line and field.

@@ -1,6 +1,6 @@
 """Issue 44 (part A): one id rule for every reader, exact field counts, qrels comments, measures checked before
-evaluation. Each case of the issue is here, through the readers and the command line (README, "Bad input" and
-"What survives what"); the property-based fuzzing of the readers is tests/test_fuzz_readers.py.
+evaluation. Each case of the issue is here, through the readers and the command line (docs/robustness.md,
+"Bad input" and "What survives what"); the property-based fuzzing of the readers is tests/test_fuzz_readers.py.
 
 The readers and commands are reached through their public names only, so the same tests run against an older
 checkout (PYTHONPATH) to show what they caught there.
