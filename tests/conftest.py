@@ -1,9 +1,16 @@
 """Shared fixtures: the dataset mirror (../shared/data), skipped with a reason where it is absent."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# test_pyterrier.py imports PyTerrier at collection, so irpipe starts this process's JVM through pt.java.init()
+# (pipeline/java.py), which would fetch Terrier's jars from Maven where there is a network. The suite does not
+# download: a Terrier version that exists nowhere makes PyTerrier decline, and irpipe starts Java alone, as here.
+os.environ.setdefault("TERRIER_VERSION", "0.0-absent")
+os.environ.setdefault("TERRIER_HELPER_VERSION", "0.0-absent")
 
 from support import REPO, SHARED_DATA, needs_shared_data  # noqa: F401  (re-exported for fixtures below)
 
