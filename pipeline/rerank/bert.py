@@ -54,6 +54,24 @@ def bert_folder(name: str) -> Path:
     return folder
 
 
+def pinned_bert_folder(name: str, sha256: str = "") -> Path:
+    """`bert_folder(name)`, and with `sha256` (a stage's `bert_sha256=`) the check that its model.safetensors holds
+    the pinned backbone: the sha256 of its tensors (integrity.py `tensors_digest`: names, dtypes, shapes, values,
+    whatever wrote the file). Another backbone at that path is a ConfigError naming both sums."""
+    from pipeline.rerank.integrity import tensors_digest
+
+    folder = bert_folder(name)
+    if sha256:
+        weights = folder / "model.safetensors"
+        actual = tensors_digest(weights) if weights.is_file() else None
+        if actual != sha256:
+            found = f"its tensors' sha256 is {actual}" if actual else "it has no readable model.safetensors"
+            raise ConfigError(f"bert={name}: {found}, but bert_sha256={sha256} is pinned: another backbone than the "
+                              "one pinned. Re-create the pinned one with the command that made it (an experiment "
+                              "file's make:), or pin this one", field="bert_sha256")
+    return folder
+
+
 def _quiet_transformers() -> None:
     from transformers.utils import logging as hf_logging
 
@@ -212,6 +230,7 @@ class BertBackbone:
     def attach_bert(self, bert=None, tokenizer=None) -> None:
         """The given BERT and tokenizer (a checkpoint's), else the config's with its pretrained weights."""
         if bert is None:
+            pinned_bert_folder(self.config.bert, getattr(self.config, "bert_sha256", ""))
             bert, tokenizer = load_bert(self.config.bert, pooler=self.uses_pooler(self.config))
         check_positions(self.name, self.config, bert, self.length_fields)
         self.bert, self.tokenizer = bert, tokenizer

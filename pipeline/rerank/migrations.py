@@ -36,6 +36,9 @@ ADDED: dict[str, dict] = {
     "MRNNConfig": {"attention_logits": "dot"},
     # the paper's reading was the default before the identity start and the detached reconstruction target
     "ADDAXConfig": {"reconstruction": "live", "init": "random"},
+    # a backbone's pinned tensor checksum (2026-11-27): unpinned before, the path alone named the backbone
+    "KeywordBERTConfig": {"bert_sha256": ""},
+    "MonoBERTConfig": {"bert_sha256": ""},
 }
 
 # class name -> {old field name: new field name}; checkpoints saved under the old name load, keys keep the old one
@@ -75,8 +78,8 @@ RETIRED_NOTES: dict[str, dict[str, str]] = {
 
 
 def added(config_class: type) -> dict:
-    """{field: value before it existed} of a config class (or TrainOptions)."""
-    return ADDED.get(config_class.__name__, {})
+    """{field: value before it existed} of a config class (or TrainOptions), its base classes' fields included."""
+    return {k: v for cls in reversed(config_class.__mro__) for k, v in ADDED.get(cls.__name__, {}).items()}
 
 
 def renamed(config_class: type) -> dict[str, str]:
