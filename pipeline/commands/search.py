@@ -3,8 +3,8 @@
 Pyserini's command lines work with their flags' meaning (`python -m pyserini.search.lucene --bm25 --index DIR
 --topics NAME|FILE --output RUN --hits N --threads N --batch-size N --output-format trec|msmarco`): `--bm25` is
 accepted and changes nothing (BM25 is the default and only model), `--batch-size` is accepted and changes
-nothing (every query goes to Lucene in one call over --threads threads). README's "Coming from Pyserini
-and trec_eval" lists the differences.
+nothing (every query goes to Lucene in one call over --threads threads). docs/interop.md ("Pyserini")
+lists the differences.
 """
 from __future__ import annotations
 
