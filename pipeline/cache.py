@@ -22,6 +22,7 @@ import zlib
 from pathlib import Path
 from typing import Callable, Iterator
 
+from pipeline.data import reuse
 from pipeline.data.files import atomic_write, cache_root
 from pipeline.data.locks import file_lock
 from pipeline.data.runs import Run
@@ -60,8 +61,10 @@ class StageCache:
                     self.misses += 1
                     run = compute()
                     self.put(key, stage, run)
+                    reuse.made(key)
                     return run, True
         self.hits += 1
+        reuse.note("stage outputs", key)
         return run, False
 
     def _read(self, key: str) -> Run | None:

@@ -27,6 +27,8 @@ COMMANDS = {
     "run": ("pipeline.commands.run", "run a pipeline spec or an experiment file end to end (run file + scores)"),
     "tune": ("pipeline.commands.tune", "grid-search a spec's {placeholders} on a tuning set (e.g. fusion weights on dev)"),
     "leaderboard": ("pipeline.commands.leaderboard", "regenerate eval/LEADERBOARD.md from eval/results and references"),
+    "reproduce": ("pipeline.commands.reproduce", "list the pinned experiments with their cost; run a selection, pinned "
+                  "vs measured"),
     "rerank": ("pipeline.commands.rerank", "rerank a run file with a neural model (checkpoint or pretrained)"),
     "train": ("pipeline.commands.train", "train a neural reranker (checkpoint folder, train.jsonl log, --resume)"),
     "pretrain-mlm": ("pipeline.commands.pretrain_mlm", "pretrain a small BERT by masked-language modelling (resumable)"),

@@ -32,6 +32,11 @@ p-values (pipeline.compare), and the per-query win/loss plot of the first measur
 (runs/<name>.png). `beside` names more pipelines (label: spec) run after the others and compared with the same
 baseline: each is a row of the table with its p-values and a panel of the plot, its run written as
 runs/<name>.<label>.trec; the expected scores stay the pipeline's.
+
+The results file also says how the result was obtained (pipeline/provenance.py): date, environment (commit,
+library versions, CPU, torch kernels and threads), what was reused from the cache, the cost of the last cold run
+and, with a baseline, the per-query wins and losses; a run prints a note where its environment differs from the
+replaced file's, and for a pin known to move with the CPU's kernels (eval/cpu-sensitivity.yaml).
 """
 from __future__ import annotations
 
@@ -43,7 +48,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pipeline import __version__
+from pipeline import __version__, provenance
+from pipeline.data import reuse
 from pipeline.data.files import atomic_write, load_yaml
 from pipeline.data.outputs import check_writable
 from pipeline.data.runs import RUN_FORMATS, Run
@@ -255,6 +261,8 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
     for path in [*outputs.values(), *([baseline_output, output.with_suffix(".png")] if experiment.baseline else []),
                  *beside.values(), *([results] if experiment.path else [])]:
         check_writable(path, "file")  # every file written, before any work
+    before = provenance.previous(results) if experiment.path else {}
+    reuse.begin()
     runs = {}
     for run_name, spec in experiment.pipelines().items():  # one run, or one per seed
         run, _, dataset = run_pipeline(spec, dataset or experiment.dataset, use_cache, options)
@@ -310,6 +318,8 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
                                                                   comparison.pvalues[label].items()}}
                             for label, path in beside.items()}
     result["seconds"] = round(time.perf_counter() - start, 2)
+    provenance.record(result, before, comparison, list(outputs))  # date, environment, cost, ...
+    result["notes"] = provenance.environment_notes(before, result, experiment.pipeline)
     if experiment.path:
         with atomic_write(results) as out:
             json.dump(result, out, indent=2)
@@ -353,4 +363,5 @@ def format_result(result: dict) -> str:
                   f"runs: {baseline['run']} (baseline), {_listed(result['run'])}"
                   + "".join(f", {row['run']} ({label})" for label, row in beside.items())
                   + f"; per-query wins and losses: {baseline['plot']}"]
+    lines += [f"note: {note}" for note in result.get("notes", [])]  # the environment against the last run's
     return "\n".join(lines)

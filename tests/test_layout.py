@@ -13,7 +13,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "pipeline"
 # Low to high: a unit (a package or module right under pipeline/) imports from its own layer and lower ones only.
 LAYERS = [
-    {"errors", "log", "validate", "java"},        # the base: errors, logging, option checks, the JVM
+    {"errors", "log", "validate", "java", "environment"},  # the base: errors, logging, option checks, the JVM, the environment
     {"data"},                                     # formats and the dataset registry: files only
     {"retrieve"},                                 # Lucene: indexes, search, keyword dictionaries
     {"rerank"},                                   # models, the BERT backbone, checkpoints, stores, scoring
@@ -21,7 +21,8 @@ LAYERS = [
     {"training"},                                 # examples, negatives, the loop, recipes
     {"cache", "engine", "binding"},               # the stage cache; where work runs; what a pipeline is bound to
     {"stage", "stages"},                          # the algebra, and the stages (bind resolves, transform computes)
-    {"spec", "compare", "experiment", "tune", "leaderboard", "pyterrier", "api"},  # specs, experiments, tables, PyTerrier, the Python front door
+    {"spec", "compare", "experiment", "experiment_inputs", "tune", "leaderboard", "pyterrier", "api",  # specs, experiments, tables, PyTerrier,
+     "provenance", "reproduce", "html_page", "browser"},  # the Python front door; reproductions and their page
     {"commands", "cli", "benchmarks"},            # the command line and the benchmark commands
 ]
 LAYER_OF = {unit: number for number, units in enumerate(LAYERS) for unit in units}

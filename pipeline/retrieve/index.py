@@ -40,6 +40,7 @@ import numpy as np
 from pipeline import java
 from pipeline.data.files import (INDEX_METADATA, atomic_write, cache_root, output_error, read_index_metadata,
                                  scratch_prefix, sweep_stale)
+from pipeline.data import reuse as cache_reuse  # (build_index has a `reuse` flag of its own)
 from pipeline.data.locks import file_lock
 from pipeline.errors import ConfigError, InputError, IrpipeError
 from pipeline.log import logger, peak_rss_mib, progress
@@ -305,11 +306,13 @@ def dataset_index(dataset, threads: int = 2, segmenter: str | None = None) -> Pa
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", key) + (f".{segmenter}" if segmenter else "")
     index_dir = cache_root() / "indexes" / safe
     if read_index_metadata(index_dir).get("documents"):
+        cache_reuse.note("indexes", index_dir)
         return index_dir
     language = dataset.language
     logger.info("building the index of %s at %s (first use)", dataset.name, index_dir)
     build_index(dataset.docs(), index_dir, source=f"dataset:{dataset.name}", threads=threads, language=language,
                 overwrite=True, segmenter=segmenter, reuse=True)  # built meanwhile by another process: reused
+    cache_reuse.made(index_dir)
     return index_dir
 
 

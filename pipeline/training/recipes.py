@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.data import reuse
 from pipeline.data.locks import file_lock
 from pipeline.log import logger
 from pipeline.rerank.checkpoint import CONFIG_FILE, read_checkpoint_config
@@ -48,8 +49,10 @@ class Recipe:
                                 directory)
                     train(self.model, self.train, directory, dev=self.dev, options=self.options,
                           overrides=self.overrides, resume=True)
+                    reuse.made(directory)
                     return directory
         logger.info("%s: trained model from the cache, %s", self.model, directory)
+        reuse.note("trained models", directory)
         return directory
 
 

@@ -1,0 +1,44 @@
+"""`irpipe reproduce`: the pinned experiments with their measured cost; a selection run again, pinned vs measured."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pipeline.reproduce import counts, dry_run, listing, matrix, parse_cost, pins, run_selection, select
+
+
+def define_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help="experiments to run: a part of the name (hcan) or a glob (trecqa-*); none and no other "
+                             "selection: list the pinned experiments with their cost")
+    parser.add_argument("--max-cost", metavar="DURATION",
+                        help="only those whose last cold run took at most this long (90s, 10m, 2h); an unmeasured "
+                             "one is left out, saying so")
+    parser.add_argument("--all", action="store_true", help="every pinned experiment (narrowed by the other flags)")
+    parser.add_argument("--ci", action="store_true", help="only those the test suite runs (ci: true, the cheap class)")
+    parser.add_argument("--warm", action="store_true",
+                        help="use your irpipe cache (default: an empty one per experiment, so it retrains and "
+                             "measures the cost of the whole work)")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    parser.add_argument("--eval-dir", default="eval", metavar="DIR", help="where the experiment files are")
+    parser.add_argument("--results-dir", default="eval/results", metavar="DIR", help="where results are read and written")
+
+
+def main(args: argparse.Namespace) -> int:
+    max_cost = parse_cost(args.max_cost) if args.max_cost is not None else None
+    found = pins(Path(args.eval_dir), Path(args.results_dir))
+    selected, left = select(found, args.names, max_cost, args.all, args.ci)
+    if not (args.names or max_cost is not None or args.all or args.ci):
+        print(listing(found))
+        return 0
+    for pin, why in left:
+        print(f"left out {pin.name}: {why}")
+    if args.dry_run or not selected:
+        print(dry_run(selected, args.warm) if selected else "nothing selected")
+        return 0
+    rows = run_selection(selected, Path(args.results_dir), args.warm, echo=print)
+    print()
+    print(matrix(rows))
+    tally = counts(rows)
+    print(", ".join(f"{count} {status}" for status, count in tally.items()) + f" of {len(rows)} experiments")
+    return 1 if tally["FAIL"] or tally["ERROR"] else 0

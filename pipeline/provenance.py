@@ -1,0 +1,111 @@
+"""What an experiment's result says about how it was obtained: when, in which environment, what it reused from
+the cache, what a cold run of it costs, and its per-query wins and losses against its baseline.
+
+Fields added to eval/results/<name>.json by `irpipe run` (pipeline/experiment.py):
+
+    date         when this run finished (UTC, ISO 8601)
+    environment  pipeline/environment.py `capture()`
+    reused       what this run read from the cache that an earlier process had computed (pipeline/data/reuse.py)
+    cost         the last cold run (nothing reused): {"seconds", "date", "cores"}. A run that reused cached work
+                 measured only what was left, so it keeps the previous file's cost; none yet: no cost field
+    win_loss     with a baseline: the first measure's per-query differences (run - baseline; the mean over seeds
+                 per query for a seeded experiment), sorted, as at most WIN_LOSS_POINTS quantiles, with the counts
+
+and `cost_class(result)` is what `irpipe reproduce` lists: seconds / minutes / hours, or unmeasured.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pipeline import environment
+from pipeline.data import reuse
+from pipeline.data.files import load_yaml
+from pipeline.log import logger
+
+WIN_LOSS_POINTS = 400
+CPU_SENSITIVITY = Path(__file__).resolve().parent.parent / "eval" / "cpu-sensitivity.yaml"
+UNMEASURED = "unmeasured"
+
+
+def previous(path: Path) -> dict:
+    """The result file a run is about to replace ({} when there is none or it is not readable JSON)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def record(result: dict, before: dict, comparison=None, runs: list[str] = ()) -> None:
+    """Add date, environment, reused (since `reuse.begin()` at the run's start), cost and (with a baseline)
+    win_loss to `result`; `before` is the result file this one replaces, `runs` the run names (seeds)."""
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    result["date"] = now.isoformat()
+    result["environment"] = environment.capture()
+    result["reused"] = reuse.counts()
+    if not result["reused"]:
+        result["cost"] = {"seconds": result["seconds"], "date": result["date"], "cores": os.cpu_count()}
+    elif isinstance(before.get("cost"), dict):
+        result["cost"] = before["cost"]
+    if comparison is not None and comparison.baseline is not None and runs:
+        result["win_loss"] = win_loss(comparison, list(runs))
+
+
+def win_loss(comparison, runs: list[str]) -> dict:
+    """The first measure's per-query differences of `runs` (averaged per query) from the baseline."""
+    measure = comparison.measures[0]
+    per_run = [comparison.differences(run, measure) for run in runs]
+    common = [qid for qid in per_run[0] if all(qid in d for d in per_run)]
+    deltas = sorted((statistics.fmean(d[qid] for d in per_run) for qid in common), reverse=True)
+    points = deltas if len(deltas) <= WIN_LOSS_POINTS else [
+        deltas[round(i * (len(deltas) - 1) / (WIN_LOSS_POINTS - 1))] for i in range(WIN_LOSS_POINTS)]
+    return {"measure": measure, "queries": len(deltas), "wins": sum(d > 0 for d in deltas),
+            "losses": sum(d < 0 for d in deltas), "ties": sum(d == 0 for d in deltas),
+            "differences": [round(d, 4) for d in points]}
+
+
+def cost_class(result: dict | None) -> str:
+    """seconds (under a minute), minutes (under an hour) or hours, from the last cold run; unmeasured without."""
+    seconds = cost_seconds(result)
+    if seconds is None:
+        return UNMEASURED
+    return "seconds" if seconds < 60 else "minutes" if seconds < 3600 else "hours"
+
+
+def cost_seconds(result: dict | None) -> float | None:
+    cost = (result or {}).get("cost")
+    return cost.get("seconds") if isinstance(cost, dict) else None
+
+
+def cpu_notes(spec: str, path: Path = CPU_SENSITIVITY) -> list[str]:
+    """What eval/cpu-sensitivity.yaml says about the models this pipeline trains (`MODEL(train=` in the spec):
+    each entry's `note`, for a model measured to move with the CPU's kernels."""
+    if not path.is_file():
+        return []
+    compact = spec.replace(" ", "")
+    return [f"{entry['model']}: {entry['note']}" for entry in load_yaml(path) or []
+            if isinstance(entry, dict) and entry.get("moves") and f"{entry['model']}(" in compact
+            and "train=" in compact.split(f"{entry['model']}(", 1)[1].split(")", 1)[0]]
+
+
+def environment_notes(before: dict, result: dict, spec: str) -> list[str]:
+    """The notes `irpipe run --check` prints: how this run's environment differs from the replaced result's (the
+    one its pin was last checked in), and what is known of the pin's trained models and the CPU."""
+    notes = []
+    changed = environment.differences(before.get("environment"), result.get("environment") or {})
+    if changed:
+        notes.append(f"the environment differs from the last recorded run's ({before.get('date', 'date unknown')}): "
+                     + "; ".join(changed))
+    elif before and not before.get("environment"):
+        notes.append("the last recorded run's environment was not recorded: nothing to compare with")
+    notes += [f"known to move with the CPU's kernels -- {note}" for note in cpu_notes(spec)]
+    return notes
+
+
+def log_notes(name: str, notes: list[str]) -> None:
+    for note in notes:
+        logger.warning("%s: %s", name, note)

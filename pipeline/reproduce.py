@@ -1,0 +1,197 @@
+"""`irpipe reproduce`: every pinned experiment (an eval/*.yaml with expected scores) with the cost of its last cold
+run, and a selection of them run again, printed as a matrix of pinned against measured -- Pyserini's 2CR runner
+(pipeline/STYLE.md), with its comparator (`experiment.status`: OK / OKISH / FAIL) and a FAIL that sets the exit
+status.
+
+    irpipe reproduce                      # the list: name, dataset, cost class, last reproduced, status then
+    irpipe reproduce --max-cost 10m       # every pin whose last cold run took 10 minutes or less
+    irpipe reproduce trecqa-hcan --all --ci --dry-run
+
+Each selected experiment runs as `irpipe run eval/NAME.yaml` in a child process, by default with an empty cache
+of its own (a temporary IRPIPE_CACHE: datasets from the mirror, indexes built, models trained), so that it
+reproduces the whole work and its wall time is the cost recorded (pipeline/provenance.py). `--warm` uses the
+user's cache instead: faster, and a run that reuses cached work keeps the last cold cost.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+
+from pipeline import provenance
+from pipeline.errors import ConfigError
+from pipeline.experiment import Experiment
+
+COST_UNITS = {"s": 1, "m": 60, "h": 3600}
+NOT_EXPERIMENTS = {"references.yaml", "cpu-sensitivity.yaml"}  # eval/ YAML files that are data, not experiments
+
+
+@dataclass
+class Pin:
+    """A pinned experiment and its last recorded result (None: never run since results were kept)."""
+    experiment: Experiment
+    path: Path
+    result: dict | None
+
+    @property
+    def name(self) -> str:
+        return self.experiment.name
+
+    @property
+    def cost(self) -> float | None:
+        return provenance.cost_seconds(self.result)
+
+    def command(self) -> str:
+        return f"irpipe run {_shown(self.path)} --check"
+
+
+def pins(eval_dir: Path, results_dir: Path) -> list[Pin]:
+    """The experiments of `eval_dir` with expected scores, each with its results file when there is one."""
+    found = []
+    for path in sorted(Path(eval_dir).glob("*.yaml")):
+        if path.name in NOT_EXPERIMENTS:
+            continue
+        experiment = Experiment.load(path)
+        if experiment.expected:
+            found.append(Pin(experiment, path, provenance.previous(Path(results_dir) / f"{experiment.name}.json") or None))
+    return found
+
+
+def parse_cost(text: str) -> float:
+    """Seconds of a --max-cost value: 90, 90s, 10m, 2h, 1.5h."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text or "")
+    if not match:
+        raise ConfigError(f"--max-cost takes a duration such as 90s, 10m or 2h, got {text!r}", "--max-cost")
+    return float(match.group(1)) * COST_UNITS[match.group(2) or "s"]
+
+
+def select(found: list[Pin], names: list[str], max_cost: float | None, everything: bool,
+           ci: bool) -> tuple[list[Pin], list[tuple[Pin, str]]]:
+    """(selected, [(left out, why)]) of the pins: `names` (globs or substrings of names), `ci` (ci: true), and
+    `max_cost` (the last cold run's seconds at most; an unmeasured pin is left out, saying so) narrow `everything`
+    or the pins the names pick. A name that matches nothing is a ConfigError."""
+    if not (names or max_cost is not None or everything or ci):
+        return [], []
+    for name in names:
+        if not any(_matches(pin.name, name) for pin in found):
+            raise ConfigError(f"no pinned experiment matches {name!r} (irpipe reproduce lists them)", "NAME")
+    chosen = [pin for pin in found if not names or any(_matches(pin.name, name) for name in names)]
+    chosen = [pin for pin in chosen if not ci or pin.experiment.ci]
+    selected, left = [], []
+    for pin in chosen:
+        if max_cost is not None and pin.cost is None:
+            left.append((pin, "unmeasured: no cold run recorded (run it by name, or --all, to measure it)"))
+        elif max_cost is not None and pin.cost > max_cost:
+            left.append((pin, f"costs {format_seconds(pin.cost)} > {format_seconds(max_cost)}"))
+        else:
+            selected.append(pin)
+    return selected, left
+
+
+def _matches(name: str, pattern: str) -> bool:
+    return fnmatch(name, pattern) if any(c in pattern for c in "*?[") else pattern in name
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return provenance.UNMEASURED
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
+
+
+def listing(found: list[Pin]) -> str:
+    """The pins as a table: name, dataset, ci, cost class and last cold run, last run's date and status."""
+    rows = [("experiment", "dataset", "ci", "cost", "last cold run", "last run", "status")]
+    for pin in found:
+        result = pin.result or {}
+        rows.append((pin.name, pin.experiment.dataset, "yes" if pin.experiment.ci else "no",
+                     provenance.cost_class(result), format_seconds(pin.cost) if pin.cost is not None else "",
+                     result["date"][:10] if result.get("date") else "undated" if result else "never run",
+                     _status(result)))
+    measured = sum(pin.cost is not None for pin in found)
+    return (_table(rows) + f"\n{len(found)} pinned experiments, {measured} with a measured cost (the wall time of "
+            f"their last cold run: nothing from the cache, {os.cpu_count()} cores here)")
+
+
+def _status(result: dict) -> str:
+    statuses = {c.get("status") for c in result.get("checks", {}).values()}
+    return next((s for s in ("FAIL", "OKISH", "OK") if s in statuses), "-")
+
+
+def _table(rows: list[tuple]) -> str:
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+
+
+def run_one(pin: Pin, results_dir: Path, warm: bool) -> tuple[dict | None, str]:
+    """Run the pin as `irpipe run FILE --check` in a child process (an empty cache of its own unless `warm`);
+    (its new result, or None with the child's last error line)."""
+    command = [sys.executable, "-m", "pipeline.cli", "-q", "run", str(pin.path), "--results-dir", str(results_dir)]
+    environment = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix=f"irpipe-reproduce-{pin.name}-") as scratch:
+        if not warm:
+            environment["IRPIPE_CACHE"] = scratch
+        child = subprocess.run(command, env=environment, capture_output=True, text=True)
+    result = provenance.previous(Path(results_dir) / f"{pin.name}.json")
+    if child.returncode not in (0, 1) or result.get("date") is None or (pin.result or {}).get("date") == result["date"]:
+        last = (child.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, f"exit {child.returncode}: {last}"
+    return result, ""
+
+
+def matrix(rows: list[tuple[Pin, dict | None, str]]) -> str:
+    """Pinned against measured, a line per (experiment, pinned measure), with the status and the run's cost."""
+    lines = [("experiment", "measure", "pinned", "measured", "tolerance", "status", "wall time")]
+    for pin, result, error in rows:
+        if result is None:
+            lines.append((pin.name, "", "", "", "", "ERROR", error))
+            continue
+        sd = result.get("sd", {})
+        for measure, check in result["checks"].items():
+            score = check["score"]
+            shown = "" if score is None else f"{score:.4f}" + (f" ± {sd[measure]:.4f}" if measure in sd else "")
+            cold = "cold" if not result.get("reused") else "reused " + ", ".join(result["reused"])
+            lines.append((pin.name, measure, f"{check['expected']:.4f}", shown, f"{result['tolerance']:g}",
+                          check["status"], f"{format_seconds(result['seconds'])} ({cold})"))
+    return _table(lines)
+
+
+def counts(rows: list[tuple[Pin, dict | None, str]]) -> dict[str, int]:
+    """Experiments by their worst status (ERROR for a run that did not finish)."""
+    tally = {"OK": 0, "OKISH": 0, "FAIL": 0, "ERROR": 0}
+    for _, result, _ in rows:
+        tally["ERROR" if result is None else _status(result) if result.get("checks") else "FAIL"] += 1
+    return tally
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def dry_run(selected: list[Pin], warm: bool) -> str:
+    prefix = "" if warm else "IRPIPE_CACHE=$(mktemp -d) "
+    return "\n".join(f"{prefix}{pin.command()}   # {format_seconds(pin.cost)}" for pin in selected)
+
+
+def run_selection(selected: list[Pin], results_dir: Path, warm: bool, echo) -> list:
+    rows = []
+    for number, pin in enumerate(selected, start=1):
+        start = time.perf_counter()
+        echo(f"[{number}/{len(selected)}] {shlex.join(['irpipe', 'run', _shown(pin.path), '--check'])}"
+             f"{'' if warm else ' (empty cache)'} ...")
+        result, error = run_one(pin, results_dir, warm)
+        echo(f"    {'ERROR ' + error if result is None else _status(result)} in {time.perf_counter() - start:.1f} s")
+        rows.append((pin, result, error))
+    return rows
+

@@ -1,0 +1,132 @@
+"""What a result records of how it was obtained (environment, reuse, cold cost, wins and losses), and
+`irpipe reproduce`: the pins listed with their measured cost, a selection run in an empty cache, pinned vs measured."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline import environment, provenance
+from pipeline.reproduce import parse_cost
+from pipeline.errors import ConfigError
+from support import irpipe, write_collection
+
+SPEC = "bm25(k1=0.9, b=0.4, hits=10)"
+
+
+def _experiment(folder, name="tiny-bm25", expected="{AP: 0.9, RR: 1.0}", tolerance=0.2):
+    """An experiment file on the tiny collection of tests/support.py, with a baseline (a second BM25)."""
+    data = write_collection(folder / "data")
+    path = folder / "eval" / f"{name}.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"dataset: {data}\npipeline: {SPEC}\nbaseline: bm25(k1=0.1, b=0.1, hits=10)\nmeasures: [AP, RR]\n"
+                    f"expected: {expected}\ntolerance: {tolerance}\n")
+    return path
+
+
+@pytest.mark.slow
+def test_a_cold_run_records_its_cost_and_a_warm_run_keeps_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    path = _experiment(tmp_path)
+    results = tmp_path / "results"
+    args = ["run", path, "--results-dir", results, "--output", tmp_path / "run.trec"]
+    assert irpipe(capsys, *args)[0] == 0
+    cold = json.loads((results / "tiny-bm25.json").read_text())
+    assert cold["reused"] == {} and cold["cost"] == {"seconds": cold["seconds"], "date": cold["date"],
+                                                     "cores": cold["environment"]["cpu"]["cores"]}
+    assert cold["environment"]["libraries"]["ir_measures"] and "torch" not in cold["environment"]  # BM25 only
+    wins = cold["win_loss"]
+    assert wins["measure"] == "AP" and wins["wins"] + wins["losses"] + wins["ties"] == wins["queries"] == 3
+    assert len(wins["differences"]) == 3 and wins["differences"] == sorted(wins["differences"], reverse=True)
+    assert irpipe(capsys, *args)[0] == 0  # the same cache: the index and both BM25 runs are read back
+    warm = json.loads((results / "tiny-bm25.json").read_text())
+    assert warm["reused"] == {"stage outputs": 2, "indexes": 1} and warm["cost"] == cold["cost"]
+
+
+def test_environment_differences_name_what_can_move_a_number():
+    pinned = {"libraries": {"torch": "2.13.0", "ir_measures": "0.4.3"}, "cpu": {"flags": ["avx2", "avx512f"]},
+              "torch": {"threads": 1, "kernels": "AVX512", "device": "cpu"}, "settings": {}}
+    now = {"libraries": {"torch": "2.13.0", "ir_measures": "0.4.3"}, "cpu": {"flags": ["avx2"]},
+           "torch": {"threads": 1, "kernels": "AVX2", "device": "cpu"}, "settings": {"ONEDNN_MAX_CPU_ISA": "AVX2"}}
+    assert environment.differences(pinned, now) == [
+        "CPU vector instructions: without avx512f", "torch kernels: AVX512 -> AVX2",
+        "kernel / thread settings: ONEDNN_MAX_CPU_ISA None -> AVX2"]
+    assert environment.differences(pinned, pinned) == []
+    without_torch = {k: v for k, v in now.items() if k != "torch"}  # a BM25 run: torch's parts are not compared
+    assert environment.differences(pinned, without_torch) == ["CPU vector instructions: without avx512f",
+                                                              "kernel / thread settings: ONEDNN_MAX_CPU_ISA None -> AVX2"]
+    assert environment.differences(None, now) == []
+
+
+def test_capture_reads_this_machine():
+    captured = environment.capture()
+    assert captured["cpu"]["cores"] >= 1 and captured["python"].count(".") == 2
+    assert set(captured["libraries"]) == set(environment.LIBRARIES)
+    assert all(flag.islower() for flag in captured["cpu"]["flags"])
+
+
+@pytest.mark.parametrize("seconds, klass", [(None, "unmeasured"), (0.2, "seconds"), (59.9, "seconds"),
+                                            (60, "minutes"), (3599, "minutes"), (5108, "hours")])
+def test_cost_class_comes_from_the_last_cold_run(seconds, klass):
+    result = {"seconds": 0.1, **({"cost": {"seconds": seconds}} if seconds is not None else {})}
+    assert provenance.cost_class(result) == klass
+
+
+@pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("10m", 600), ("1.5h", 5400)])
+def test_max_cost_durations(text, seconds):
+    assert parse_cost(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "ten minutes", "10 min", "-5m", "5d"])
+def test_a_bad_max_cost_is_refused(text):
+    with pytest.raises(ConfigError) as error:
+        parse_cost(text)
+    assert error.value.field == "--max-cost"
+
+
+def test_cpu_notes_name_only_pipelines_that_train_the_model(tmp_path):
+    table = tmp_path / "cpu.yaml"
+    table.write_text("- {model: hcan, moves: true, note: AP 0.69 -> 0.70 with AVX2 kernels}\n"
+                     "- {model: mrnn, moves: false, note: bit for bit}\n")
+    assert provenance.cpu_notes("hcan(train=trecqa/train, seed=0)", table) == ["hcan: AP 0.69 -> 0.70 with AVX2 kernels"]
+    assert provenance.cpu_notes("bm25() % 100 >> hcan(ckpt=models/h)", table) == []  # a given checkpoint: no training
+    assert provenance.cpu_notes("mrnn(train=trecqa/train)", table) == []  # measured not to move
+
+
+def _result(folder, name, cost=None, date="2026-11-27T10:00:00+00:00"):
+    (folder / "results").mkdir(exist_ok=True)
+    result = {"name": name, "dataset": "x", "measures": {"AP": 0.9}, "checks": {"AP": {"status": "OK"}}, "date": date,
+              "seconds": 0.5, **({"cost": {"seconds": cost}} if cost is not None else {})}
+    (folder / "results" / f"{name}.json").write_text(json.dumps(result))
+
+
+def test_reproduce_lists_the_pins_with_their_cost_and_selects_by_it(tmp_path, capsys):
+    for name in ("a-cheap", "b-dear", "c-never"):
+        _experiment(tmp_path, name)
+    _result(tmp_path, "a-cheap", cost=5.0)
+    _result(tmp_path, "b-dear", cost=700.0)
+    where = ["--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results"]
+    code, out, _ = irpipe(capsys, "reproduce", *where)
+    lines = {line.split()[0]: line.split() for line in out.splitlines()[1:4]}
+    assert code == 0 and lines["a-cheap"][3:5] == ["seconds", "5.0"] and lines["b-dear"][3:6] == ["minutes", "11.7", "min"]
+    assert lines["c-never"][3:6] == ["unmeasured", "never", "run"]
+    code, out, _ = irpipe(capsys, "reproduce", "--max-cost", "10m", "--dry-run", *where)
+    assert code == 0 and "left out b-dear: costs 11.7 min > 10.0 min" in out
+    assert "left out c-never: unmeasured" in out and "irpipe run " in out and "a-cheap.yaml --check" in out
+    assert irpipe(capsys, "reproduce", "nothing-like-it", *where)[0] == 2
+
+
+@pytest.mark.slow
+def test_reproduce_runs_in_an_empty_cache_and_a_fail_sets_the_exit_status(tmp_path, capsys):
+    _experiment(tmp_path, "tiny-ok")
+    _experiment(tmp_path, "tiny-wrong", expected="{AP: 0.2}", tolerance=0.001)
+    where = ["--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results"]
+    code, out, _ = irpipe(capsys, "reproduce", "tiny-*", *where)
+    assert code == 1, out
+    rows = [line.split() for line in out.splitlines() if line.startswith("tiny-")]
+    assert [row[:2] + [row[5]] for row in rows] == [["tiny-ok", "AP", "OK"], ["tiny-ok", "RR", "OK"],
+                                                    ["tiny-wrong", "AP", "FAIL"]]
+    assert all(row[-1] == "(cold)" for row in rows)  # a fresh cache each: nothing reused, so the cost is recorded
+    assert "1 OK, 0 OKISH, 1 FAIL, 0 ERROR of 2 experiments" in out
+    recorded = json.loads((tmp_path / "results" / "tiny-ok.json").read_text())
+    assert recorded["cost"]["seconds"] == recorded["seconds"]
