@@ -1,0 +1,164 @@
+"""The reproduction page (`irpipe leaderboard --html`, eval/reproduction.html): its structure read back with an HTML
+parser (a section per dataset, a row per pinned experiment with its scores, reference, command and copy button,
+cost, date, environment and win/loss plot), the committed page current, and the page in headless Chromium."""
+from __future__ import annotations
+
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from pipeline.experiment import Experiment
+from pipeline.html_page import render_page
+from pipeline.leaderboard import load_references
+from pipeline.reproduce import Pin, pins
+from support import REPO, irpipe
+
+PAGE = REPO / "eval" / "reproduction.html"
+VOID = {"meta", "br", "rect", "line", "input", "img", "link"}
+
+
+class Node:
+    def __init__(self, tag: str, attrs: dict, parent: "Node | None"):
+        self.tag, self.attrs, self.parent, self.children, self.text = tag, attrs, parent, [], ""
+
+    def all(self, tag: str, **attrs) -> list["Node"]:
+        found = []
+        for child in self.children:
+            if child.tag == tag and all(child.attrs.get(k.rstrip("_")) == v for k, v in attrs.items()):
+                found.append(child)
+            found += child.all(tag, **attrs)
+        return found
+
+    def content(self) -> str:
+        return self.text + "".join(child.content() for child in self.children)
+
+
+class TreeBuilder(HTMLParser):
+    """The page as a tree of Nodes; an end tag that does not close the open element fails the test."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.root = self.node = Node("#root", {}, None)
+
+    def handle_starttag(self, tag, attrs):
+        node = Node(tag, dict(attrs), self.node)
+        self.node.children.append(node)
+        if tag not in VOID:
+            self.node = node
+
+    def handle_startendtag(self, tag, attrs):
+        self.node.children.append(Node(tag, dict(attrs), self.node))
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        assert self.node.tag == tag, f"</{tag}> closes <{self.node.tag}>"
+        self.node = self.node.parent
+
+    def handle_data(self, data):
+        self.node.text += data
+
+
+def parse(text: str) -> Node:
+    builder = TreeBuilder()
+    builder.feed(text)
+    builder.close()
+    assert builder.node is builder.root, f"<{builder.node.tag}> never closed"
+    return builder.root
+
+
+def test_the_committed_page_is_current(tmp_path, capsys):
+    """eval/reproduction.html is what `irpipe leaderboard --html` makes of the committed eval/ files."""
+    output = tmp_path / "page.html"
+    assert irpipe(capsys, "leaderboard", "--html", output, "--eval-dir", REPO / "eval", "--results-dir",
+                  REPO / "eval" / "results", "--references", REPO / "eval" / "references.yaml")[0] == 0
+    assert output.read_text() == PAGE.read_text(), "run: irpipe leaderboard --html"
+
+
+def test_the_page_has_a_row_per_pinned_experiment_with_its_parts():
+    tree = parse(PAGE.read_text(encoding="utf-8"))
+    found = pins(REPO / "eval", REPO / "eval" / "results")
+    sections = tree.all("section")
+    assert {s.attrs["data-dataset"] for s in sections} == {(p.result or {}).get("dataset") or p.experiment.dataset
+                                                          for p in found}
+    assert {a.attrs["href"][1:] for a in tree.all("nav")[0].all("a")} == {s.attrs["id"] for s in sections}
+    rows = {row.attrs["data-experiment"]: row for row in tree.all("tr") if "data-experiment" in row.attrs}
+    assert sorted(rows) == sorted(p.name for p in found)
+    for pin in found:
+        row, result = rows[pin.name], pin.result or {}
+        command = f"irpipe run eval/{pin.name}.yaml --check"
+        buttons = row.all("button", class_="copy")
+        assert [b.attrs["data-command"] for b in buttons] == [command] and command in row.content()
+        measures = {cell.attrs["data-measure"]: cell.content() for cell in row.all("td", class_="num")
+                    if "data-measure" in cell.attrs}
+        for measure, check in (result.get("checks") or {}).items():
+            assert f"{result['measures'][measure]:.4f}" in measures[measure]
+            assert f"pinned {check['expected']:.4f}" in measures[measure] and check["status"] in measures[measure]
+        cost = row.all("td", class_="cost")[0]
+        assert cost.all("span")[0].attrs["data-cost"] in ("seconds", "minutes", "hours", "unmeasured")
+        date = result["date"][:10] if result.get("date") else "undated" if result else "never run"
+        assert date in cost.content()
+        assert len(cost.all("details")) == 1
+        plots = row.all("svg", class_="winloss")
+        assert len(plots) == (1 if pin.experiment.baseline and result.get("win_loss") else 0)
+
+
+def test_each_reference_stands_beside_the_experiments_it_names():
+    references = load_references(REPO / "eval" / "references.yaml")
+    named = {name for entries in references.values() for entry in entries for name in entry.get("for", [])}
+    assert named and all((REPO / "eval" / f"{name}.yaml").is_file() for name in named)
+    rows = {row.attrs["data-experiment"]: row.content() for row in parse(PAGE.read_text()).all("tr")
+            if "data-experiment" in row.attrs}
+    for entries in references.values():
+        for entry in entries:
+            for name in entry.get("for", []):
+                if name in rows:  # a pinned experiment
+                    assert entry["system"] in rows[name] and entry["source"] in rows[name]
+
+
+def _pin(tmp_path, result: dict) -> Pin:
+    path = tmp_path / "x-rerank.yaml"
+    path.write_text("dataset: x\npipeline: bm25() % 10 >> overlap()\nbaseline: bm25() % 10\nmeasures: [AP]\n"
+                    "expected: {AP: 0.5}\ntolerance: 0.01\n")
+    return Pin(Experiment.load(path), path, result)
+
+
+def test_the_win_loss_plot_draws_a_bar_per_query_that_moved(tmp_path):
+    result = {"dataset": "x", "measures": {"AP": 0.52}, "checks": {"AP": {"expected": 0.5, "status": "OKISH"}},
+              "tolerance": 0.01, "win_loss": {"measure": "AP", "queries": 5, "wins": 2, "losses": 1, "ties": 2,
+                                              "differences": [0.5, 0.25, 0.0, 0.0, -0.125]}}
+    tree = parse(render_page([_pin(tmp_path, result)], {}))
+    svg = tree.all("svg", class_="winloss")[0]
+    bars = svg.all("rect")
+    assert [b.attrs["fill"] for b in bars] == ["#2a9d4b", "#2a9d4b", "#c8323c"]
+    heights = [float(b.attrs["height"]) for b in bars]
+    assert heights[0] / heights[1] == pytest.approx(2, abs=0.02) and heights[0] / heights[2] == pytest.approx(4, abs=0.1)
+    assert "2 better, 1 worse, 2 tied of 5 queries" in svg.attrs["aria-label"]
+    cell = tree.all("td", class_="num")[0].content()
+    assert "0.5200" in cell and "pinned 0.5000" in cell and "OKISH" in cell
+
+
+def test_an_experiment_never_run_is_a_row_that_says_so(tmp_path):
+    tree = parse(render_page([_pin(tmp_path, None)], {}))
+    row = tree.all("tr", **{"data-experiment": "x-rerank"})[0]
+    assert "not run" in row.content() and "never run" in row.content() and "unmeasured" in row.content()
+
+
+needs_chromium = pytest.mark.skipif(not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")),
+                                    reason="no headless Chromium here (apt-get install chromium)")
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_page_loads_in_chromium_without_console_errors_and_a_broken_one_does_not(tmp_path):
+    from pipeline.browser import check_in_browser
+
+    assert check_in_browser(PAGE, tmp_path / "page.png") == []
+    assert (tmp_path / "page.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    broken = tmp_path / "broken.html"
+    broken.write_text(PAGE.read_text().replace("</body>", "<script>notDefined();</script></body>"))
+    errors = check_in_browser(broken, tmp_path / "broken.png")
+    assert any("notDefined is not defined" in error for error in errors)
+
