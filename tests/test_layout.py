@@ -22,7 +22,7 @@ LAYERS = [
     {"cache", "engine", "binding"},               # the stage cache; where work runs; what a pipeline is bound to
     {"stage", "stages"},                          # the algebra, and the stages (bind resolves, transform computes)
     {"spec", "compare", "experiment", "experiment_inputs", "tune", "leaderboard", "pyterrier", "api",  # specs, experiments, tables, PyTerrier,
-     "provenance", "reproduce", "html_page", "browser"},  # the Python front door; reproductions and their page
+     "provenance", "reproduce", "html_page", "browser", "prose"},  # the Python front door; reproductions and their page
     {"commands", "cli", "benchmarks"},            # the command line and the benchmark commands
 ]
 LAYER_OF = {unit: number for number, units in enumerate(LAYERS) for unit in units}

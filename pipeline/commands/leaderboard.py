@@ -1,5 +1,6 @@
 """`irpipe leaderboard`: eval/LEADERBOARD.md from eval/results/*.json and eval/references.yaml; with --html, the
-reproduction page (pipeline/html_page.py), and with --screenshot, that page checked in headless Chromium."""
+reproduction page (pipeline/html_page.py), and with --screenshot, that page checked in headless Chromium; with
+--prose, the tables between results markers in README.md, docs/ and eval/ made again (pipeline/prose.py)."""
 from __future__ import annotations
 
 import argparse
@@ -22,12 +23,20 @@ def define_args(parser: argparse.ArgumentParser) -> None:
                              "--eval-dir with its scores, the published number beside, command, cost, date, "
                              "environment and per-query wins and losses")
     parser.add_argument("--eval-dir", default="eval", metavar="DIR", help="the experiment files, for --html")
+    parser.add_argument("--prose", action="store_true",
+                        help="rewrite the tables between <!-- results --> markers in README.md, docs/*.md and eval/*.md "
+                             "from the results instead")
+    parser.add_argument("--check", action="store_true",
+                        help="with --prose: write nothing, list the files whose tables differ, exit 1 if any")
+    parser.add_argument("--root", default=".", metavar="DIR", help="with --prose: the repository whose files to read")
     parser.add_argument("--screenshot", metavar="PNG",
                         help="with --html: load the page in headless Chromium, write its screenshot here, and exit 1 "
                              "on any console error")
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.prose:
+        return _prose(args)
     references = load_references(Path(args.references))
     if args.html is None:
         check_writable(args.output, "file")
@@ -54,3 +63,19 @@ def main(args: argparse.Namespace) -> int:
         print(f"browser: {error}", file=sys.stderr)
     print(f"screenshot {args.screenshot}: {len(errors)} console error(s)")
     return 1 if errors else 0
+
+
+def _prose(args: argparse.Namespace) -> int:
+    from pipeline.prose import load_results as results_by_name, marked_files, stale
+
+    files = marked_files(Path(args.root))
+    changed = stale(files, results_by_name(Path(args.results_dir)))
+    for path, text in changed.items():
+        if args.check:
+            print(f"{path}: its results tables differ from {args.results_dir} (irpipe leaderboard --prose)")
+        else:
+            with atomic_write(path) as out:
+                out.write(text)
+            print(f"rewrote {path}")
+    print(f"{len(files)} file(s) with results tables, {len(changed)} {'stale' if args.check else 'rewritten'}")
+    return 1 if args.check and changed else 0
