@@ -35,13 +35,13 @@ from pipeline.benchmarks._inference_models import cpu_name, cross_encoder, dl_pa
 MODES = ("crossencoder", "fp32", "fp32-b64", "fp32-all-layers", "bf16", "int8", "fp32-old")
 
 
-def scorers(model, ce, device: str = "cpu") -> dict:
-    """mode -> (pairs -> scores) of each mode on the CPU; crossencoder's as a user calls it (sigmoid included)."""
-    from pipeline.rerank.scoring import predict, quantized
+def scorers(model, ce, modes, device: str = "cpu") -> dict:
+    """mode -> (pairs -> scores) of each of `modes` (fp32 always) on the CPU; crossencoder's as a user calls it
+    (sigmoid included); an int8 scheme (pipeline/rerank/quantize.py: int8, int8-channel:ffn-out, ...) on a copy."""
+    from pipeline.rerank.quantize import quantize_linears
+    from pipeline.rerank.scoring import predict
 
-    import torch
-
-    every_layer, int8 = copy.deepcopy(model), quantized(copy.deepcopy(model), "int8", torch.device("cpu"))
+    every_layer = copy.deepcopy(model)
     every_layer.cls_only = False
     run = lambda m, **kw: lambda pairs: predict(m, pairs, device=device, desc="timed", **kw).scores  # noqa: E731
 
@@ -49,9 +49,25 @@ def scorers(model, ce, device: str = "cpu") -> dict:
         by_chars = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i].query) + len(pairs[i].text)))
         return predict(every_layer, pairs, 64, device, "none", desc="timed", order=by_chars, batch_tokens=0).scores
 
-    return {"fp32-old": old, "crossencoder": lambda pairs: ce.predict([(p.query, p.text) for p in pairs], show_progress_bar=False),
-            "fp32": run(model, amp="none"), "fp32-b64": run(model, amp="none", batch_size=64, batch_tokens=0),
-            "fp32-all-layers": run(every_layer, amp="none"), "bf16": run(model, amp="bf16"), "int8": run(int8)}
+    fixed = {"fp32-old": old, "crossencoder": lambda pairs: ce.predict([(p.query, p.text) for p in pairs],
+                                                                       show_progress_bar=False),
+             "fp32": run(model, amp="none"), "fp32-b64": run(model, amp="none", batch_size=64, batch_tokens=0),
+             "fp32-all-layers": run(every_layer, amp="none"), "bf16": run(model, amp="bf16")}
+    return {mode: fixed[mode] if mode in fixed else run(quantize_linears(copy.deepcopy(model), mode))
+            for mode in dict.fromkeys(["fp32", *modes])}
+
+
+def mode(value: str) -> str:
+    """A --modes value: one of MODES or an int8 scheme (checked here, so a typo stops before any model runs)."""
+    from pipeline.rerank.quantize import parse_scheme
+
+    if value not in MODES:
+        try:
+            parse_scheme(value)
+        except Exception as error:
+            raise argparse.ArgumentTypeError(f"{value!r} is neither one of {', '.join(MODES)} nor an int8 scheme "
+                                             f"({error})") from None
+    return value
 
 
 def timed(functions: dict, pairs: list, repeats: int) -> dict:
@@ -175,9 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=800, help="DL19 pairs timed (default 800)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads, both libraries (default 1)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument("--modes", nargs="*", choices=MODES, default=list(MODES)[:-1],
-                        help="modes timed (default all but fp32-old; none: no timing)")
-    parser.add_argument("--quality-modes", nargs="*", choices=MODES[1:], default=["fp32", "bf16", "int8"],
+    parser.add_argument("--modes", nargs="*", type=mode, default=list(MODES)[:-1], metavar="MODE",
+                        help=f"modes timed: {', '.join(MODES)} or an int8 scheme (int8-channel:ffn-out+head, "
+                             "pipeline/rerank/quantize.py) (default all but fp32-old; none: no timing)")
+    parser.add_argument("--quality-modes", nargs="*", type=mode, default=["fp32", "bf16", "int8"], metavar="MODE",
                         help="modes evaluated on DL19/DL20 with --checkpoint (default fp32 bf16 int8; none: skip)")
     parser.add_argument("--quality-threads", type=int, help="torch threads for the DL reranks (default: --threads)")
     parser.add_argument("--max-length", type=int, default=256, help="word pieces (default 256; a checkpoint's own)")
@@ -200,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         import sentence_transformers
 
         ce = cross_encoder(model)
-        functions = scorers(model, ce)
+        functions = scorers(model, ce, [*args.modes, *(args.quality_modes if args.checkpoint else [])])
         _, pairs = dl_pairs("dl19-passage")
         pairs = pairs[:args.pairs]
         payload |= {"sentence_transformers": sentence_transformers.__version__, "pairs": len(pairs),

@@ -25,9 +25,21 @@ def add_model_args(parser: argparse.ArgumentParser, what: str = "pairs") -> None
     parser.add_argument("--device", default="auto", metavar="DEV", help="auto (default: CUDA when present), cpu, cuda, cuda:N")
     parser.add_argument("--amp", choices=("auto", "none", "bf16", "fp16"), default="auto",
                         help="autocast: auto (default: bf16 on CUDA, none on the CPU), none, bf16 (CPU or CUDA), fp16 (CUDA)")
-    parser.add_argument("--quantize", choices=("none", "int8"), default="none",
-                        help="int8: the linear layers dynamically quantised (CPU inference; not with --amp bf16)")
+    parser.add_argument("--quantize", type=quantize_scheme, default="none", metavar="SCHEME",
+                        help="none (default), int8 (the linear layers dynamically quantised, weights per tensor), "
+                             "int8-channel (weights per output channel), either with ':' and layer groups kept in fp32 "
+                             "(int8-channel:ffn-out; pipeline/rerank/quantize.py). CPU inference; not with --amp bf16")
     parser.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: all cores)")
+
+
+def quantize_scheme(value: str) -> str:
+    """--quantize's value: none or an int8 scheme (else argparse's exit 2 with the choices)."""
+    from pipeline.rerank.scoring import check_quantize
+
+    try:
+        return check_quantize(value) or "none"
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def model_runtime(args: argparse.Namespace) -> dict:

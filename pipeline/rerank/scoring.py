@@ -11,7 +11,7 @@ model had to truncate, and, with `with_loss=True`, also returns the mean of the 
 pairs (dev loss; pairs of one query form one group).
 
 How a model runs (not what it computes) is a `Runtime`: batch limits, device, autocast, int8 quantisation (CPU:
-`quantize="int8"`, the linear layers dynamically quantised; scores move by about 1e-2, rankings barely), threads.
+`quantize="int8"` or another scheme of pipeline/rerank/quantize.py, the linear layers dynamically quantised), threads.
 """
 from __future__ import annotations
 
@@ -24,10 +24,11 @@ from pipeline.errors import ConfigError
 from pipeline.rerank.batching import PREFETCH, batch_cuts, batch_limits, in_input_order, length_order, run_batches
 from pipeline.rerank.model import Batch, RerankModel
 from pipeline.rerank.pairs import Pair
+from pipeline.rerank.quantize import BASES, parse_scheme, quantize_linears
 
 AMP_DTYPES = ("bf16", "fp16")
 AMP_CHOICES = ("auto", "none", *AMP_DTYPES)   # auto: bf16 on CUDA, none on the CPU
-QUANTIZE = ("int8",)
+QUANTIZE = tuple(BASES)   # and a scheme keeping layers in fp32: int8-channel:ffn-out (pipeline/rerank/quantize.py)
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -101,16 +102,17 @@ def autocast(device: torch.device, amp: str | None):
 
 
 def check_quantize(quantize: str | None) -> str | None:
+    """None (not given: None, "", "none", false) or an int8 scheme (a ConfigError naming the choices else)."""
     if quantize in (None, "", "none", False):
         return None
-    if quantize not in QUANTIZE:
-        raise ConfigError(f"quantize={quantize!r}; choose one of {', '.join(QUANTIZE)} or none", field="quantize")
+    parse_scheme(quantize)
     return quantize
 
 
 def quantized(model: RerankModel, quantize: str | None, device: torch.device, amp: str | None = None) -> RerankModel:
-    """`model` with its linear layers dynamically quantised to int8 (weights int8, activations quantised per batch;
-    torch.ao.quantization.quantize_dynamic), in place, for CPU inference; unchanged when `quantize` is None."""
+    """`model` with its linear layers dynamically quantised to int8 as scheme `quantize` says (weights int8,
+    activations quantised per batch; pipeline/rerank/quantize.py), in place, for CPU inference; unchanged when
+    `quantize` is None."""
     if check_quantize(quantize) is None:
         return model
     if device.type != "cpu":
@@ -118,14 +120,7 @@ def quantized(model: RerankModel, quantize: str | None, device: torch.device, am
     if resolve_amp(amp, device) is not None:
         raise ConfigError(f"quantize={quantize} runs the linear layers in int8: it does not combine with amp={amp}",
                           field="quantize")
-    import warnings
-
-    from torch.ao.quantization import quantize_dynamic
-
-    with warnings.catch_warnings():  # torch 2.13 marks torch.ao.quantization deprecated (for torchao); it works
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", UserWarning)
-        return quantize_dynamic(model.eval(), {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+    return quantize_linears(model, quantize)
 
 
 def labelled(batch: Batch, device: torch.device | str, groups: list[int] | None = None) -> Batch:
