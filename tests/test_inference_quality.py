@@ -26,3 +26,14 @@ def test_a_document_entering_the_top_k_is_compared_with_those_it_passed():
 def test_adjacent_gap_is_the_median_over_neighbours_in_the_top_k():
     run = Run.from_scores({"q": {"a": 4.0, "b": 3.0, "c": 2.5, "d": 0.0}, "r": {"x": 1.0, "y": 0.9}})
     assert round(adjacent_gap(run, depth=3), 6) == 0.5  # gaps 1.0, 0.5 (q's top 3) and 0.1 (r)
+
+
+def test_kept_scores_are_written_once_and_reused(tmp_path):
+    from pipeline.benchmarks.inference_speed import saved_scores
+
+    calls = []
+    function = lambda pairs: calls.append(pairs) or [float(p) for p in pairs]  # noqa: E731
+    path = tmp_path / "dl19" / "fp32.json"
+    assert saved_scores(function, path)([1, 2]) == [1.0, 2.0] and path.is_file()
+    assert saved_scores(function, path)([1, 2]) == [1.0, 2.0] and len(calls) == 1   # reused, not run again
+    assert saved_scores(function, None)([3]) == [3.0] and len(calls) == 2

@@ -27,6 +27,7 @@ import copy
 import statistics
 import sys
 import time
+from pathlib import Path
 
 from pipeline.benchmarks import record, run_main
 from pipeline.benchmarks._inference_gpu import add_gpu_args, gpu_measurements
@@ -134,23 +135,42 @@ def adjacent_gap(run, depth: int = 10) -> float:
     return statistics.median(a[1] - b[1] for hits in run.ranking.values() for a, b in zip(hits[:depth], hits[1:depth]))
 
 
-def quality_by_mode(functions: dict, modes: list[str], done=lambda quality: None) -> dict:
+def saved_scores(function, path):
+    """`function` (pairs -> scores), its scores kept in JSON file `path` (None: not kept): a later run that names
+    the same folder reuses them (fp32's, 25 minutes at 1 thread, measured once for every mode compared with it)."""
+    import json
+
+    def scores(pairs):
+        if path is not None and Path(path).is_file():
+            return json.loads(Path(path).read_text())
+        values = function(pairs)
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(f"{path}.tmp").write_text(json.dumps(values))
+            Path(f"{path}.tmp").replace(path)
+        return values
+    return scores
+
+
+def quality_by_mode(functions: dict, modes: list[str], done=lambda quality: None, keep: str | None = None) -> dict:
     """nDCG@10, RR@10 and AP of each mode reranking DL19 and DL20's shipped top-100, beside fp32's: the measures'
     differences, the largest score difference, rankings and top 10s that agree, queries whose nDCG@10 moved, and the
     swapped top-10 pairs with their widest fp32 gap (is a change a near-tie?). Mode by mode, fp32 first, on both
-    datasets; `done(quality so far)` after each (a slow mode's rows come last, the others' are kept meanwhile)."""
+    datasets; `done(quality so far)` after each (a slow mode's rows come last, the others' are kept meanwhile); with
+    `keep` (a folder), each mode's scores are kept there and reused (`saved_scores`: "reused" for its seconds)."""
     data = {name: dl_pairs(name) for name in ("dl19-passage", "dl20-passage")}
     out = {name: {"rel_level": dataset.rel_level, "modes": {}} for name, (dataset, _) in data.items()}
     fp32 = {}
     for mode in dict.fromkeys(["fp32", *modes]):
         for name, (dataset, pairs) in data.items():
-            start = time.perf_counter()
-            scores, run, table = _reranked(functions[mode], dataset, pairs)
+            start, path = time.perf_counter(), keep and f"{keep}/{name}/{mode}.json"
+            reused = bool(path) and Path(path).is_file()
+            scores, run, table = _reranked(saved_scores(functions[mode], path), dataset, pairs)
             if mode == "fp32":
                 fp32[name] = scores, run, table
                 out[name]["median_adjacent_top10_gap_fp32"] = adjacent_gap(run)
             out[name]["modes"][mode] = _row(scores, run, table, *fp32[name]) | {
-                "seconds": round(time.perf_counter() - start)}
+                "seconds": "reused" if reused else round(time.perf_counter() - start)}
             print(f"{name} {mode}: " + ", ".join(f"{m} {out[name]['modes'][mode][m]}" for m in MEASURES), flush=True)
             done(out)
     return out
@@ -197,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quality-modes", nargs="*", type=mode, default=["fp32", "bf16", "int8"], metavar="MODE",
                         help="modes evaluated on DL19/DL20 with --checkpoint (default fp32 bf16 int8; none: skip)")
     parser.add_argument("--quality-threads", type=int, help="torch threads for the DL reranks (default: --threads)")
+    parser.add_argument("--keep-scores", metavar="DIR", help="keep each quality mode's DL scores in DIR and reuse "
+                        "them in a later run (fp32's measured once for several runs)")
     parser.add_argument("--max-length", type=int, default=256, help="word pieces (default 256; a checkpoint's own)")
     parser.add_argument("--gpu-only", action="store_true", help="only the GPU measurements (_inference_gpu.py)")
     parser.add_argument("--output", default="inference-speed", help="eval/benchmarks/<NAME>.json (with --record)")
@@ -231,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             # recorded after each mode too, with "quality_finished": false, so a slow mode's wait keeps the others'
             partial = lambda quality: args.record and record(  # noqa: E731
                 args.output, __spec__.name, argv, payload | {"quality": quality, "quality_finished": False})
-            payload["quality"] = quality_by_mode(functions, args.quality_modes, partial)
+            payload["quality"] = quality_by_mode(functions, args.quality_modes, partial, args.keep_scores)
             payload["quality_finished"] = True
         _print_cpu(payload)
     payload["gpu"] = gpu_measurements(args, model)
