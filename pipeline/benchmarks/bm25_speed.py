@@ -1,6 +1,6 @@
 """Benchmark: our BM25 stage vs Pyserini's own CLI, same index, same topics, same machine, one run.
 
-    python -m pipeline.benchmarks.bm25_speed --dataset cacm --repeat 50 --threads 2 --hits 10 1000
+    python -m pipeline.benchmarks.bm25_speed --dataset cacm --repeat 50 --threads 1 2 --hits 10 100 1000 [--rm3]
 
 Pyserini's CLI gets `--batch-size 128` beside `--threads N` (N > 1): it searches a batch's queries on N threads, and
 with its default batch of 1 it searches one query at a time whatever `--threads` says (before 2026-11-26 this
@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 PYSERINI_BATCH = 128  # Pyserini's CLI searches on --threads only in batches of --batch-size (default 1: one thread)
 
 
-def _worker(kind: str, index: str, topics: str, output: str, hits: int, threads: int) -> None:
+def _worker(kind: str, index: str, topics: str, output: str, hits: int, threads: int, rm3: bool) -> None:
     from pipeline import java
 
     java.start()
@@ -41,7 +41,7 @@ def _worker(kind: str, index: str, topics: str, output: str, hits: int, threads:
 
         sys.argv = ["pyserini.search.lucene", "--index", index, "--topics", topics, "--output", output, "--bm25",
                     "--k1", "0.9", "--b", "0.4", "--hits", str(hits), "--threads", str(threads),
-                    "--batch-size", str(PYSERINI_BATCH if threads > 1 else 1)]
+                    "--batch-size", str(PYSERINI_BATCH if threads > 1 else 1)] + ["--rm3"] * rm3
         start, cpu = time.perf_counter(), time.process_time()
         runpy.run_module("pyserini.search.lucene", run_name="__main__")
     else:
@@ -51,7 +51,7 @@ def _worker(kind: str, index: str, topics: str, output: str, hits: int, threads:
 
         log.configure(quiet=True)
         start, cpu = time.perf_counter(), time.process_time()
-        BM25(index, 0.9, 0.4, hits, threads).bind()(read_topics(topics)).write(output, tag="Anserini")
+        BM25(index, 0.9, 0.4, hits, threads, rm3=rm3).bind()(read_topics(topics)).write(output, tag="Anserini")
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu  # CPU: every thread, the JVM's too
     print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mib": peak_rss_mib()}))  # the JVM's too
 
@@ -62,11 +62,12 @@ def same_lines(a: Path, b: Path) -> bool:
     return sorted(a.read_text().splitlines()) == sorted(b.read_text().splitlines())
 
 
-def timed_search(kind: str, index: Path, topics: Path, output: Path, hits: int, threads: int) -> dict:
+def timed_search(kind: str, index: Path, topics: Path, output: Path, hits: int, threads: int, rm3: bool) -> dict:
     """{"seconds", "cpu_seconds", "peak_rss_mib"} of one side ("ours": irpipe's BM25 stage; "pyserini": Pyserini's own CLI) writing
     the TREC run of `topics` to `output`, in a fresh process (its own JVM)."""
     command = [sys.executable, "-m", "pipeline.benchmarks.bm25_speed", "--worker", kind, "--index", str(index),
                "--topics", str(topics), "--output", str(output), "--hits", str(hits), "--threads", str(threads)]
+    command += ["--rm3"] * rm3
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{kind} worker failed:\n{done.stderr[-3000:]}")
@@ -78,16 +79,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", default="cacm", help="registered dataset with a corpus (default cacm)")
     parser.add_argument("--index", help="use this index instead of the dataset's cached one")
     parser.add_argument("--repeat", type=int, default=50, help="topics repeated this many times (default 50)")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, nargs="+", default=[2])
+    parser.add_argument("--rm3", action="store_true", help="BM25 with RM3 on both sides (Pyserini's --rm3)")
     parser.add_argument("--hits", type=int, nargs="+", default=[10, 1000])
     parser.add_argument("--trials", type=int, default=2, help="best of N runs per side (default 2)")
-    parser.add_argument("--record", action="store_true", help="write eval/benchmarks/bm25-speed.json")
+    parser.add_argument("--record", nargs="?", const="bm25-speed", metavar="NAME",
+                        help="write eval/benchmarks/NAME.json (default bm25-speed)")
     parser.add_argument("--worker", choices=("ours", "pyserini"), help=argparse.SUPPRESS)
     parser.add_argument("--topics", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        _worker(args.worker, args.index, args.topics, args.output, args.hits[0], args.threads)
+        _worker(args.worker, args.index, args.topics, args.output, args.hits[0], args.threads[0], args.rm3)
         return 0
 
     from pipeline.data.registry import get_dataset
@@ -104,24 +107,24 @@ def main(argv: list[str] | None = None) -> int:
                 for qid, text in topics.items():
                     out.write(f"{qid}-{copy}\t{' '.join(text.split())}\n")
         queries = len(topics) * args.repeat
-        for hits in args.hits:
+        for threads, hits in ((t, h) for t in args.threads for h in args.hits):
             ours_run, theirs_run = Path(scratch) / "ours.trec", Path(scratch) / "pyserini.trec"
-            ours, theirs = (min(timed_search(kind, index, topics_file, run, hits, args.threads)["seconds"]
+            ours, theirs = (min(timed_search(kind, index, topics_file, run, hits, threads, args.rm3)["seconds"]
                                 for _ in range(args.trials)) for kind, run in (("ours", ours_run), ("pyserini", theirs_run)))
             identical = same_lines(ours_run, theirs_run)
-            rows.append({"hits": hits, "queries": queries, "threads": args.threads,
+            rows.append({"hits": hits, "queries": queries, "threads": threads, "rm3": args.rm3,
                          "ours_qps": round(queries / ours, 1), "pyserini_qps": round(queries / theirs, 1),
                          "ratio": round(theirs / ours, 2), "identical_runs": identical})
-    print(f"{'hits':>6} {'queries':>8} {'ours q/s':>10} {'pyserini q/s':>13} {'ratio':>6}  identical")
+    print(f"{'threads':>7} {'hits':>6} {'queries':>8} {'ours q/s':>10} {'pyserini q/s':>13} {'ratio':>6}  identical")
     for row in rows:
-        print(f"{row['hits']:>6} {row['queries']:>8} {row['ours_qps']:>10} {row['pyserini_qps']:>13} "
+        print(f"{row['threads']:>7} {row['hits']:>6} {row['queries']:>8} {row['ours_qps']:>10} {row['pyserini_qps']:>13} "
               f"{row['ratio']:>6}  {row['identical_runs']}")
     if args.record:
         record = {"command": "python -m pipeline.benchmarks.bm25_speed " + " ".join(argv or sys.argv[1:]),
                   "dataset": args.dataset, "index": str(index), "machine": hardware(),
                   "load_average_1m_at_end": round(os.getloadavg()[0], 2),
                   "rows": rows}
-        with atomic_write(REPO / "eval" / "benchmarks" / "bm25-speed.json") as out:
+        with atomic_write(REPO / "eval" / "benchmarks" / f"{args.record}.json") as out:
             json.dump(record, out, indent=2)
     return 0 if all(row["identical_runs"] for row in rows) else 1
 
