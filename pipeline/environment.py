@@ -132,3 +132,8 @@ def summary(environment: dict | None) -> str:
                      f"{torch.get('threads')} thread(s), {torch.get('device')}")
     parts += [f"{k}={v}" for k, v in (environment.get("settings") or {}).items()]
     return "; ".join(parts)
+
+
+def offline() -> bool:
+    """Whether downloads are off: IRPIPE_OFFLINE=1 (`irpipe --offline`), read by every layer that could fetch."""
+    return os.environ.get("IRPIPE_OFFLINE", "").strip().lower() not in ("", "0", "false", "no")

@@ -138,7 +138,7 @@ def _started_by_pyterrier() -> bool:
     pt = sys.modules.get("pyterrier")
     if pt is None or pt.java.started():
         return False
-    from pipeline.data.sets.base import offline
+    from pipeline.environment import offline
     from pipeline.log import logger
 
     if offline():

@@ -27,6 +27,7 @@ from pipeline.data.files import atomic_write, cache_root, file_sha256
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
+from pipeline.environment import offline
 from pipeline.errors import IrpipeError, MissingResourceError
 from pipeline.log import logger, progress
 
@@ -103,9 +104,6 @@ def mirror_root() -> Path | None:
     mirror = os.environ.get("IRPIPE_MIRROR")
     return Path(mirror).expanduser() if mirror else None
 
-
-def offline() -> bool:
-    return os.environ.get("IRPIPE_OFFLINE", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def locate(file: DataFile, member: str | None = None) -> Path | None:
