@@ -163,7 +163,7 @@ def _with_other_columns(result: pd.DataFrame, given: pd.DataFrame) -> pd.DataFra
     """`result` with every column of the `given` frame that it lacks (features, `query_0`, a retriever's `docid`):
     a column that has one value per query is joined on qid, any other on (qid, docno); a hit the given frame did
     not have gets NaN there. Ids are joined as the strings irpipe makes of them."""
-    other = [c for c in given.columns if c not in result.columns]
+    own, other = list(result.columns), [c for c in given.columns if c not in result.columns]
     if not other:
         return result
     given = given.assign(qid=given["qid"].astype(str))
@@ -176,7 +176,7 @@ def _with_other_columns(result: pd.DataFrame, given: pd.DataFrame) -> pd.DataFra
         given = given.assign(docno=given["docno"].astype(str))
         result = result.merge(given[["qid", "docno", *per_hit]].drop_duplicates(["qid", "docno"]),
                               on=["qid", "docno"], how="left")
-    return result[[*RESULT_COLUMNS, *[c for c in given.columns if c in result.columns and c not in RESULT_COLUMNS]]]
+    return result[[*own, *other]]
 
 
 def _result_run(frame: pd.DataFrame) -> Run:

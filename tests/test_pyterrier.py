@@ -89,6 +89,12 @@ def test_irpipe_stages_keep_the_frames_other_columns(tiny):
         sorted(map(tuple, given[["qid", "docno", "docid", "bm25"]].values.tolist()))
     assert not reranked.score.equals(given.score)  # it did rerank: overlap's scores, not BM25's
 
+    texts = pd.DataFrame({"qid": ["q1", "q1"], "query": ["coal mine"] * 2, "docno": ["a", "b"], "feature": [1, 2],
+                          "text": ["nothing here", "a coal mine in wales"]})
+    out = IrpipeTransformer("overlap()", cache=False)(texts)  # its own text column kept beside the given ones
+    assert list(out.columns) == ["qid", "docno", "score", "rank", "query", "text", "feature"]
+    assert dict(zip(out.docno, out.feature)) == {"a": 1, "b": 2}
+
 
 def test_a_pyterrier_reranker_inside_irpipe_gets_the_candidates_texts(tiny):
     """bm25() >> a PyTerrier reranker: the frame it gets has a `text` column, read from the dataset's index."""
