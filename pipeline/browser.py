@@ -96,7 +96,7 @@ class _DevTools:
             os.close(self._read)
 
 
-def check_in_browser(page: str | Path, screenshot: str | Path, width: int = 1400) -> list[str]:
+def check_in_browser(page: str | Path, screenshot: str | Path, width: int = 1600) -> list[str]:
     """Load `page` in headless Chromium; write its full-page screenshot (PNG) and return the errors it logged."""
     url = Path(page).resolve().as_uri()
     with tempfile.TemporaryDirectory(prefix="irpipe-browser-") as profile:

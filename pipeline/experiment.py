@@ -36,7 +36,7 @@ runs/<name>.<label>.trec; the expected scores stay the pipeline's.
 The results file also says how the result was obtained (pipeline/provenance.py): date, environment (commit,
 library versions, CPU, torch kernels and threads), what was reused from the cache, the cost of the last cold run
 and, with a baseline, the per-query wins and losses; a run prints a note where its environment differs from the
-replaced file's, and for a pin known to move with the CPU's kernels (eval/cpu-sensitivity.yaml).
+replaced file's, and for a pin known to move with the CPU's kernels (eval/benchmarks/cpu-sensitivity.yaml).
 """
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from pipeline.data.files import load_yaml
 from pipeline.log import logger
 
 WIN_LOSS_POINTS = 400
-CPU_SENSITIVITY = Path(__file__).resolve().parent.parent / "eval" / "cpu-sensitivity.yaml"
+CPU_SENSITIVITY = Path(__file__).resolve().parent.parent / "eval" / "benchmarks" / "cpu-sensitivity.yaml"
 UNMEASURED = "unmeasured"
 
 
@@ -82,7 +82,7 @@ def cost_seconds(result: dict | None) -> float | None:
 
 
 def cpu_notes(spec: str, path: Path = CPU_SENSITIVITY) -> list[str]:
-    """What eval/cpu-sensitivity.yaml says about the models this pipeline trains (`MODEL(train=` in the spec):
+    """What eval/benchmarks/cpu-sensitivity.yaml says about the models this pipeline trains (`MODEL(train=` in the spec):
     each entry's `note`, for a model measured to move with the CPU's kernels."""
     if not path.is_file():
         return []

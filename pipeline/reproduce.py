@@ -30,7 +30,7 @@ from pipeline.errors import ConfigError
 from pipeline.experiment import Experiment
 
 COST_UNITS = {"s": 1, "m": 60, "h": 3600}
-NOT_EXPERIMENTS = {"references.yaml", "cpu-sensitivity.yaml"}  # eval/ YAML files that are data, not experiments
+NOT_EXPERIMENTS = {"references.yaml"}  # eval/ YAML files that are data, not experiments
 
 
 @dataclass
@@ -109,16 +109,17 @@ def format_seconds(seconds: float | None) -> str:
 
 def listing(found: list[Pin]) -> str:
     """The pins as a table: name, dataset, ci, cost class and last cold run, last run's date and status."""
-    rows = [("experiment", "dataset", "ci", "cost", "last cold run", "last run", "status")]
+    rows = [("experiment", "dataset", "ci", "cost", "last cold run", "last run", "status", "cpu")]
     for pin in found:
         result = pin.result or {}
         rows.append((pin.name, pin.experiment.dataset, "yes" if pin.experiment.ci else "no",
                      provenance.cost_class(result), format_seconds(pin.cost) if pin.cost is not None else "",
                      result["date"][:10] if result.get("date") else "undated" if result else "never run",
-                     _status(result)))
+                     _status(result), "moves" if provenance.cpu_notes(pin.experiment.pipeline) else ""))
     measured = sum(pin.cost is not None for pin in found)
     return (_table(rows) + f"\n{len(found)} pinned experiments, {measured} with a measured cost (the wall time of "
-            f"their last cold run: nothing from the cache, {os.cpu_count()} cores here)")
+            f"their last cold run: nothing from the cache, {os.cpu_count()} cores here); cpu: moves = it trains a model "
+            f"measured to move with the CPU's kernels ({provenance.CPU_SENSITIVITY.name})")
 
 
 def _status(result: dict) -> str:
