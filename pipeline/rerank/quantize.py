@@ -6,6 +6,9 @@ fp32, joined by `+`: `int8-channel:ffn-out+head`. Every other `nn.Linear` is dyn
 
     int8           weights one scale per matrix (per tensor), as `quantize=int8` always was
     int8-channel   weights one scale per output channel (per_channel_dynamic_qconfig)
+    int8-vnni      as int8-channel, and activations over all 8 bits (0..255): torch's dynamic linear keeps them to
+                   7 (reduce_range), as fbgemm's AVX2 kernel sums pairs of u8 x s8 products in 16 bits, which can
+                   saturate; AVX512-VNNI / AVX-VNNI sum in 32 bits, so only a CPU with VNNI takes this scheme
 
 Groups (BERT's module names; a model without such a layer keeps nothing for that group):
 
@@ -27,7 +30,7 @@ import torch
 
 from pipeline.errors import ConfigError
 
-BASES = {"int8": False, "int8-channel": True}   # name -> per-channel weight scales
+BASES = {"int8": (False, False), "int8-channel": (True, False), "int8-vnni": (True, True)}  # (per channel, 8 bits)
 _LAYER = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.(.+)$")
 GROUPS = {
     "ffn-out": lambda index, rest, last: rest == "output.dense",
@@ -41,10 +44,12 @@ GROUPS = {
 
 @dataclass(frozen=True)
 class Scheme:
-    """A parsed scheme: per-channel weight scales or not, and the groups of linears kept in fp32."""
+    """A parsed scheme: per-channel weight scales or not, the groups of linears kept in fp32, and whether
+    activations use all 8 bits."""
 
     per_channel: bool
     keep: tuple[str, ...] = ()
+    full_range: bool = False
 
     def kept(self, name: str, last_layer: int) -> bool:
         """Whether the linear layer `name` (a `named_modules` name) stays fp32."""
@@ -66,7 +71,11 @@ def parse_scheme(value: str, field: str = "quantize") -> Scheme:
     if unknown:
         raise ConfigError(f"{field}={value!r}: unknown layer group {unknown[0]!r}; choose from "
                           f"{', '.join([*GROUPS, 'head'])}", field=field)
-    return Scheme(BASES[base], keep)
+    per_channel, full_range = BASES[base]
+    if full_range and not torch.cpu._is_vnni_supported():
+        raise ConfigError(f"{field}={value!r} needs a CPU with VNNI (AVX512-VNNI or AVX-VNNI), which this one lacks: "
+                          "use int8-channel (activations in 7 bits)", field=field)
+    return Scheme(per_channel, keep, full_range)
 
 
 def kept_linears(model: torch.nn.Module, scheme: Scheme) -> list[str]:
@@ -75,6 +84,18 @@ def kept_linears(model: torch.nn.Module, scheme: Scheme) -> list[str]:
     layers = [int(m.group(1)) for m in map(_LAYER.search, names) if m]
     last = max(layers, default=-1)
     return [name for name in names if scheme.kept(name, last)]
+
+
+def _full_range_linear():
+    """torch's dynamic int8 linear with activations quantised over 0..255 (its own forward passes
+    reduce_range=True, 0..127)."""
+    from torch.ao.nn.quantized.dynamic import Linear
+
+    class FullRangeLinear(Linear):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.ops.quantized.linear_dynamic(x, self._packed_params._packed_params,
+                                                      reduce_range=False).to(x.dtype)
+    return FullRangeLinear
 
 
 def quantize_linears(model: torch.nn.Module, value: str) -> torch.nn.Module:
@@ -90,4 +111,5 @@ def quantize_linears(model: torch.nn.Module, value: str) -> torch.nn.Module:
     with warnings.catch_warnings():  # torch 2.13 marks torch.ao.quantization deprecated (for torchao); it works
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
-        return quantize_dynamic(model.eval(), spec, dtype=torch.qint8, inplace=True)
+        mapping = {torch.nn.Linear: _full_range_linear()} if scheme.full_range else None
+        return quantize_dynamic(model.eval(), spec, dtype=torch.qint8, mapping=mapping, inplace=True)

@@ -14,6 +14,7 @@ from pipeline.rerank.quantize import Scheme, kept_linears, parse_scheme
 from pipeline.rerank.scoring import check_quantize, predict, quantized
 
 CPU = torch.device("cpu")
+VNNI = torch.cpu._is_vnni_supported()
 EVERY_GROUP = "int8-channel:qkv+attn-out+ffn-in+ffn-out+head"
 
 
@@ -78,6 +79,24 @@ def test_scores_stay_within_bounds_of_fp32_and_keeping_every_layer_is_fp32_exact
     assert errors["int8"] < 0.01 and errors["int8-channel"] < errors["int8"]
     assert errors["int8-channel:ffn-out+head"] < errors["int8-channel"] / 10
     assert predict(quantized(_monobert(tiny_bert), EVERY_GROUP, CPU), qa_pairs).scores == exact
+
+
+@pytest.mark.skipif(not VNNI, reason="int8-vnni needs a CPU with VNNI")
+def test_int8_vnni_quantises_activations_over_8_bits(tiny_bert, qa_pairs):
+    assert parse_scheme("int8-vnni:ffn-out") == Scheme(True, ("ffn-out",), full_range=True)
+    exact = predict(_monobert(tiny_bert), qa_pairs).scores
+    model = quantized(_monobert(tiny_bert), "int8-vnni", CPU)
+    assert type(model.classifier).__name__ == "FullRangeLinear"
+    assert model.classifier.weight().qscheme() == torch.per_channel_affine
+    scores = predict(model, qa_pairs).scores
+    seven_bits = predict(quantized(_monobert(tiny_bert), "int8-channel", CPU), qa_pairs).scores
+    assert scores != seven_bits and 0 < max(abs(a - b) for a, b in zip(scores, exact)) < 0.01
+
+
+def test_int8_vnni_is_refused_on_a_cpu_without_vnni(monkeypatch):
+    monkeypatch.setattr(torch.cpu, "_is_vnni_supported", lambda: False)
+    with pytest.raises(ConfigError, match="needs a CPU with VNNI .* use int8-channel"):
+        check_quantize("int8-vnni")
 
 
 def test_quantize_flag_refuses_a_bad_scheme_with_exit_2(tmp_path, capsys):
