@@ -95,3 +95,25 @@ class TextMemo:
     @property
     def nbytes(self) -> int:
         return self._bytes
+
+
+def frozen_token_features(bert, pad_id: int, memo: TextMemo, ids: torch.Tensor) -> torch.Tensor:
+    """(B, L) word-piece rows ("[CLS] pieces [SEP]", padded with `pad_id`) -> (B, L, H) a frozen BERT's last-layer
+    token states, computed once per distinct text (keyed by its ids without the padding) and kept in `memo`: the
+    BERT never changes, so each epoch after the first reads them from memory. MRNN's and HCAN's contextual inputs."""
+    from pipeline.rerank.bert import last_layer, pad_rows
+
+    rows = [tuple(row[row != pad_id].tolist()) for row in ids.cpu()]
+
+    def bert_features(missing: list[tuple[int, ...]]):
+        for start in range(0, len(missing), 256):
+            chunk = missing[start:start + 256]
+            piece_ids, attention = pad_rows([list(row) for row in chunk], pad_id)
+            with torch.no_grad():
+                hidden = last_layer(bert, piece_ids.to(ids.device), attention.to(ids.device))  # (K, L, H)
+            yield from (hidden[k, :len(row)].float().cpu() for k, row in enumerate(chunk))
+
+    features = torch.zeros(*ids.shape, bert.config.hidden_size)
+    for b, (row, value) in enumerate(zip(rows, memo.lookup(rows, bert_features))):
+        features[b, :len(row)] = value                                                    # (L_b, H)
+    return features.to(ids.device)

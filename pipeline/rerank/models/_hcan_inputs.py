@@ -34,6 +34,7 @@ import torch
 
 from pipeline.errors import ConfigError
 from pipeline.log import logger
+from pipeline.rerank.bert import pad_rows
 from pipeline.rerank.model import Batch
 from pipeline.rerank.overlap import OVERLAP_FEATURES
 from pipeline.rerank.pairs import Pair
@@ -43,6 +44,7 @@ from pipeline.rerank.text import (IdfTable, Vocabulary, char_trigrams, embedding
 if TYPE_CHECKING:
     from pipeline.rerank.models.hcan import HCANConfig
 
+CONTEXTUAL = "contextual"  # embeddings: the frozen BERT's token states of each sentence (as MRNN's contextual inputs)
 URL_FIELD = "url"
 # the code's lengths, in trigrams
 MAX_QUERY_TRIGRAMS = 100  # RM width per trigram level, as max_query_length (the code's: the longest training query,
@@ -92,6 +94,38 @@ def url_of(pair: Pair) -> str:
     return pair.doc_fields[URL_FIELD]
 
 
+# -- contextual inputs: the words of a sentence as the word pieces of a frozen BERT ---------------------------------
+class WordPieces:
+    """A sentence's words (pipeline/rerank/text.py tokenize, cut as above) -> "[CLS] pieces [SEP]" for the BERT, and
+    for each piece the position of the word it belongs to (-1 for [CLS], [SEP] and padding): HCAN's word vector is
+    the mean of its pieces' last-layer states [R]. A word the tokenizer turns into nothing reads as [UNK]; pieces
+    beyond the BERT's positions are dropped (their words then get a zero vector; a 100-word sentence has ~130)."""
+
+    def __init__(self, tokenizer, positions: int):
+        self.tokenizer, self.room = tokenizer, positions - 2  # [CLS] and [SEP]
+        self._words: dict[str, list[int]] = {}
+
+    def word(self, word: str) -> list[int]:
+        if word not in self._words:
+            ids = self.tokenizer(word, add_special_tokens=False)["input_ids"]
+            self._words[word] = ids or [self.tokenizer.unk_token_id]
+        return self._words[word]
+
+    def tensors(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """pieces (B, P) padded with the pad id, piece_word (B, P) with -1."""
+        tok, rows, owners = self.tokenizer, [], []
+        for words in sentences:
+            row, owner = [], []
+            for position, word in enumerate(words):
+                ids = self.word(word)[:self.room - len(row)]
+                row += ids
+                owner += [position] * len(ids)
+            rows.append([tok.cls_token_id, *row, tok.sep_token_id])
+            owners.append([-1, *owner, -1])
+        pieces = pad_rows(rows, tok.pad_token_id)[0]
+        return pieces, pad_rows(owners, -1)[0]
+
+
 # -- building: training texts -> vocabularies, IDF tables, embeddings (saved beside the weights) ---------------------
 def training_inputs(config: HCANConfig, queries: list[str], docs: list[str], doc_fields: Iterable[Mapping],
                     idf_order: int) -> tuple[HCANConfig, Vocabulary, IdfTable, np.ndarray, Vocabulary | None]:
@@ -99,18 +133,28 @@ def training_inputs(config: HCANConfig, queries: list[str], docs: list[str], doc
     (the config gets their width); with trigram inputs, the trigram vocabulary of the training queries, texts and
     URLs (`doc_fields`)."""
     token_lists = [tokenize(t) for t in dict.fromkeys([*queries, *docs])]
+    idf = IdfTable.build(token_lists, idf_order, "df")  # document frequencies
+    if config.embeddings == CONTEXTUAL:  # no table: the frozen BERT's states of each sentence (the model loads it)
+        vocab = Vocabulary.build(token_lists, 1)  # ids for the masks, IDF and overlap features only
+        logger.info("hcan: %d training texts, vocabulary %d words, contextual inputs", len(token_lists), len(vocab))
+        return config, vocab, idf, None, training_trigram_vocab(config, queries, docs, doc_fields)
     dim = config.embedding_dim or 300
     table = word_table(config.embeddings, config.bert or None, token_lists, dim, config.seed)
     extra = table.words[:config.pretrained_vocab] if table is not None else []
     vocab = Vocabulary.build(token_lists, 1, extra)  # every training word
     matrix, found = embedding_matrix(vocab, table, dim, np.random.default_rng(config.seed))
-    idf = IdfTable.build(token_lists, idf_order, "df")  # document frequencies
     logger.info("hcan: %d training texts, vocabulary %d words (%d from %s), embeddings %d-d", len(token_lists),
                 len(vocab), found, config.embeddings, matrix.shape[1])
+    trigrams = training_trigram_vocab(config, queries, docs, doc_fields)
+    return dataclasses.replace(config, embedding_dim=matrix.shape[1]), vocab, idf, matrix, trigrams
+
+
+def training_trigram_vocab(config: HCANConfig, queries, docs, doc_fields) -> Vocabulary | None:
+    """With trigram inputs, the trigram vocabulary of the training queries, texts and URLs; else None."""
     trigrams = Vocabulary.build(training_trigrams(queries, docs, doc_fields)) if config.trigrams else None
     if trigrams is not None:
         logger.info("hcan: %d character trigrams", len(trigrams))
-    return dataclasses.replace(config, embedding_dim=matrix.shape[1]), vocab, idf, matrix, trigrams
+    return trigrams
 
 
 def save_inputs(directory: Path, vocab: Vocabulary, idf: IdfTable, trigrams: Vocabulary | None) -> None:
@@ -138,10 +182,11 @@ def load_inputs(config: HCANConfig, directory: Path, idf_order: int) -> tuple[Vo
 
 # -- pairs -> the tensors of HCAN.forward ----------------------------------------------------------------------------
 def pair_batch(pairs: list[Pair], vocab: Vocabulary, idf: IdfTable, trigram_vocab: Vocabulary | None,
-               c: HCANConfig) -> Batch:
+               c: HCANConfig, pieces: WordPieces | None = None) -> Batch:
     """Token ids padded to the batch's longest (<= max lengths) query_ids (B, n), doc_ids (B, m); per-level IDF
     weights of query positions query_idf (B, N+1, n); overlap (B, 4) with external_features; the trigram ids of
-    the branches turned on (`trigram_tensors`)."""
+    the branches turned on (`trigram_tensors`); with contextual inputs (`pieces`), query_pieces (B, P_q),
+    query_piece_word (B, P_q), doc_pieces (B, P_m), doc_piece_word (B, P_m) (`WordPieces.tensors`)."""
     memo = {}
     queries, docs = [p.query for p in pairs], [p.text for p in pairs]
 
@@ -170,4 +215,7 @@ def pair_batch(pairs: list[Pair], vocab: Vocabulary, idf: IdfTable, trigram_voca
         if c.external_features:
             overlap[i] = torch.tensor(OVERLAP_FEATURES[c.overlap_mode](q, d, idf, vocab))
     tensors |= {"query_ids": query_ids, "doc_ids": doc_ids, "query_idf": query_idf}
+    if pieces is not None:  # contextual inputs: each sentence's word pieces and which word each piece is of
+        for side, texts in (("query", qs), ("doc", ds)):
+            tensors[f"{side}_pieces"], tensors[f"{side}_piece_word"] = pieces.tensors([words for words, _ in texts])
     return Batch(tensors | ({"overlap": overlap} if c.external_features else {}), sum(cut), pairs)

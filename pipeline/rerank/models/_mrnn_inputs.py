@@ -27,9 +27,9 @@ import numpy as np
 import torch
 
 from pipeline.log import logger
-from pipeline.rerank.bert import (bert_from_assets, check_positions, last_layer, load_bert, pad_rows, save_bert_assets,
+from pipeline.rerank.bert import (bert_from_assets, check_positions, load_bert, pad_rows, save_bert_assets,
                                   single_inputs)
-from pipeline.rerank.memo import TextMemo
+from pipeline.rerank.memo import TextMemo, frozen_token_features
 from pipeline.rerank.model import Batch, Pair
 from pipeline.rerank.text import IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
 
@@ -148,23 +148,9 @@ class MRNNInputs:
 
     # -- the memories --------------------------------------------------------------------------------------------------
     def token_features(self, ids: torch.Tensor) -> torch.Tensor:
-        """(B, L) word-piece rows -> (B, L, H) frozen BERT last-layer features, computed once per distinct text:
-        the BERT never changes, so each epoch after the first reads them from memory."""
-        pad = self.tokenizer.pad_token_id
-        rows = self.text_rows(ids)
-
-        def bert_features(missing: list[tuple[int, ...]]):
-            for start in range(0, len(missing), 256):
-                chunk = missing[start:start + 256]
-                piece_ids, attention = pad_rows([list(row) for row in chunk], pad)
-                with torch.no_grad():
-                    hidden = last_layer(self.bert, piece_ids.to(ids.device), attention.to(ids.device))  # (K, L, H)
-                yield from (hidden[k, :len(row)].float().cpu() for k, row in enumerate(chunk))
-
-        features = torch.zeros(*ids.shape, self.bert.config.hidden_size)
-        for b, (row, value) in enumerate(zip(rows, self._features.lookup(rows, bert_features))):
-            features[b, :len(row)] = value                                                    # (L_b, H)
-        return features.to(ids.device)
+        """(B, L) word-piece rows -> (B, L, H) frozen BERT last-layer features, computed once per distinct text
+        (pipeline/rerank/memo.py frozen_token_features, shared with HCAN's contextual inputs)."""
+        return frozen_token_features(self.bert, self.tokenizer.pad_token_id, self._features, ids)
 
     def plan_batches(self, batches) -> None:
         """`predict`'s batches, as `remembered` will look their texts up: a text's maps are kept until its last

@@ -62,13 +62,15 @@ from pipeline.rerank.layers import masked_softmax
 from pipeline.rerank.losses import pairwise_hinge
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
-from pipeline.rerank.models._hcan_inputs import (MAX_QUERY_TRIGRAMS, load_inputs, pair_batch, save_inputs,
-                                                 training_inputs)
+from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, save_bert_assets
+from pipeline.rerank.memo import TextMemo, frozen_token_features
+from pipeline.rerank.models._hcan_inputs import (CONTEXTUAL, MAX_QUERY_TRIGRAMS, WordPieces, load_inputs, pair_batch,
+                                                 save_inputs, training_inputs)
 from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary
 from pipeline.validate import at_least, choice
 
 # -- config -----------------------------------------------------------------------------------------------------------
-_CHOICES = {"embeddings": SOURCES, "encoder": ("deep", "wide", "contextual"),
+_CHOICES = {"embeddings": (*SOURCES, CONTEXTUAL), "encoder": ("deep", "wide", "contextual"),
             "rm_softmax": ("query", "context", "padded", "raw"), "rm_similarity": ("dot", "cosine"),
             "loss": ("nll", "hinge")}
 # Constants of the authors' code (jinfengr/hcan), options until 2026-11-27 (migrations.RETIRED kernel, trigram_dim,
@@ -81,7 +83,8 @@ TRIGRAM_KERNEL = 4  # the code's conv kernel over character trigrams
 @dataclass
 class HCANConfig:
     embeddings: str = "glove"        # glove | bert | word2vec | random (paper: 300-d word2vec; not available here)
-    bert: str = ""                   # embeddings="bert": a BERT checkpoint folder; "" = the packaged all-MiniLM-L6-v2
+                                     # | contextual: the frozen BERT's last-layer states of each sentence (E = H)
+    bert: str = ""                   # embeddings=bert|contextual: a BERT folder; "" = the packaged all-MiniLM-L6-v2
     embedding_dim: int = 0           # 0 = the table's width, fixed when the vocabulary is built (word2vec/random: 300)
     pretrained_vocab: int = 100_000  # also admit the table's first N words (GloVe: most frequent first): words of
                                      # the test set unseen in a small training set keep their own pretrained vector
@@ -303,18 +306,26 @@ class HCAN(RerankModel):
                          "plateau_patience": 2, "weight_decay": 0.0, "max_grad_norm": None, "eval_batch_size": 256}
 
     def __init__(self, config: HCANConfig, vocab: Vocabulary, idf: IdfTable, embeddings: np.ndarray | None = None,
-                 trigrams: Vocabulary | None = None):
+                 trigrams: Vocabulary | None = None, bert=None, tokenizer=None):
         super().__init__(config)
         c = config
         c.check()
         dim = embeddings.shape[1] if embeddings is not None else c.embedding_dim
+        self.bert = self.tokenizer = self.pieces = None                     # contextual inputs only
+        if c.embeddings == CONTEXTUAL:                                     # a checkpoint's BERT, or the config's
+            self.bert, self.tokenizer = (bert, tokenizer) if bert is not None else load_bert(c.bert or DEFAULT_BERT)
+            self.bert.requires_grad_(False).eval()                         # frozen, as MRNN's contextual features
+            self.pieces = WordPieces(self.tokenizer, self.bert.config.max_position_embeddings)
+            self._features = TextMemo()                                    # word-piece row -> (pieces, H)
+            dim = self.bert.config.hidden_size
         if not dim or idf.max_order < self.idf_order(c) or (c.trigrams and trigrams is None):
             raise ConfigError("hcan: build the model with HCAN.from_training_data (vocabularies, IDF, embeddings)")
         self.vocab, self.idf, self.trigram_vocab = vocab, idf, trigrams
-        self.embedding = nn.Embedding(len(vocab), dim, padding_idx=0)  # padding row zero, never updated
+        self.embedding = None if self.bert is not None else nn.Embedding(len(vocab), dim, padding_idx=0)  # row 0 zero
         if embeddings is not None:
             self.embedding.weight.data.copy_(torch.from_numpy(embeddings))
-        self.embedding.weight.requires_grad_(not c.freeze_embeddings)
+        if self.embedding is not None:
+            self.embedding.weight.requires_grad_(not c.freeze_embeddings)
         self.encoder = ENCODERS[c.encoder](c, dim)
         self.sm = nn.ModuleList([] if c.rm_only else [SemanticMatching(c) for _ in range(c.levels)])
         # character trigrams: one table, a branch per sequence the query's trigrams are matched against
@@ -345,11 +356,20 @@ class HCAN(RerankModel):
 
     def save_assets(self, directory: Path) -> None:
         save_inputs(directory, self.vocab, self.idf, self.trigram_vocab)
+        if self.bert is not None:                                          # its config and tokenizer (weights: ours)
+            save_bert_assets(self.bert, self.tokenizer, directory)
 
     @classmethod
     def load_assets(cls, config: HCANConfig, directory: Path) -> "HCAN":
         vocab, idf, trigrams = load_inputs(config, directory, cls.idf_order(config))
-        return cls(config, vocab, idf, trigrams=trigrams)
+        bert = bert_from_assets(directory) if config.embeddings == CONTEXTUAL else (None, None)
+        return cls(config, vocab, idf, None, trigrams, *bert)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if self.bert is not None:
+            self.bert.eval()                                               # frozen: no dropout either
+        return self
 
     def batch_sampling(self) -> str:
         return "pairs" if self.config.loss == "hinge" else "pointwise"
@@ -357,19 +377,33 @@ class HCAN(RerankModel):
     def prepare(self, pairs: list[Pair]) -> Batch:
         """Token ids padded to the batch's longest (<= max lengths), per-level IDF weights of query positions, the
         overlap features and the trigram ids of the branches turned on (_hcan_inputs.pair_batch)."""
-        return pair_batch(pairs, self.vocab, self.idf, self.trigram_vocab, self.config)
+        return pair_batch(pairs, self.vocab, self.idf, self.trigram_vocab, self.config, self.pieces)
 
     # -- the network --------------------------------------------------------------------------------------------------
+    def embed(self, ids: torch.Tensor, pieces: torch.Tensor | None, piece_word: torch.Tensor | None) -> torch.Tensor:
+        """(B, n) word ids -> E (B, n, E): the table's rows, or (contextual) each word's mean over its pieces of the
+        frozen BERT's last-layer states of the whole sentence, pieces (B, P) of `piece_word` (B, P) (-1: none)."""
+        if self.bert is None:
+            return self.embedding(ids)
+        states = frozen_token_features(self.bert, self.tokenizer.pad_token_id, self._features, pieces)  # (B, P, H)
+        of_word = (piece_word.unsqueeze(2) == torch.arange(ids.size(1), device=ids.device)).float()  # (B, P, n)
+        return of_word.transpose(1, 2) @ states / of_word.sum(1).clamp(min=1).unsqueeze(2)          # (B, n, H)
+
     def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_idf: torch.Tensor,
                 overlap: torch.Tensor | None = None, query_trigrams: torch.Tensor | None = None,
-                doc_trigrams: torch.Tensor | None = None, url_trigrams: torch.Tensor | None = None) -> torch.Tensor:
+                doc_trigrams: torch.Tensor | None = None, url_trigrams: torch.Tensor | None = None,
+                query_pieces: torch.Tensor | None = None, query_piece_word: torch.Tensor | None = None,
+                doc_pieces: torch.Tensor | None = None, doc_piece_word: torch.Tensor | None = None) -> torch.Tensor:
         """(B, n), (B, m), (B, N+1, n) [, (B, 4) overlap features] [, (B, n3) query, (B, m3) text, (B, u3) URL
-        trigrams] -> (B, 2) log-probabilities of (non-relevant, relevant)."""
+        trigrams] [, contextual: (B, P_q) query and (B, P_m) candidate word pieces, each piece's word] -> (B, 2)
+        log-probabilities of (non-relevant, relevant)."""
         c = self.config
         qmask, cmask = query_ids != 0, doc_ids != 0                         # (B, n), (B, m)
         qlen, clen = qmask.sum(1).cpu(), cmask.sum(1).cpu()
-        uqs = self.encoder(self.embedding(query_ids), qmask, qlen)          # N+1 x (B, n, E|F)  U_q^0..N, (1)
-        ucs = self.encoder(self.embedding(doc_ids), cmask, clen)            # N+1 x (B, m, E|F)  U_c^0..N, (1)
+        eq = self.embed(query_ids, query_pieces, query_piece_word)          # (B, n, E)
+        ec = self.embed(doc_ids, doc_pieces, doc_piece_word)                # (B, m, E)
+        uqs = self.encoder(eq, qmask, qlen)                                 # N+1 x (B, n, E|F)  U_q^0..N, (1)
+        ucs = self.encoder(ec, cmask, clen)                                 # N+1 x (B, m, E|F)  U_c^0..N, (1)
 
         features = []
         if not c.sm_only:                                                  # RM^0..N, (2)-(3): (B, 2L) each
