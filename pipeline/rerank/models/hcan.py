@@ -45,7 +45,12 @@ Resolutions beyond docs/models.md §1:
   anyway);
 - an empty text reads as one unknown word;
 - the code's embedding dropout and its IDF weighting of levels 0-1 only are not reproduced;
-- the vocabulary, IDF collection and embedding choices are in pipeline/rerank/text.py and HCANConfig."""
+- the vocabulary, IDF collection and embedding choices are in pipeline/rerank/text.py and HCANConfig;
+- `embeddings="contextual"` (not in the paper, whose inputs are static word2vec): E is the frozen BERT's last-layer
+  states of each sentence (the packaged all-MiniLM-L6-v2 unless `bert` names one), a word the mean of its pieces'
+  states (_hcan_inputs.py WordPieces), computed once per sentence by the code of MRNN's contextual features
+  (pipeline/rerank/memo.py frozen_token_features). The BERT is no table of this model: `freeze_embeddings`,
+  `pretrained_vocab` and `embedding_dim` do not apply, and the checkpoint keeps its weights and bert/ folder."""
 from __future__ import annotations
 
 from dataclasses import dataclass
