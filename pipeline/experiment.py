@@ -18,6 +18,8 @@ and the expected scores with a tolerance (published numbers live in eval/referen
     baseline: bm25(k1=0.9, b=0.4, hits=1000)   # optional: a second pipeline to compare with
     seeds: [0, 1, 2]    # optional: run the pipeline once per seed, put in for `{seed}` in its spec
     beside: {biencoder: "bm25() % 100 >> biencoder()"}   # optional, with a baseline: more rows in its table
+    make: {models/b: "irpipe pretrain-mlm --output models/b --steps 1000 ..."}  # what re-creates a path it names
+                        # that the repository and the mirror lack (checked before running: pipeline/experiment_inputs.py)
 
 With `seeds`, the pipeline spec names `{seed}` (e.g. `hcan(train=trecqa/train, seed={seed})`); each seed's run is
 written as runs/<name>.seed<N>.trec, the scores are the mean over the seeds with their sample sd beside, and the
@@ -55,6 +57,7 @@ from pipeline.data.outputs import check_writable
 from pipeline.data.runs import RUN_FORMATS, Run
 from pipeline.engine import ENGINES, EngineOptions
 from pipeline.errors import ConfigError, InputError, IrpipeError
+from pipeline.experiment_inputs import check_inputs, check_make
 from pipeline.log import logger
 from pipeline.stage import Stage
 
@@ -62,7 +65,7 @@ DEFAULT_EXPERIMENT = Path(__file__).resolve().parent.parent / "eval" / "main-job
 OKISH_FACTOR = 10
 BASELINE = "baseline"  # the baseline pipeline's row in the comparison table
 _KEYS = {"name", "dataset", "pipeline", "measures", "expected", "tolerance", "rel_level", "queries",
-         "output_format", "description", "ci", "baseline", "seeds", "engine", "beside"}
+         "output_format", "description", "ci", "baseline", "seeds", "engine", "beside", "make"}
 # (key, accepted YAML types, as said in the error) for the optional and required fields
 _FIELD_KINDS = [("name", (str,), "a string"), ("dataset", (str,), "a dataset name or folder (a string)"),
                 ("pipeline", (str,), "a pipeline spec (a string)"), ("measures", (str, list), "a list of measures"),
@@ -71,7 +74,8 @@ _FIELD_KINDS = [("name", (str,), "a string"), ("dataset", (str,), "a dataset nam
                 ("output_format", (str,), "trec or msmarco"), ("description", (str,), "a string"),
                 ("ci", (bool,), "true or false"), ("baseline", (str,), "a pipeline spec (a string)"),
                 ("seeds", (list,), "a list of integer seeds, e.g. [0, 1, 2]"), ("engine", (str,), "local or ray"),
-                ("beside", (dict,), "a mapping label: pipeline spec")]
+                ("beside", (dict,), "a mapping label: pipeline spec"),
+                ("make", (dict,), "a mapping path: the command that makes it")]
 SEED = "{seed}"  # where each of an experiment's seeds goes in its pipeline spec
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # no path separators, no leading dot (no `..`)
 
@@ -93,6 +97,7 @@ class Experiment:
     seeds: list[int] | None = None  # run the pipeline once per seed (SEED in its spec); scores are mean ± sd
     engine: str = "local"  # where the stages run: here, or on a Ray cluster (pipeline/engine/; the same output)
     beside: dict[str, str] | None = None  # label -> pipeline spec: more rows compared with the baseline
+    make: dict[str, str] | None = None  # path -> the command that makes it (pipeline/experiment_inputs.py)
     path: str | None = None
 
     @classmethod
@@ -131,7 +136,7 @@ class Experiment:
                          output_format=data.get("output_format", "trec"), description=data.get("description", ""),
                          ci=data.get("ci", True), baseline=data.get("baseline"), seeds=data.get("seeds"),
                          engine=data.get("engine", "local"), beside=data.get("beside"),
-                         path=path)
+                         make=data.get("make"), path=path)
         experiment.check()
         return experiment
 
@@ -199,6 +204,7 @@ class Experiment:
                     parse(spec)
                 except IrpipeError as error:
                     raise problem(str(error), key) from None
+        check_make(self, problem)
 
     def pipelines(self) -> dict[str, str]:
         """The spec to run under each run name: the experiment's name, or `<name>.seed<N>` per seed."""
@@ -251,6 +257,7 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
     from pipeline.spec import parse
 
     experiment.check()  # again: the command line may have changed fields since loading
+    check_inputs(experiment)  # the files it reads there, each pinned BERT the pinned one (exit 2 otherwise)
     start = time.perf_counter()
     output = Path(output or Path("runs") / f"{experiment.name}.{experiment.output_format}")
     outputs = {name: output.with_suffix(name[len(experiment.name):] + output.suffix)  # x.seed0.trec
