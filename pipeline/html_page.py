@@ -24,10 +24,11 @@ table{border-collapse:collapse;width:100%}th,td{border:1px solid #ddd;padding:4p
 th{background:#f4f4f4;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}td.num b{white-space:nowrap}
 .OK{color:#17692b}.OKISH{color:#a66a00}.FAIL{color:#b00020;font-weight:bold}.none{color:#888}
 code{font-size:12px;background:#f6f6f6;padding:1px 3px;overflow-wrap:anywhere}.pinned{color:#666;font-size:12px}
-td.name{min-width:200px;max-width:320px}td.name b{white-space:nowrap}td.command{min-width:200px;max-width:260px}
+td.name{min-width:180px;max-width:260px}td.name b{overflow-wrap:anywhere}td.command{min-width:180px;max-width:220px}
+td.ref{max-width:180px}td.num .pinned{font-size:11px}
 .scroll{overflow-x:auto}
 button.copy{font-size:11px;margin-left:4px;cursor:pointer}details summary{cursor:pointer;color:#335}
-pre{font-size:11px;max-width:420px;overflow:auto}.ref{font-size:12px}svg{display:block}
+pre{font-size:11px;max-width:420px;overflow:auto}.cpu{font-size:12px;color:#8a4b00}.ref{font-size:12px}svg{display:block}
 """
 SCRIPT = """
 document.querySelectorAll("button.copy").forEach(function (button) {
@@ -106,7 +107,9 @@ def _row(pin, measures: list[str], references: list[dict], baselines: bool) -> s
     checks, sd = result.get("checks") or {}, result.get("sd") or {}
     cells = [f'<td class="name"><b>{escape(pin.name)}</b><br><code>{escape(experiment.pipeline)}</code>'
              + (f'<br><span class="pinned">baseline: <code>{escape(experiment.baseline)}</code></span>'
-                if experiment.baseline else "") + "</td>"]
+                if experiment.baseline else "")
+             + "".join(f'<br><span class="cpu">moves with the CPU\'s kernels: {escape(note)}</span>'
+                       for note in provenance.cpu_notes(experiment.pipeline)) + "</td>"]
     for measure in measures:
         check = checks.get(measure)
         score = (result.get("measures") or {}).get(measure)
