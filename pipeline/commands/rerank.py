@@ -24,7 +24,8 @@ def add_model_args(parser: argparse.ArgumentParser, what: str = "pairs") -> None
                              "CPU, 65536 on CUDA; 0: no budget)")
     parser.add_argument("--device", default="auto", metavar="DEV", help="auto (default: CUDA when present), cpu, cuda, cuda:N")
     parser.add_argument("--amp", choices=("auto", "none", "bf16", "fp16"), default="auto",
-                        help="autocast: auto (default: bf16 on CUDA, none on the CPU), none, bf16 (CPU or CUDA), fp16 (CUDA)")
+                        help="autocast: auto (default: bf16 on CUDA and on a CPU with native bf16, AVX512-BF16 or "
+                             "AMX; else none), none, bf16 (CPU or CUDA), fp16 (CUDA)")
     parser.add_argument("--quantize", type=quantize_scheme, default="none", metavar="SCHEME",
                         help="none (default), int8 (the linear layers dynamically quantised, weights per tensor), "
                              "int8-channel (weights per output channel), int8-vnni (and activations in 8 bits, not 7: "

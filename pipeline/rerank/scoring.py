@@ -6,7 +6,8 @@ reranking and training.
 `batch_tokens` padded positions, tokenised on a background thread while the model computes, scores gathered on the
 device and copied back once, in input order; a CUDA out-of-memory halves the batch. The model is told the batches
 first (`plan_batches`: MRNN keeps a text's maps only while a later batch needs them). It runs in eval mode under
-`torch.inference_mode` (and autocast: `amp`, by default bf16 on CUDA and none on the CPU), counts the pairs the
+`torch.inference_mode` (and autocast: `amp`, by default bf16 on CUDA and on a CPU with native bf16, none on other
+CPUs and for a quantised model or `with_loss`), counts the pairs the
 model had to truncate, and, with `with_loss=True`, also returns the mean of the model's own loss over labelled
 pairs (dev loss; pairs of one query form one group).
 
@@ -21,13 +22,14 @@ from dataclasses import dataclass
 import torch
 
 from pipeline.errors import ConfigError
+from pipeline.log import logger
 from pipeline.rerank.batching import PREFETCH, batch_cuts, batch_limits, in_input_order, length_order, run_batches
 from pipeline.rerank.model import Batch, RerankModel
 from pipeline.rerank.pairs import Pair
 from pipeline.rerank.quantize import BASES, parse_scheme, quantize_linears
 
 AMP_DTYPES = ("bf16", "fp16")
-AMP_CHOICES = ("auto", "none", *AMP_DTYPES)   # auto: bf16 on CUDA, none on the CPU
+AMP_CHOICES = ("auto", "none", *AMP_DTYPES)   # auto: bf16 on CUDA and on a CPU with native bf16, else none
 QUANTIZE = tuple(BASES)   # and a scheme keeping layers in fp32: int8-channel:ffn-out (pipeline/rerank/quantize.py)
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -36,7 +38,7 @@ DEVICES = ("auto", "cpu", "cuda")
 class Runtime:
     """How a model runs (not what it computes): at most `batch_size` pairs and `batch_tokens` padded positions a
     batch (None: the device's defaults, pipeline/rerank/batching.py `batch_limits`), device ("auto": CUDA when
-    present), autocast ("auto": bf16 on CUDA, none on the CPU), int8 quantisation (CPU), torch CPU threads (None:
+    present), autocast ("auto": bf16 on CUDA and, for inference, on a CPU with native bf16; else none), int8 quantisation (CPU), torch CPU threads (None:
     torch's default)."""
 
     batch_size: int | None = None
@@ -82,13 +84,39 @@ def check_amp(amp: str | None) -> str:
     return amp
 
 
-def resolve_amp(amp: str | None, device: torch.device) -> str | None:
-    """The autocast dtype inference runs under (None: none). "auto" is bf16 on CUDA and none on the CPU (where bf16
-    changes scores, and is slower than fp32 without AVX512-BF16 or AMX); "none" is off."""
+def native_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX tiles), as torch's own CPU checks see it."""
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+_told_cpu_bf16 = False
+
+
+def resolve_amp(amp: str | None, device: torch.device, inference: bool = False) -> str | None:
+    """The autocast dtype a model runs under (None: none). "auto" is bf16 on CUDA; on the CPU it is none, except
+    for `inference` on a CPU with native bf16 (`native_bf16`), where bf16 is the fast mode that keeps the ranking
+    (docs/inference.md: DL19/DL20 nDCG@10 within 0.001 of fp32; without native bf16 it is slower than fp32): said
+    once in the log. Training and the pretraining loop keep fp32 on any CPU. "none" is off."""
+    global _told_cpu_bf16
     amp = check_amp(amp)
-    if amp == "auto":
-        return "bf16" if device.type == "cuda" else None
-    return None if amp == "none" else amp
+    if amp != "auto":
+        return None if amp == "none" else amp
+    if device.type == "cuda":
+        return "bf16"
+    if not (inference and native_bf16()):
+        return None
+    if not _told_cpu_bf16:
+        _told_cpu_bf16 = True
+        logger.info("amp=auto: bf16 autocast on this CPU, which computes bf16 natively (AVX512-BF16 or AMX); "
+                    "--amp none keeps fp32 (docs/inference.md)")
+    return "bf16"
+
+
+def is_quantized(model: torch.nn.Module) -> bool:
+    """Whether `model` has int8 (dynamically quantised) linear layers: amp="auto" then runs no autocast."""
+    from torch.ao.nn.quantized.dynamic import Linear
+
+    return any(isinstance(m, Linear) for m in model.modules())
 
 
 def autocast(device: torch.device, amp: str | None):
@@ -186,7 +214,8 @@ def predict(model: RerankModel, pairs: list[Pair], batch_size: int | None = None
 
     model.eval().to(device)
     model.plan_batches([pairs[i] for i in order[cut]] for cut in cuts)
-    with torch.inference_mode(), autocast(device, resolve_amp(amp, device)):
+    amp = resolve_amp(amp, device, inference=not with_loss and not is_quantized(model))
+    with torch.inference_mode(), autocast(device, amp):
         pieces = run_batches(pairs, order, cuts, prepare, compute, device, desc=desc, unit="pair", prefetch=prefetch,
                              lengths=lengths)
     if not with_loss:

@@ -13,10 +13,10 @@ checksums); later runs load it from there. Other keyword arguments set fields of
 (`monobert(ckpt=DIR, max_length=512)`, `hcan(train=trecqa/train, encoder=wide)`). `batch_size` (pairs a batch at
 most), `batch_tokens` (padded positions a batch at most; both default to the device's, pipeline/rerank/batching.py),
 `device` ("auto": CUDA when present) and `threads` are about how the model runs, not what it computes: no part of
-a key. `amp` ("auto": bf16 autocast on CUDA, none on the CPU; "none" | "bf16" | "fp16") and `quantize` ("int8":
-the linear layers dynamically quantised, CPU) change the scores a little: they are part of the stage's config (an
-explicit `amp` is also part of a recipe's key: training in half precision computes another model); under "auto"
-on CUDA the stage cache keys the bf16 it runs.
+a key. `amp` ("auto": bf16 autocast on CUDA and on a CPU with native bf16, else none; "none" | "bf16" | "fp16")
+and `quantize` (an int8 scheme, pipeline/rerank/quantize.py: the linear layers dynamically quantised, CPU) change
+the scores a little: they are part of the stage's config (an explicit `amp` is also part of a recipe's key:
+training in half precision computes another model); where "auto" runs bf16 the stage cache keys the bf16 it runs.
 
 A late-interaction model (`LateInteraction`) scores through its stored-encoding path: documents are encoded alone
 (read from `store=DIR` when given, the missing ones encoded on the fly and counted in the log), each query once;
@@ -130,8 +130,8 @@ class NeuralReranker(Reranker):
 
             store = manifest_digest(read_manifest(Path(self.store))) if self.store else ""
         fingerprint = f"{self.model_digest()}\x1f{store}\x1f{super().fingerprint()}"
-        if self.amp == "auto" and self.device != "cpu":  # bf16 on CUDA: other scores than the CPU's fp32
-            amp = resolve_amp("auto", resolve_device(self.device))
+        if self.amp == "auto":  # bf16 on CUDA or a CPU with native bf16: other scores than fp32
+            amp = resolve_amp("auto", resolve_device(self.device), inference=not self.quantize)
             fingerprint += f"\x1famp={amp}" if amp else ""
         return fingerprint
 

@@ -3,6 +3,8 @@ and which run in int8 with which weight scales, scores of a real (tiny, seeded) 
 and `--quantize` refusing a bad scheme with exit 2."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -107,3 +109,34 @@ def test_quantize_flag_refuses_a_bad_scheme_with_exit_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli([*args, "--quantize", "int4"])
     assert exit_.value.code == 2 and "the scheme is one of int8, int8-channel" in capsys.readouterr().err
+
+
+def test_amp_auto_is_bf16_for_inference_on_a_cpu_with_native_bf16_said_once(monkeypatch, caplog, tiny_bert, qa_pairs):
+    import pipeline.rerank.scoring as scoring
+
+    monkeypatch.setattr(scoring, "_told_cpu_bf16", False)
+    monkeypatch.setattr(scoring, "native_bf16", lambda: False)
+    assert scoring.resolve_amp("auto", CPU, inference=True) is None               # fp32 on other CPUs
+    monkeypatch.setattr(scoring, "native_bf16", lambda: True)
+    assert scoring.resolve_amp("auto", CPU) is None                                # training keeps fp32
+    assert scoring.resolve_amp("none", CPU, inference=True) is None
+    with caplog.at_level("INFO", logger="irpipe"):
+        assert scoring.resolve_amp("auto", CPU, inference=True) == "bf16"
+        assert scoring.resolve_amp("auto", CPU, inference=True) == "bf16"
+    assert [r.getMessage() for r in caplog.records].count(
+        "amp=auto: bf16 autocast on this CPU, which computes bf16 natively (AVX512-BF16 or AMX); --amp none keeps "
+        "fp32 (docs/inference.md)") == 1
+    model = _monobert(tiny_bert)
+    auto = predict(model, qa_pairs).scores                                          # amp="auto", the default
+    assert auto == predict(model, qa_pairs, amp="bf16").scores != predict(model, qa_pairs, amp="none").scores
+    int8 = quantized(_monobert(tiny_bert), "int8-channel", CPU, amp="auto")        # auto: no autocast on int8
+    assert scoring.is_quantized(int8) and not scoring.is_quantized(model)
+    assert predict(int8, qa_pairs).scores == predict(int8, qa_pairs, amp="none").scores
+
+
+@pytest.mark.skipif(not Path("/proc/cpuinfo").is_file(), reason="reads Linux's /proc/cpuinfo")
+def test_native_bf16_agrees_with_the_cpu_flags():
+    import pipeline.rerank.scoring as scoring
+
+    flags = set(Path("/proc/cpuinfo").read_text().split("\n\n")[0].split())
+    assert scoring.native_bf16() == bool(flags & {"avx512_bf16", "amx_bf16"})
