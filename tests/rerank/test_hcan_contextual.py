@@ -94,3 +94,25 @@ def test_every_encoder_takes_contextual_inputs(tiny_bert, encoder):
     with torch.no_grad():
         out = model(**model.prepare(pairs()).tensors)
     assert out.shape == (4, 2) and torch.isfinite(out).all()
+
+
+def test_the_inputs_probe_scores_a_candidate_that_repeats_the_query_one(tiny_qa):
+    """pipeline/benchmarks/hcan_inputs_probe.py: the IDF-weighted mean over query words of their best cosine; a
+    candidate holding every query word scores 1 (each word's own vector), the others less."""
+    from pipeline.benchmarks.hcan_inputs_probe import probe_scores
+    from pipeline.data.runs import Run
+
+    class Echo(type(tiny_qa)):
+        def run(self) -> Run:
+            run = super().run()
+            topics = self.topics()
+            texts = dict(run.texts) | {hits[-1][0]: topics[qid] + " indeed" for qid, hits in run.ranking.items()}
+            return Run(run.ranking, texts)
+
+    echo = Echo()
+    scores = probe_scores(echo, echo, "random")
+    assert sorted(scores) == sorted(echo.run().ranking)
+    for qid, hits in echo.run().ranking.items():
+        echoed = hits[-1][0]
+        assert scores[qid][echoed] == pytest.approx(1.0, abs=1e-5)
+        assert all(s < 1.0 - 1e-3 for doc, s in scores[qid].items() if doc != echoed)
