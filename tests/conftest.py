@@ -71,3 +71,10 @@ def log_to_this_tests_stderr():
     logger.handlers.clear()
     yield
     logger.handlers[:] = saved
+
+
+@pytest.fixture(autouse=True)
+def _cpu_amp_auto_is_fp32(monkeypatch):
+    """amp="auto" runs bf16 on a CPU with native bf16 (pipeline/rerank/scoring.py); the suite's scores expect fp32
+    on every CPU (tests/rerank/test_quantize.py tests the bf16 choice itself)."""
+    monkeypatch.setattr("pipeline.rerank.scoring.native_bf16", lambda: False)

@@ -85,7 +85,12 @@ def check_amp(amp: str | None) -> str:
 
 
 def native_bf16() -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX tiles), as torch's own CPU checks see it."""
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX tiles), as torch's own CPU checks see it (the
+    test suite sets it false, so that its fp32 expectations hold on any CPU)."""
+    return torch_native_bf16()
+
+
+def torch_native_bf16() -> bool:
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 

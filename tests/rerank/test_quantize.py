@@ -139,4 +139,4 @@ def test_native_bf16_agrees_with_the_cpu_flags():
     import pipeline.rerank.scoring as scoring
 
     flags = set(Path("/proc/cpuinfo").read_text().split("\n\n")[0].split())
-    assert scoring.native_bf16() == bool(flags & {"avx512_bf16", "amx_bf16"})
+    assert scoring.torch_native_bf16() == bool(flags & {"avx512_bf16", "amx_bf16"})
