@@ -6,8 +6,9 @@ Fields added to eval/results/<name>.json by `irpipe run` (pipeline/experiment.py
     date         when this run finished (UTC, ISO 8601)
     environment  pipeline/environment.py `capture()`
     reused       what this run read from the cache that an earlier process had computed (pipeline/data/reuse.py)
-    cost         the last cold run (nothing reused): {"seconds", "date", "cores"}. A run that reused cached work
-                 measured only what was left, so it keeps the previous file's cost; none yet: no cost field
+    cost         the last cold run (nothing reused): {"seconds", "date", "cores", "load_average" (1-minute, at its
+                 end)}. A run that reused cached work measured only what was left, so it keeps the previous file's
+                 cost; none yet: no cost field
     win_loss     with a baseline: the first measure's per-query differences (run - baseline; the mean over seeds
                  per query for a seeded experiment), sorted, as at most WIN_LOSS_POINTS quantiles, with the counts
 
@@ -48,7 +49,8 @@ def record(result: dict, before: dict, comparison=None, runs: list[str] = ()) ->
     result["environment"] = environment.capture()
     result["reused"] = reuse.counts()
     if not result["reused"]:
-        result["cost"] = {"seconds": result["seconds"], "date": result["date"], "cores": os.cpu_count()}
+        result["cost"] = {"seconds": result["seconds"], "date": result["date"], "cores": os.cpu_count(),
+                          "load_average": round(os.getloadavg()[0], 1)}  # a shared machine's seconds need it beside
     elif isinstance(before.get("cost"), dict):
         result["cost"] = before["cost"]
     if comparison is not None and comparison.baseline is not None and runs:
