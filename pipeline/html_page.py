@@ -108,7 +108,8 @@ def _row(pin, measures: list[str], references: list[dict], baselines: bool) -> s
     cells = [f'<td class="name"><b>{escape(pin.name)}</b><br><code>{escape(experiment.pipeline)}</code>'
              + (f'<br><span class="pinned">baseline: <code>{escape(experiment.baseline)}</code></span>'
                 if experiment.baseline else "")
-             + "".join(f'<br><span class="cpu">moves with the CPU\'s kernels: {escape(note)}</span>'
+             + "".join(f'<br><span class="cpu" title="{escape(note)}">moves with the CPU\'s kernels '
+                       f'({escape(note.split(":")[0])}: eval/benchmarks/cpu-sensitivity.yaml)</span>'
                        for note in provenance.cpu_notes(experiment.pipeline)) + "</td>"]
     for measure in measures:
         check = checks.get(measure)
