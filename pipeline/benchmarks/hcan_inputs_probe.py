@@ -16,6 +16,7 @@ The run is written atomically (Run.write); `--static glove` scores the GloVe tab
 from __future__ import annotations
 
 import argparse
+import sys
 
 from pipeline.benchmarks import run_main
 
@@ -68,4 +69,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_main(main))
+    sys.exit(run_main(main))
