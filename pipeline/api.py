@@ -86,7 +86,10 @@ def Experiment(pipelines, dataset, measures, names=None, baseline: int | str | S
         run      queries      AP  AP p-value
         bm25          52  0.3114           -
         overlap       52  0.2249      0.0005
-        queries: 52 -- every judged query in the qrels; a query missing from a run scores 0 (trec_eval -c). p-values: two-sided paired t-test vs bm25.
+        queries: 52 -- every judged query in the qrels; a query missing from a run scores 0 (trec_eval -c).
+        Tied scores (overlap: 64 queries) are ordered as trec_eval orders them, docid descending; pt.Experiment's
+        RR@k (ir-measures' msmarco provider) orders them otherwise, so its number can differ. p-values: two-sided
+        paired t-test vs bm25.
     """
     pipelines = list(pipelines)
     names = [str(p) if isinstance(p, str) else repr(p) for p in pipelines] if names is None else list(names)
