@@ -113,6 +113,7 @@ class PyTerrierStage(Stage):
     """A PyTerrier transformer as an irpipe stage: `reranks=True` when it needs a result frame (an input run)."""
 
     name = "pyterrier"
+    _index = None  # resolved by bind: the dataset's index, where candidates lack texts
 
     def __init__(self, transformer: pt.Transformer, reranks: bool = False):
         if not isinstance(transformer, pt.Transformer):
@@ -133,7 +134,7 @@ class PyTerrierStage(Stage):
                 self._index = open_index(path)
 
     def transform(self, topics: Topics, run: Run | None) -> Run:
-        if run is not None and getattr(self, "_index", None) is not None and missing_texts(run):
+        if run is not None and self._index is not None and missing_texts(run):
             run = Run(run.ranking, CandidateTexts(self._index, repr(self)).of(run), run.tag, run.doc_fields)
         frame = topics.to_frame() if run is None else run.to_frame(topics)
         output = self.transformer(frame)
