@@ -108,13 +108,18 @@ class LuceneIndex:
                 "(or `irpipe index --dataset NAME --output DIR`)")
         self.metadata = read_index_metadata(self.path)
         self.language = language or self.metadata.get("language", "en")
+        self._lock = threading.Lock()
+        self._simple_searcher = None  # Anserini's SimpleSearcher, for stored documents and other languages only
         with java.java_errors(f"cannot open the Lucene index {self.path}", _DAMAGED):
-            self._simple = java.autoclass("io.anserini.search.SimpleSearcher")(str(self.path))
+            # SimpleSearcher's analyzers, without SimpleSearcher: loading that class costs ~1.4 s and its
+            # constructor ~0.5 s, more than a thousand 10-hit CACM queries (2026-11-27)
             if self.metadata.get("pretokenized"):
-                self._simple.set_analyzer(java.autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")())
-            elif self.language != "en":
+                self._analyzer = java.autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")()
+            elif self.language == "en":
+                self._analyzer = java.autoclass("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance()
+            else:
                 self._simple.set_language(self.language)
-            self._analyzer = self._simple.get_analyzer()
+                self._analyzer = self._simple.get_analyzer()
             self._query_generator = java.autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
             self._analyze = java.autoclass("io.anserini.analysis.AnalyzerUtils").analyze
             self._list_to_string = java.autoclass("java.util.Objects").toString
@@ -126,7 +131,6 @@ class LuceneIndex:
                 sort_field.FIELD_SCORE, sort_field("id", java.autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL))
             self._to_string = java.autoclass("org.apache.commons.lang3.builder.ReflectionToStringBuilder").toString
         self._searchers: dict[tuple[float, float], object] = {}
-        self._lock = threading.Lock()
         self.segmenter = self.metadata.get("segmenter")  # "jieba": the stored text was segmented in Python
         if self.segmenter is not None and self.segmenter not in SEGMENTERS:
             raise MissingResourceError(f"{self.path}: unknown segmenter {self.segmenter!r} in {INDEX_METADATA}; "
@@ -135,6 +139,14 @@ class LuceneIndex:
         self._parse_lock = threading.Lock()
         # `analyze` memoised: for words and short texts that repeat (keywords, English query words)
         self.analyze_cached = functools.lru_cache(maxsize=1 << 17)(self.analyze)
+
+    @property
+    def _simple(self):
+        """Anserini's SimpleSearcher over this index, opened on first use."""
+        with self._lock:
+            if self._simple_searcher is None:
+                self._simple_searcher = java.autoclass("io.anserini.search.SimpleSearcher")(str(self.path))
+            return self._simple_searcher
 
     @property
     def num_docs(self) -> int:
