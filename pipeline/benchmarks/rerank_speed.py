@@ -1,6 +1,6 @@
 """Benchmark: training seconds per epoch and inference pairs/s of the neural rerankers on this machine.
 
-    python -m pipeline.benchmarks.rerank_speed [--models monobert hcan] [--threads 1 2] [--record]
+    python -m pipeline.benchmarks.rerank_speed [--models monobert hcan] [--threads 1 2] [--record [--output NAME]]
 
 For each model (default: every model of the registry, pipeline/rerank/models) with its default config and training
 options:
@@ -82,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[None], metavar="N",
                         help="torch CPU threads, one row per value (default: torch's own, all cores)")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--record", action="store_true", help="write eval/benchmarks/rerank-speed.json")
+    parser.add_argument("--record", action="store_true", help="write eval/benchmarks/NAME.json (--output)")
+    parser.add_argument("--output", default="rerank-speed", metavar="NAME",
+                        help="the record's name (default rerank-speed)")
     args = parser.parse_args(argv)
 
     from pipeline import log
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['seconds_per_step']:>7} {row['epoch_steps']:>11} {row['seconds_per_epoch']:>22} "
               f"{row['inference_pairs_per_s']:>13}")
     if args.record:
-        record("rerank-speed", __spec__.name, argv, {"rows": rows})
+        record(args.output, __spec__.name, argv, {"rows": rows})
     return 0
 
 
