@@ -66,3 +66,25 @@ def test_tune_bm25_on_cacm(tmp_path, capsys):
     winner = max(rows, key=lambda k1: rows[k1]["AP"])
     assert result["best"]["values"]["k1"] == winner
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"best AP {rows[winner]['AP']:.4f}: bm25(k1={winner}")
+
+
+@needs_shared_data
+def test_tuning_on_a_topics_subset_scores_only_those_queries(tmp_path, capsys):
+    """`--dataset cacm --topics SUBSET`: the judged queries outside the subset are not scored (they would count 0
+    in the mean: the AP of 10 queries would read as a quarter of itself)."""
+    from pipeline.data.registry import get_dataset
+    from pipeline.evaluation import evaluate
+    from pipeline.experiment import run_pipeline
+
+    cacm = get_dataset("cacm")
+    judged = sorted(cacm.qrels())[:10]
+    subset = tmp_path / "subset.tsv"
+    subset.write_text("".join(f"{qid}\t{cacm.topics()[qid]}\n" for qid in judged))
+    output = tmp_path / "tune.json"
+    assert main(["tune", "bm25(k1={k1}, b=0.4)", "--dataset", "cacm", "--topics", str(subset), "--grid", "k1=0.9",
+                 "--measure", "AP", "--output", str(output)]) == 0
+    tuned = json.loads(output.read_text())["rows"][0]["measures"]["AP"]
+    run, _, _ = run_pipeline("bm25(k1=0.9, b=0.4)", "cacm")
+    alone = evaluate(run, {qid: cacm.qrels()[qid] for qid in judged}, ["AP"])["AP"]  # the qrels' queries only
+    assert tuned == pytest.approx(alone, abs=1e-9)
+    assert "10 of its 52 judged queries are evaluated" in capsys.readouterr().err

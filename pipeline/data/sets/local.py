@@ -41,9 +41,9 @@ from pipeline.data.runs import RUN_FORMATS, Run, read_run
 from pipeline.data.sets.answer_selection import AnswerSelectionDataset
 from pipeline.data.sets.base import DataFile, Dataset, LabelledPair, PairsAsRanking, file_sha256
 from pipeline.data.sets.standard import StandardDataset
-from pipeline.data.topics import Topics
-from pipeline.data.topics import TOPIC_FORMATS
+from pipeline.data.topics import TOPIC_FORMATS, Topics
 from pipeline.errors import ConfigError, InputError, MissingResourceError
+from pipeline.log import logger
 
 SPEC_FILE = "dataset.yaml"
 KINDS = ("trec", "answer-selection", "pairs")
@@ -282,7 +282,20 @@ class WithFiles(Dataset):
         return self._from("topics").topics()
 
     def qrels(self) -> Qrels:
-        return self._from("qrels").qrels()
+        """The qrels; the dataset's own narrowed to the queries of a topics file given in their place
+        (`--dataset cacm --topics SUBSET`): a judged query outside the topics would score 0 in every mean."""
+        qrels = self._from("qrels").qrels()
+        if "topics" not in self.local.files or "qrels" in self.local.files:
+            return qrels
+        asked = set(self.topics())
+        kept = {qid: judged for qid, judged in qrels.items() if qid in asked}
+        if len(kept) < len(qrels) and not self._narrowing_said:
+            self._narrowing_said = True
+            logger.info("%s: %s's qrels narrowed to the topics file's queries: %d of its %d judged queries are "
+                        "evaluated", self.name, self.base.name, len(kept), len(qrels))
+        return kept
+
+    _narrowing_said = False
 
     def run(self) -> Run | None:
         """The run file's candidates, with the texts (and fields) that the base dataset ships for them (DL19/DL20,
