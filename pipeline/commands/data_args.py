@@ -8,7 +8,8 @@
 `--dataset` takes a registered name, `irds:<id>`, a name given with `irpipe datasets add`, or a dataset folder's
 path (with a dataset.yaml, a BEIR folder or the MS MARCO passage files; `DIR:SPLIT` picks a BEIR or MS MARCO
 split). Files alone make a dataset of their own (`--topics` is then needed); files beside `--dataset` replace
-those parts of it (e.g. `--dataset dl19-passage --run my-candidates.trec`). Formats are detected as the readers
+those parts of it (e.g. `--dataset dl19-passage --run my-candidates.trec`; a topics file also narrows the
+dataset's qrels to its queries). Formats are detected as the readers
 do: topics TREC SGML / TSV / JSONL (ours or BEIR's), qrels TREC or BEIR, runs TREC / MS MARCO, corpora JSONL
 (Pyserini's or BEIR's) / TSV / TREC SGML. `--topics` also takes the name of a registered dataset's topics, as
 Pyserini's does (`--topics msmarco-passage-dev-subset`): that dataset, with the other files given replacing its
