@@ -84,7 +84,15 @@ def index_stats(index: Path) -> dict:
     utils = java.autoclass("io.anserini.index.IndexReaderUtils")
     reader = utils.getReader(str(index))
     stats = utils.getIndexStats(reader, "contents")
-    return {key: str(stats.get(key)) for key in stats.keySet().toArray()}
+    found = {key: str(stats.get(key)) for key in stats.keySet().toArray()}
+    if found.get("unique_terms") == "-1":  # Lucene's MultiTerms.size() is unknown (-1) over several segments:
+        # an index flushed in parts (irpipe's bounded RAM buffer) against one written in a single flush; count them
+        terms = java.autoclass("org.apache.lucene.index.MultiTerms").getTerms(reader, "contents").iterator()
+        count = 0
+        while terms.next() is not None:
+            count += 1
+        found["unique_terms"] = str(count)
+    return found
 
 
 def run_lines(index: Path, topics: dict[str, str], hits: int = 1000) -> list[str]:
