@@ -69,7 +69,7 @@ def test_tune_bm25_on_cacm(tmp_path, capsys):
 
 
 @needs_shared_data
-def test_tuning_on_a_topics_subset_scores_only_those_queries(tmp_path, capsys):
+def test_tuning_on_a_topics_subset_scores_only_those_queries(tmp_path, caplog):
     """`--dataset cacm --topics SUBSET`: the judged queries outside the subset are not scored (they would count 0
     in the mean: the AP of 10 queries would read as a quarter of itself)."""
     from pipeline.data.registry import get_dataset
@@ -87,4 +87,4 @@ def test_tuning_on_a_topics_subset_scores_only_those_queries(tmp_path, capsys):
     run, _, _ = run_pipeline("bm25(k1=0.9, b=0.4)", "cacm")
     alone = evaluate(run, {qid: cacm.qrels()[qid] for qid in judged}, ["AP"])["AP"]  # the qrels' queries only
     assert tuned == pytest.approx(alone, abs=1e-9)
-    assert "10 of its 52 judged queries are evaluated" in capsys.readouterr().err
+    assert "10 of its 52 judged queries are evaluated" in caplog.text
