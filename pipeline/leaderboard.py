@@ -6,21 +6,14 @@ row per published reference (from eval/references.yaml), marked
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from pipeline.data.files import load_yaml
+from pipeline.data.files import load_yaml, read_json
 from pipeline.errors import InputError
 
 
 def load_results(results_dir: Path) -> list[dict]:
-    results = []
-    for path in sorted(results_dir.glob("*.json")):
-        try:
-            results.append(json.loads(path.read_text(encoding="utf-8")))
-        except json.JSONDecodeError as error:
-            raise InputError(path, f"not valid JSON: {error.msg}", error.lineno) from None
-    return results
+    return [read_json(path) for path in sorted(results_dir.glob("*.json"))]
 
 
 def load_references(path: Path) -> dict[str, list[dict]]:

@@ -24,12 +24,12 @@ and line of the marker.
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import yaml
 
+from pipeline.data.files import read_json
 from pipeline.errors import InputError
 
 START = re.compile(r"^<!-- results\s*$")
@@ -133,10 +133,7 @@ def rewrite(text: str, path: Path, results: dict[str, dict]) -> str:
 def load_results(results_dir: Path) -> dict[str, dict]:
     found = {}
     for path in sorted(Path(results_dir).glob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise InputError(path, f"not valid JSON: {error.msg}", error.lineno) from None
+        data = read_json(path)
         found[data.get("name", path.stem)] = data
     return found
 

@@ -85,6 +85,19 @@ def test_the_check_fails_on_a_table_that_differs_from_the_results(tmp_path, caps
     assert irpipe(capsys, "leaderboard", "--prose", "--check", *where)[0] == 0
 
 
+@pytest.mark.parametrize("command", [["leaderboard", "--prose", "--check"], ["leaderboard", "--output"]])
+def test_a_damaged_result_file_is_exit_2_naming_its_file_and_line(tmp_path, capsys, command):
+    """Both readers of eval/results (the prose tables and the leaderboard) refuse a file that is not JSON."""
+    results = tmp_path / "eval" / "results"
+    results.mkdir(parents=True)
+    (results / "floor.json").write_text(json.dumps(RESULTS["floor"]))
+    (results / "broken.json").write_text('{"name": "broken",\n "measures": {"AP": 0.5,}}\n')
+    (tmp_path / "README.md").write_text(_marked("table: experiments\nmeasures: [AP]\nrows: {floor: floor}"))
+    argv = [*command, tmp_path / "LEADERBOARD.md"] if command[-1] == "--output" else [*command, "--root", tmp_path]
+    code, _, err = irpipe(capsys, *argv, "--results-dir", results)
+    assert code == 2 and f"{results / 'broken.json'}:2" in err and "not valid JSON" in err and "Traceback" not in err
+
+
 def test_the_repository_tables_are_the_results(capsys):
     """README.md, docs/*.md and eval/*.md: every marked table is what the committed results say."""
     assert marked_files(REPO), "no results markers found"

@@ -19,7 +19,6 @@ of each architecture, which score at the speed of trained ones. Loads of the two
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from pipeline.benchmarks import REPO, record, run_main
@@ -29,16 +28,13 @@ DEPTHS = (100, 1000)
 
 
 def _load(name: str) -> dict:
-    from pipeline.data.files import read_text
-    from pipeline.errors import InputError, MissingResourceError
+    from pipeline.data.files import read_json
+    from pipeline.errors import MissingResourceError
 
     path = REPO / "eval" / "benchmarks" / f"{name}.json"
     if not path.is_file():
         raise MissingResourceError(f"no recorded benchmark {path}: run the command in this module's docstring")
-    try:
-        return json.loads(read_text(path))
-    except json.JSONDecodeError as error:
-        raise InputError(path, f"not valid JSON: {error.msg}", error.lineno) from None
+    return read_json(path)
 
 
 def search_rates(recorded: dict) -> dict[int, float]:

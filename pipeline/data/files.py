@@ -366,6 +366,14 @@ def _no_lone_surrogate(record: dict, path, number: int) -> None:
 INDEX_METADATA = "irpipe-index.json"  # a Lucene index folder's build record, written beside its files
 
 
+def read_json(path: str | Path):
+    """A whole JSON file; one that does not parse is an InputError naming the file and line."""
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as error:
+        raise InputError(path, f"not valid JSON: {error.msg}", error.lineno) from None
+
+
 def read_index_metadata(index_dir: str | Path) -> dict:
     """The build record of an index folder (source, documents, settings), or {} when it has none."""
     path = Path(index_dir) / INDEX_METADATA

@@ -262,6 +262,8 @@ class WithFiles(Dataset):
     """A dataset with some of its parts replaced by local files (`--dataset dl19-passage --run my.trec`): the
     files' parts are read from them, the rest from `base`; the files' checksums join `files`."""
 
+    _narrowing_said = False  # the log has said once that the qrels are narrowed to a topics file's queries
+
     def __init__(self, base: Dataset, local: LocalCollection):
         parts = [key for key in ("topics", "qrels", "corpus", "run", "index") if key in local.files]
         super().__init__(f"{base.name}+{'+'.join(parts)}", {**base.spec, "rel_level": base.rel_level},
@@ -294,8 +296,6 @@ class WithFiles(Dataset):
             logger.info("%s: %s's qrels narrowed to the topics file's queries: %d of its %d judged queries are "
                         "evaluated", self.name, self.base.name, len(kept), len(qrels))
         return kept
-
-    _narrowing_said = False
 
     def run(self) -> Run | None:
         """The run file's candidates, with the texts (and fields) that the base dataset ships for them (DL19/DL20,
