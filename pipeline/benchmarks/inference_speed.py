@@ -38,15 +38,17 @@ from pipeline.benchmarks._inference_models import cpu_name, cross_encoder, dl_pa
 MODES = ("crossencoder", "fp32", "fp32-b64", "fp32-all-layers", "bf16", "int8", "fp32-old")
 
 
-def scorers(model, ce, modes, device: str = "cpu") -> dict:
+def scorers(model, ce, modes, device: str = "cpu", batch_tokens: int | None = None) -> dict:
     """mode -> (pairs -> scores) of each of `modes` (fp32 always) on the CPU; crossencoder's as a user calls it
-    (sigmoid included); an int8 scheme (pipeline/rerank/quantize.py: int8, int8-channel:ffn-out, ...) on a copy."""
+    (sigmoid included); an int8 scheme (pipeline/rerank/quantize.py: int8, int8-channel:ffn-out, ...) on a copy;
+    irpipe's modes in batches of at most `batch_tokens` padded positions (None: the device's default)."""
     from pipeline.rerank.quantize import quantize_linears
     from pipeline.rerank.scoring import predict
 
     every_layer = copy.deepcopy(model)
     every_layer.cls_only = False
-    run = lambda m, **kw: lambda pairs: predict(m, pairs, device=device, desc="timed", **kw).scores  # noqa: E731
+    run = lambda m, **kw: lambda pairs: predict(  # noqa: E731
+        m, pairs, device=device, desc="timed", **({"batch_tokens": batch_tokens} | kw)).scores
 
     def old(pairs):  # the batches irpipe scored in before the token budget: by characters, 64 at a time
         by_chars = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i].query) + len(pairs[i].text)))
@@ -98,14 +100,18 @@ def timed(functions: dict, pairs: list, repeats: int) -> dict:
 
 
 def score_differences(ce, functions: dict, modes: list[str], pairs: list) -> dict:
-    """Max |score - CrossEncoder's raw score| of each irpipe mode on `pairs`, and of each mode from fp32."""
+    """Max |score - CrossEncoder's raw score| of each irpipe mode on `pairs`, of each mode from fp32, and from the
+    mode's own scores of the first half of `pairs` scored alone (other batch neighbours, other padding: fp32 moves
+    by ~1e-6 there; a mode that amplifies that much noise cannot keep near-ties in order)."""
     import torch
 
     reference = [float(s) for s in ce.predict([(p.query, p.text) for p in pairs], show_progress_bar=False,
                                                activation_fn=torch.nn.Identity())]
     scores = {name: functions[name](pairs) for name in dict.fromkeys(["fp32", *modes]) if name != "crossencoder"}
+    half = len(pairs) // 2
     return {name: {"max_abs_vs_crossencoder": max(abs(a - b) for a, b in zip(values, reference)),
-                   "max_abs_vs_fp32": max(abs(a - b) for a, b in zip(values, scores["fp32"]))}
+                   "max_abs_vs_fp32": max(abs(a - b) for a, b in zip(values, scores["fp32"])),
+                   "max_abs_other_batches": max(abs(a - b) for a, b in zip(functions[name](pairs[:half]), values))}
             for name, values in scores.items()}
 
 
@@ -222,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-scores", metavar="DIR", help="keep each quality mode's DL scores in DIR and reuse "
                         "them in a later run (fp32's measured once for several runs)")
     parser.add_argument("--max-length", type=int, default=256, help="word pieces (default 256; a checkpoint's own)")
+    parser.add_argument("--batch-tokens", type=int, metavar="N", help="padded positions a batch for irpipe's modes "
+                        "(default: the CPU's 2,048; another N puts the same pairs in other batches: how much a mode's "
+                        "DL measures move with its batch neighbours alone)")
     parser.add_argument("--gpu-only", action="store_true", help="only the GPU measurements (_inference_gpu.py)")
     parser.add_argument("--output", default="inference-speed", help="eval/benchmarks/<NAME>.json (with --record)")
     parser.add_argument("--record", action="store_true", help="write eval/benchmarks/<--output>.json")
@@ -236,12 +245,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     model = load_monobert(args.checkpoint, args.max_length)
     payload = {"cpu": cpu_name(), "threads": args.threads, "torch": torch.__version__,
-               "checkpoint": args.checkpoint, "max_length": model.config.max_length}
+               "checkpoint": args.checkpoint, "max_length": model.config.max_length, "batch_tokens": args.batch_tokens}
     if not args.gpu_only:
         import sentence_transformers
 
         ce = cross_encoder(model)
-        functions = scorers(model, ce, [*args.modes, *(args.quality_modes if args.checkpoint else [])])
+        functions = scorers(model, ce, [*args.modes, *(args.quality_modes if args.checkpoint else [])],
+                            batch_tokens=args.batch_tokens)
         _, pairs = dl_pairs("dl19-passage")
         pairs = pairs[:args.pairs]
         payload |= {"sentence_transformers": sentence_transformers.__version__, "pairs": len(pairs),
@@ -268,11 +278,13 @@ def main(argv: list[str] | None = None) -> int:
 def _print_cpu(payload: dict) -> None:
     print(f"{payload['cpu']}, {payload['threads']} thread(s), {payload['pairs']} DL19 pairs, {payload['repeats']} rounds")
     if payload.get("speed"):
-        print(f"{'mode':<16} {'pairs/s':>8} {'x CrossEncoder':>15} {'max |d| vs CE':>14} {'max |d| vs fp32':>16}")
+        print(f"{'mode':<16} {'pairs/s':>8} {'x CrossEncoder':>15} {'max |d| vs CE':>14} {'max |d| vs fp32':>16} "
+              f"{'other batches':>14}")
     for mode, row in payload.get("speed", {}).items():
         diff = payload["scores"].get(mode, {})
         print(f"{mode:<16} {row['pairs_per_s']:>8} {row.get('speedup_vs_crossencoder', ''):>15} "
-              f"{diff.get('max_abs_vs_crossencoder', 0):>14.2e} {diff.get('max_abs_vs_fp32', 0):>16.2e}")
+              f"{diff.get('max_abs_vs_crossencoder', 0):>14.2e} {diff.get('max_abs_vs_fp32', 0):>16.2e} "
+              f"{diff.get('max_abs_other_batches', 0):>14.2e}")
     for dataset, quality in payload.get("quality", {}).items():
         for mode, r in quality["modes"].items():
             print(f"{dataset} {mode:<16}", ", ".join(f"{m} {r[m]} ({r[f'delta_{m}_vs_fp32']:+.4f})" for m in MEASURES),

@@ -29,7 +29,8 @@ def add_model_args(parser: argparse.ArgumentParser, what: str = "pairs") -> None
     parser.add_argument("--quantize", type=quantize_scheme, default="none", metavar="SCHEME",
                         help="none (default), int8 (the linear layers dynamically quantised, weights per tensor), "
                              "int8-channel (weights per output channel), int8-vnni (and activations in 8 bits, not 7: "
-                             "VNNI CPUs), each with ':' and layer groups kept in fp32 "
+                             "VNNI CPUs), int8-token (activations a range per token; with -smooth, SmoothQuant scales "
+                             "from the LayerNorms), each with ':' and layer groups kept in fp32 "
                              "(int8-channel:ffn-out; pipeline/rerank/quantize.py). CPU inference; not with --amp bf16")
     parser.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: all cores)")
 

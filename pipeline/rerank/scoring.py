@@ -26,7 +26,7 @@ from pipeline.log import logger
 from pipeline.rerank.batching import PREFETCH, batch_cuts, batch_limits, in_input_order, length_order, run_batches
 from pipeline.rerank.model import Batch, RerankModel
 from pipeline.rerank.pairs import Pair
-from pipeline.rerank.quantize import BASES, parse_scheme, quantize_linears
+from pipeline.rerank.quantize import BASES, TokenInt8Linear, parse_scheme, quantize_linears
 
 AMP_DTYPES = ("bf16", "fp16")
 AMP_CHOICES = ("auto", "none", *AMP_DTYPES)   # auto: bf16 on CUDA and on a CPU with native bf16, else none
@@ -118,10 +118,11 @@ def resolve_amp(amp: str | None, device: torch.device, inference: bool = False) 
 
 
 def is_quantized(model: torch.nn.Module) -> bool:
-    """Whether `model` has int8 (dynamically quantised) linear layers: amp="auto" then runs no autocast."""
+    """Whether `model` has int8 linear layers (torch's dynamic ones or int8-token's): amp="auto" then runs no
+    autocast."""
     from torch.ao.nn.quantized.dynamic import Linear
 
-    return any(isinstance(m, Linear) for m in model.modules())
+    return any(isinstance(m, (Linear, TokenInt8Linear)) for m in model.modules())
 
 
 def autocast(device: torch.device, amp: str | None):

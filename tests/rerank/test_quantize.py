@@ -12,8 +12,9 @@ from pipeline.cli import main as cli
 from pipeline.errors import ConfigError
 from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
 from pipeline.rerank.pairs import pairs_of
-from pipeline.rerank.quantize import Scheme, kept_linears, parse_scheme
-from pipeline.rerank.scoring import check_quantize, predict, quantized
+from pipeline.rerank.quantize import Scheme, Smoothed, TokenInt8Linear, kept_linears, layer_norm_inputs, parse_scheme, \
+    smoothing
+from pipeline.rerank.scoring import check_quantize, is_quantized, predict, quantized
 
 CPU = torch.device("cpu")
 VNNI = torch.cpu._is_vnni_supported()
@@ -36,6 +37,9 @@ def _monobert(tiny_bert) -> MonoBERT:
     ("int8-channel", Scheme(True)),
     ("int8-channel:ffn-out", Scheme(True, ("ffn-out",))),
     ("int8:ffn-out+head+last", Scheme(False, ("ffn-out", "head", "last"))),
+    ("int8-token", Scheme(True, (), full_range=True, per_token=True)),
+    ("int8-token:ffn-out", Scheme(True, ("ffn-out",), full_range=True, per_token=True)),
+    ("int8-token-smooth:ffn-out", Scheme(True, ("ffn-out",), full_range=True, per_token=True, smooth=True)),
 ])
 def test_a_scheme_is_a_base_then_the_groups_kept_in_fp32(value, scheme):
     assert parse_scheme(value) == scheme
@@ -99,6 +103,66 @@ def test_int8_vnni_is_refused_on_a_cpu_without_vnni(monkeypatch):
     monkeypatch.setattr(torch.cpu, "_is_vnni_supported", lambda: False)
     with pytest.raises(ConfigError, match="needs a CPU with VNNI .* use int8-channel"):
         check_quantize("int8-vnni")
+
+
+def test_a_token_int8_linear_keeps_each_rows_range_so_an_offset_or_a_neighbour_costs_nothing():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 32)
+    int8 = TokenInt8Linear(linear)
+    x = torch.randn(5, 7, 64)                                                        # (batch, tokens, K)
+    with torch.no_grad():
+        exact, error = linear(x), lambda y, x: (int8(x) - y).abs().max().item()
+        plain = error(exact, x)
+        assert 0 < plain < 0.02 and int8(x).shape == (5, 7, 32)
+        # a row's midpoint is folded through the weight's row sums: an offset of 100 costs almost nothing (a range
+        # symmetric about 0 would have spent its 8 bits on -100..100)
+        assert error(linear(x + 100), x + 100) < 2 * plain
+        # a token with a range 1,000 times wider changes no other token's result
+        loud = x.clone()
+        loud[0, 0] *= 1000
+        assert torch.equal(int8(loud)[1:], int8(x)[1:]) and torch.equal(int8(loud)[0, 1:], int8(x)[0, 1:])
+
+
+def test_int8_token_runs_every_unkept_linear_per_token_and_stays_close_to_fp32(tiny_bert, qa_pairs):
+    exact = predict(_monobert(tiny_bert), qa_pairs).scores
+    model = quantized(_monobert(tiny_bert), "int8-token:head", CPU)
+    assert type(model.bert.encoder.layer[0].output.dense) is TokenInt8Linear and type(model.classifier) is \
+        torch.nn.Linear
+    assert is_quantized(model)                                                   # so amp=auto runs no autocast
+    scores = predict(model, qa_pairs).scores
+    assert scores != exact and max(abs(a - b) for a, b in zip(scores, exact)) < 0.01
+
+
+def test_smooth_divides_the_layer_norm_fed_inputs_and_multiplies_the_weights_back(tiny_bert, qa_pairs):
+    model = _monobert(tiny_bert)
+    norms = {name: next(n for n, m in model.named_modules() if m is norm)
+             for name, norm in layer_norm_inputs(model).items()}
+    assert norms == {
+        **{f"bert.encoder.layer.0.attention.self.{p}": "bert.embeddings.LayerNorm" for p in ("query", "key", "value")},
+        **{f"bert.encoder.layer.1.attention.self.{p}": "bert.encoder.layer.0.output.LayerNorm"
+           for p in ("query", "key", "value")},
+        "bert.encoder.layer.0.intermediate.dense": "bert.encoder.layer.0.attention.output.LayerNorm",
+        "bert.encoder.layer.1.intermediate.dense": "bert.encoder.layer.1.attention.output.LayerNorm"}
+    linear, norm = model.bert.encoder.layer[1].intermediate.dense, model.bert.encoder.layer[1].attention.output.LayerNorm
+    with torch.no_grad():
+        norm.weight[3] = 40.0                                          # an outlier channel, as trained BERTs have
+        scales = smoothing(linear, norm)
+        assert scales.shape == (linear.in_features,) and scales.argmax() == 3
+        x = norm(torch.randn(4, 9, linear.in_features))
+        assert torch.allclose(Smoothed(linear, scales)(x), linear(x), atol=1e-5)  # the same product in fp32
+        smoothed = Smoothed(linear, scales)
+        smoothed.inner = TokenInt8Linear(smoothed.inner)
+        error = lambda int8: (int8(x) - linear(x)).abs().mean().item()  # noqa: E731
+        assert error(smoothed) < error(TokenInt8Linear(linear)) / 2   # channel 3 no longer sets every token's range
+    exact = predict(_monobert(tiny_bert), qa_pairs).scores
+    schemes = ["int8-token-smooth:head", *(["int8-vnni-smooth:head"] if VNNI else [])]
+    for scheme, inner in zip(schemes, ("TokenInt8Linear", "FullRangeLinear")):
+        layer = quantized(_monobert(tiny_bert), scheme, CPU).bert.encoder.layer[0]
+        for module in (layer.attention.self.query, layer.intermediate.dense):
+            assert type(module) is Smoothed and type(module.inner).__name__ == inner
+        assert type(layer.attention.output.dense).__name__ == type(layer.output.dense).__name__ == inner
+        int8 = quantized(_monobert(tiny_bert), scheme, CPU)
+        assert max(abs(a - b) for a, b in zip(predict(int8, qa_pairs).scores, exact)) < 0.01
 
 
 def test_quantize_flag_refuses_a_bad_scheme_with_exit_2(tmp_path, capsys):
