@@ -10,12 +10,25 @@ logger = logging.getLogger("irpipe")
 _quiet = False
 
 
+class _StderrNow(logging.StreamHandler):
+    """A handler that writes to sys.stderr as it is when a record is emitted, not as it was when the handler was
+    made: a caller (a test's capture, a notebook, a server) that swaps sys.stderr later still gets the lines."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler.__init__ and setStream assign it; sys.stderr it stays
+        pass
+
+
 def configure(quiet: bool = False, verbose: bool = False) -> None:
     global _quiet
     _quiet = quiet
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _StderrNow()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
         logger.addHandler(handler)
     logger.setLevel(level)

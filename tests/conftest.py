@@ -61,18 +61,6 @@ def irpipe_eval(monkeypatch, capsys):
     return run
 
 
-@pytest.fixture
-def log_to_this_tests_stderr():
-    """irpipe's log handler is made once per process, on the sys.stderr of its time (an earlier test's capture):
-    dropped for the test, so that the command makes one on this test's."""
-    from pipeline.log import logger
-
-    saved = logger.handlers[:]
-    logger.handlers.clear()
-    yield
-    logger.handlers[:] = saved
-
-
 @pytest.fixture(autouse=True)
 def _cpu_amp_auto_is_fp32(monkeypatch):
     """amp="auto" runs bf16 on a CPU with native bf16 (pipeline/rerank/scoring.py); the suite's scores expect fp32

@@ -20,7 +20,6 @@ from pipeline.errors import OutputError
 from support import irpipe, save_tiny_bert, write_collection
 
 PAGE = 4096
-pytestmark = pytest.mark.usefixtures("log_to_this_tests_stderr")  # tests/conftest.py
 slow = pytest.mark.skipif(os.environ.get("IRPIPE_SLOW_FAULTS", "") in ("", "0"),
                           reason="a slow fault test (a JVM start each): IRPIPE_SLOW_FAULTS=1 pytest "
                                  "tests/test_faults_disk.py -k slow (output recorded in eval/FAULTS.md)")

@@ -15,7 +15,6 @@ from support import irpipe, write_collection
 
 IS_FOLDER, IS_FILE = "is a folder, and a file is needed here", "is a file, and a folder is needed here"
 SPECIAL = "cannot write: no file can be made in /proc"
-pytestmark = pytest.mark.usefixtures("log_to_this_tests_stderr")  # tests/conftest.py
 
 
 class WorkStarted(Exception):

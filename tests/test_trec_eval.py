@@ -68,8 +68,7 @@ def test_an_msmarco_run_adds_the_official_scripts_block(tmp_path, capsys):
 
 
 @needs_shared_data
-def test_the_msmarco_block_is_the_official_scripts_rule_on_dl19(shared_data, cache, tmp_path, capsys,
-                                                                log_to_this_tests_stderr):
+def test_the_msmarco_block_is_the_official_scripts_rule_on_dl19(shared_data, cache, tmp_path, capsys):
     """The block on DL19's BM25 candidates written as an MS MARCO run, against msmarco_passage_eval.py's
     compute_metrics restated (every qrels line relevant, label 0 too, as the script reads qrels: a warning says
     so), summed in the run's query order, printed with Python's str of the float."""
