@@ -2,9 +2,11 @@
 `--record`, writes its rows to eval/benchmarks/<name>.json with the command that produced them."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
+import re
 import sys
 from pathlib import Path
 from typing import Callable
@@ -31,6 +33,15 @@ def run_main(main: Callable[[], int]) -> int:
         spec = main.__globals__.get("__spec__")  # under `python -m`, __module__ is "__main__"; the spec has the name
         print(f"python -m {spec.name if spec else main.__module__}: error: {error}", file=sys.stderr)
         return 2
+
+
+def record_name(value: str) -> str:
+    """A record's NAME (argparse type): eval/benchmarks/NAME.json, so letters, digits, '.', '_' and '-' only, and no
+    '.json' of its own; anything else (a path, '..') is argparse's exit 2 before any work is done."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value) or value.endswith(".json"):
+        raise argparse.ArgumentTypeError(f"{value!r}: a record's name is letters, digits, '.', '_' and '-' (it "
+                                         "becomes eval/benchmarks/NAME.json; no folders, no .json)")
+    return value
 
 
 def record(name: str, module: str, argv: list[str] | None, payload: dict) -> None:

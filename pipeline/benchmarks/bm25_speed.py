@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.benchmarks import hardware, run_main
+from pipeline.benchmarks import hardware, record_name, run_main
 from pipeline.data.files import atomic_write
 from pipeline.log import peak_rss_mib
 
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rm3", action="store_true", help="BM25 with RM3 on both sides (Pyserini's --rm3)")
     parser.add_argument("--hits", type=int, nargs="+", default=[10, 1000])
     parser.add_argument("--trials", type=int, default=2, help="best of N runs per side (default 2)")
-    parser.add_argument("--record", nargs="?", const="bm25-speed", metavar="NAME",
+    parser.add_argument("--record", nargs="?", const="bm25-speed", metavar="NAME", type=record_name,
                         help="write eval/benchmarks/NAME.json (default bm25-speed)")
     parser.add_argument("--worker", choices=("ours", "pyserini"), help=argparse.SUPPRESS)
     parser.add_argument("--topics", help=argparse.SUPPRESS)

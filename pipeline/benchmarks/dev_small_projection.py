@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.benchmarks import REPO, record, run_main
+from pipeline.benchmarks import REPO, record, record_name, run_main
 
 QUERIES = 6980
 DEPTHS = (100, 1000)
@@ -65,9 +65,9 @@ def project(search: dict[int, float], rerank: dict[str, dict[int, float]]) -> li
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--search", default="msmarco-full-size", metavar="NAME",
+    parser.add_argument("--search", default="msmarco-full-size", metavar="NAME", type=record_name,
                         help="the recorded 8.8M-passage search benchmark (default msmarco-full-size)")
-    parser.add_argument("--rerank", default="rerank-speed-msmarco", metavar="NAME",
+    parser.add_argument("--rerank", default="rerank-speed-msmarco", metavar="NAME", type=record_name,
                         help="the recorded rerank_speed benchmark on MS MARCO passages (default rerank-speed-msmarco)")
     parser.add_argument("--record", action="store_true", help="write eval/benchmarks/dev-small-projection.json")
     args = parser.parse_args(argv)

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.benchmarks import REPO, hardware, run_main
+from pipeline.benchmarks import REPO, hardware, record_name, run_main
 from pipeline.data.files import atomic_write
 
 FLAGS = ["--storePositions", "--storeDocvectors", "--storeRaw"]
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", default="cacm", help="a registered dataset with documents, or synthetic")
     parser.add_argument("--size", type=int, default=1_000_000, help="passages of the synthetic corpus")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--record", metavar="NAME", help="write eval/benchmarks/NAME.json")
+    parser.add_argument("--record", metavar="NAME", type=record_name, help="write eval/benchmarks/NAME.json")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.benchmarks import record, run_main
+from pipeline.benchmarks import record, record_name, run_main
 from pipeline.benchmarks._inference_gpu import add_gpu_args, gpu_measurements
 from pipeline.benchmarks._inference_models import cpu_name, cross_encoder, dl_pairs, load_monobert
 
@@ -232,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: the CPU's 2,048; another N puts the same pairs in other batches: how much a mode's "
                         "DL measures move with its batch neighbours alone)")
     parser.add_argument("--gpu-only", action="store_true", help="only the GPU measurements (_inference_gpu.py)")
-    parser.add_argument("--output", default="inference-speed", help="eval/benchmarks/<NAME>.json (with --record)")
+    parser.add_argument("--output", default="inference-speed", type=record_name,
+                        help="eval/benchmarks/<NAME>.json (with --record)")
     parser.add_argument("--record", action="store_true", help="write eval/benchmarks/<--output>.json")
     add_gpu_args(parser)
     args = parser.parse_args(argv)

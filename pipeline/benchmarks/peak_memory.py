@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.benchmarks import machine, record, run_main
+from pipeline.benchmarks import machine, record, record_name, run_main
 from pipeline.log import peak_rss_mib
 
 WORDS = [f"w{i}" for i in range(5000)]
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--candidates", default="10000,100000", help="rerank settings: candidates (comma-separated)")
     parser.add_argument("--encode", default="10000,100000", help="encode settings: passages (comma-separated)")
     parser.add_argument("--lengths", default="256,1024,4096", help="MRNN settings: document words (comma-separated)")
-    parser.add_argument("--record", nargs="?", const="peak-memory", metavar="NAME",
+    parser.add_argument("--record", nargs="?", const="peak-memory", metavar="NAME", type=record_name,
                         help="write eval/benchmarks/NAME.json (default name peak-memory)")
     parser.add_argument("--one", nargs=2, metavar=("KIND", "SIZE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

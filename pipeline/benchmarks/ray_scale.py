@@ -63,7 +63,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.benchmarks import REPO, machine, record, run_main
+from pipeline.benchmarks import REPO, machine, record, record_name, run_main
 from pipeline.benchmarks.msmarco_scale import run_irpipe, write_synthetic_collection
 from pipeline.data.runs import read_run
 
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--worker-niceness", type=int, default=0, help="the Ray workers' niceness (default 0)")
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda (each worker then needs a GPU)")
-    parser.add_argument("--record", nargs="?", const="ray-scale", metavar="NAME",
+    parser.add_argument("--record", nargs="?", const="ray-scale", metavar="NAME", type=record_name,
                         help="write eval/benchmarks/NAME.json (default NAME: ray-scale)")
     args = parser.parse_args(argv)
     from pipeline import log

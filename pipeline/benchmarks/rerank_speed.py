@@ -17,7 +17,7 @@ import argparse
 import sys
 import time
 
-from pipeline.benchmarks import machine, record, run_main
+from pipeline.benchmarks import machine, record, record_name, run_main
 
 def bench_model(name: str, train: str, test: str, steps: int, warmup: int, pairs: int, batch_size: int,
                 threads: int | None, device: str = "auto") -> dict:
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch CPU threads, one row per value (default: torch's own, all cores)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--record", action="store_true", help="write eval/benchmarks/NAME.json (--output)")
-    parser.add_argument("--output", default="rerank-speed", metavar="NAME",
+    parser.add_argument("--output", default="rerank-speed", metavar="NAME", type=record_name,
                         help="the record's name (default rerank-speed)")
     args = parser.parse_args(argv)
 

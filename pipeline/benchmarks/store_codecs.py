@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.benchmarks import machine, record, run_main
+from pipeline.benchmarks import machine, record, record_name, run_main
 
 MSMARCO_PASSAGES = 8_841_823
 CODECS = ("fp32", "fp16", "int8", "residual2", "residual1", "residual2-128", "residual1-256")
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="MS MARCO candidates whose rows per passage give the projection")
     parser.add_argument("--codecs", nargs="+", default=list(CODECS), metavar="DTYPE",
                         help="irpipe encode dtypes to compare, fp16 among them (default: %(default)s)")
-    parser.add_argument("--record", nargs="?", const="store-codecs", metavar="NAME",
+    parser.add_argument("--record", nargs="?", const="store-codecs", metavar="NAME", type=record_name,
                         help="write eval/benchmarks/NAME.json (default NAME: store-codecs)")
     args = parser.parse_args(argv)
     if "fp16" not in args.codecs:
