@@ -13,13 +13,16 @@ rotated each round), `--repeats` rounds; pairs/s and the ratio to CrossEncoder i
   fp32-old: irpipe before the token budget (sorted by characters, 64 pairs a batch, every layer over every position);
 - bf16 (`amp=bf16`) and int8 (`quantize=int8`): irpipe's fast CPU options; any other int8 scheme by its name
   (int8-channel, int8-vnni:ffn-out, ...: pipeline/rerank/quantize.py).
-Scores: max |difference| of each mode from CrossEncoder's raw scores (fp32 aims at <= 1e-4). With `--checkpoint` (a
-trained monobert) also each of `--quality-modes`' nDCG@10, RR@10 and AP on DL19 and DL20 (all 43 / 54 queries'
-top-100) beside fp32's, with what moved a ranking (`quality_by_mode`); `--modes` with no value skips the timing:
+Scores: max |difference| of each mode from CrossEncoder's raw scores (fp32 aims at <= 1e-4), and from its own scores
+of the first half of the pairs scored alone (other batches: how much a mode amplifies fp32's ~1e-6). With
+`--checkpoint` (a trained monobert) also each of `--quality-modes`' nDCG@10, RR@10 and AP on DL19 and DL20 (all
+43 / 54 queries' top-100) beside fp32's, with what moved a ranking (`quality_by_mode`); `--modes` with no value
+skips the timing:
 
     python -m pipeline.benchmarks.inference_speed --checkpoint CKPT --modes --quality-modes fp32 bf16 int8 \
         --output inference-quality --record
-`--keep-scores DIR` keeps each quality mode's scores in DIR and reuses them (fp32's computed once for several runs).
+`--keep-scores DIR` keeps each quality mode's scores in DIR and reuses them (fp32's computed once for several runs);
+`--batch-tokens N` scores every irpipe mode in batches of at most N padded positions (default the CPU's 2,048).
 GPU (only when CUDA is present; here skipped with the reason): pipeline/benchmarks/_inference_gpu.py.
 """
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 A scheme is a name (`int8`, `int8-channel`, `int8-vnni`, `int8-token`, and the last two with `-smooth`), optionally
 followed by `:` and the groups of linear layers kept in fp32, joined by `+`: `int8-channel:ffn-out+head`. Every other
-`nn.Linear` runs in int8. int8, int8-channel and int8-vnni are torch's dynamic quantisation (`torch.ao.quantization.quantize_dynamic`: int8 weights, a batch's
-activations quantised with one scale from their min and max, so a pair's score depends on its batch neighbours):
+`nn.Linear` runs in int8. int8, int8-channel and int8-vnni are torch's dynamic quantisation
+(`torch.ao.quantization.quantize_dynamic`: int8 weights, a batch's activations quantised with one scale from their
+min and max, so a pair's score depends on its batch neighbours):
 
     int8           weights one scale per matrix (per tensor), as `quantize=int8` always was
     int8-channel   weights one scale per output channel (per_channel_dynamic_qconfig)
@@ -15,8 +16,8 @@ activations quantised with one scale from their min and max, so a pair's score d
                    back through the weight's row sums), multiplied by oneDNN's int8 GEMM (`torch._int_mm`, exact
                    int32 sums). A token's range no longer depends on the other tokens of its batch: an outlier token
                    costs only its own row's precision. The (de)quantisation around the GEMM runs as separate torch
-                   operations, not fused into it as fbgemm's is, so on a CPU it is no faster than fp32
-                   (docs/inference.md has the measurements)
+                   operations, not fused into it as fbgemm's is: on the 2-core Xeon of docs/inference.md it is
+                   1.3x fp32, a little under int8-vnni
     -smooth        (int8-vnni-smooth, int8-token-smooth) the linears that read a LayerNorm (BERT's qkv and
                    ffn-in) smoothed first (SmoothQuant, Xiao et al. 2023, alpha 0.5): an input channel j is divided by
                    s_j = sqrt(max|x_j| / max_n |W_nj|) and the weight's column multiplied by it (the product is the
@@ -161,7 +162,8 @@ def layer_norm_inputs(model: torch.nn.Module) -> dict[str, torch.nn.LayerNorm]:
         match = _LAYER.search(name)
         if match is None or not isinstance(modules[name], torch.nn.Linear):
             continue
-        prefix, index, rest = name[:match.start(0) + (match.group(0)[0] == ".")], int(match.group(1)), match.group(2)
+        prefix = name[:match.start(1) - len("encoder.layer.")]                     # "bert." or ""
+        index, rest = int(match.group(1)), match.group(2)
         if rest.startswith("attention.self."):
             source = f"{prefix}encoder.layer.{index - 1}.output.LayerNorm" if index else f"{prefix}embeddings.LayerNorm"
         elif rest == "intermediate.dense":
@@ -214,7 +216,8 @@ def quantize_linears(model: torch.nn.Module, value: str) -> torch.nn.Module:
     if scheme.smooth:
         for name, norm in layer_norm_inputs(model).items():
             if name not in kept:
-                _replace(model, name, Smoothed(model.get_submodule(name), smoothing(model.get_submodule(name), norm)))
+                linear = model.get_submodule(name)
+                _replace(model, name, Smoothed(linear, smoothing(linear, norm)))
     if scheme.per_token:
         for name, module in list(model.named_modules()):
             if isinstance(module, torch.nn.Linear) and name not in kept:
