@@ -143,7 +143,7 @@ class TokenInt8Linear(torch.nn.Module):
         middle, scale = (high + low) / 2, ((high - low) / 254).clamp(min=1e-12)     # (T, 1) each
         q = rows.sub(middle).div_(scale).round_().to(torch.int8)                  # (T, K) in -127..127
         sums = torch._int_mm(q, self.q_weight_t)                                   # (T, N) int32
-        y = sums.view(torch.float32).copy_(sums)   # converted where it lies: a fresh (T, N) costs more than the GEMM
+        y = sums.view(torch.float32).copy_(sums)   # converted where it lies: no second (T, N) buffer to allocate
         y.mul_(scale).mul_(self.weight_scale).addr_(middle[:, 0], self.weight_sum)
         if self.bias is not None:
             y.add_(self.bias)
