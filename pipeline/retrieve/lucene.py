@@ -24,13 +24,13 @@ import functools
 import json
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 from pipeline import java
+from pipeline.retrieve import java_batch
 from pipeline.data.files import INDEX_METADATA, read_index_metadata
 from pipeline.errors import IrpipeError, MissingResourceError
 
@@ -38,6 +38,7 @@ _HIT = re.compile(r"doc=\d+ score=\S+ shardIndex=-?\d+ fields=\[(\S+), \[([0-9a-
 _QUERY_SYNTAX = re.compile(r'([+\-!(){}\[\]^"~*?:\\/&|])')
 _OPERATOR = re.compile(r"(?<!\S)(AND|OR|NOT)(?!\S)")  # QueryParser's operators; every analyzer lower-cases them
 SEGMENTERS = ("jieba",)
+HITS_PER_CALL = 1 << 18  # a batch's hits, rendered at ~80 characters each: ~20 MB of text per JNI call
 T = TypeVar("T")
 
 
@@ -68,22 +69,25 @@ def boosted_query_string(weights: Mapping[str, float]) -> str:
     return " ".join(filter(None, (_clause(term, weight) for term, weight in weights.items() if weight > 0)))
 
 
-def adjust_score_ties(scores: np.ndarray) -> np.ndarray:
+def adjust_score_ties(scores: np.ndarray, starts: Sequence[int] = ()) -> np.ndarray:
     """Anserini 1.7.1's ScoreTiesAdjusterReranker, with the Java original's exact arithmetic.
 
     Each score is rounded to 1e-4 in double precision (`(float) (Math.round((double) s * 1e4) / 1e4)`, read off
     the jar's bytecode); a score within 1e-4f of the previous one is a tie and is lowered by 1e-6f per tie in the
-    streak (float32 arithmetic), so the printed order equals the sort order.
+    streak (float32 arithmetic), so the printed order equals the sort order. `scores` may hold several queries'
+    hits one after another, each query's first hit at an index in `starts`: a streak never crosses into a query.
     """
     scores = np.asarray(scores, dtype=np.float32).astype(np.float64)
     out = (np.floor(scores * 1e4 + 0.5) / 1e4).astype(np.float32)
     limit, step = np.float32(1e-4), np.float32(1e-6)
+    first = np.zeros(len(out), dtype=bool)
+    first[[start for start in starts if 0 < start < len(out)]] = True
     # A tie whatever the adjustment of the previous score (that only lowers it). Where the previous score was not
     # lowered (outside a streak) these are all the ties, so the walk below jumps from one to the next.
-    certain = np.flatnonzero(out[:-1] - out[1:] <= limit) + 1
+    certain = np.flatnonzero((out[:-1] - out[1:] <= limit) & ~first[1:]) + 1
     i, dup = (int(certain[0]) if len(certain) else len(out)), 0
     while i < len(out):
-        if out[i - 1] - out[i] > limit:  # the previous score as lowered: the streak ends here
+        if first[i] or out[i - 1] - out[i] > limit:  # the previous score as lowered: the streak ends here
             dup = 0
             later = np.searchsorted(certain, i + 1)
             i = int(certain[later]) if later < len(certain) else len(out)
@@ -129,14 +133,12 @@ class LuceneIndex:
             sort_field = java.autoclass("org.apache.lucene.search.SortField")
             self._sort = java.autoclass("org.apache.lucene.search.Sort")(
                 sort_field.FIELD_SCORE, sort_field("id", java.autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL))
-            self._to_string = java.autoclass("org.apache.commons.lang3.builder.ReflectionToStringBuilder").toString
         self._searchers: dict[tuple[float, float], object] = {}
         self.segmenter = self.metadata.get("segmenter")  # "jieba": the stored text was segmented in Python
         if self.segmenter is not None and self.segmenter not in SEGMENTERS:
             raise MissingResourceError(f"{self.path}: unknown segmenter {self.segmenter!r} in {INDEX_METADATA}; "
                                        f"known: {', '.join(SEGMENTERS)}")
-        self._parsers: dict[str, object] = {}  # QueryParsers, made on first use; each parses one query at a time
-        self._parse_lock = threading.Lock()
+        self._batches: dict[tuple, java_batch.BatchFunction] = {}  # (kind, k, k1, b) -> its search, see `_batch`
         # `analyze` memoised: for words and short texts that repeat (keywords, English query words)
         self.analyze_cached = functools.lru_cache(maxsize=1 << 17)(self.analyze)
 
@@ -164,10 +166,7 @@ class LuceneIndex:
 
     def search(self, text: str, k: int, k1: float = 0.9, b: float = 0.4) -> list[tuple[str, float]]:
         """Top-k (docid, score) for one query, identical to Pyserini's LuceneSearcher.search."""
-        if self.segmenter is not None:
-            text = " ".join(self.analyze(text))
-        query = self._query_generator.buildQuery("contents", self._analyzer, text)
-        return self._top_docs(query, k, k1, b)
+        return self.search_many({"": text}, k, k1, b)[""]
 
     def analyze(self, text: str) -> list[str]:
         """The index terms of `text`, in order: the index's Lucene analyzer (one crossing), or for a jieba index
@@ -185,82 +184,109 @@ class LuceneIndex:
                      b: float = 0.4) -> list[tuple[str, float]]:
         """Top-k for a weighted bag of index terms (term -> boost; terms with weight <= 0 are left out):
         sum over terms of boost * BM25(term, doc). Counts as weights give the same query as `search`."""
-        text = boosted_query_string(weights)
-        return self._top_docs(self._parse(text, "terms"), k, k1, b) if text else []
+        return self.search_many_terms({"": weights}, lambda query: query, k, k1, b)[""]
 
     def search_texts(self, parts: Sequence[tuple[str, float]], k: int, k1: float = 0.9,
                      b: float = 0.4) -> list[tuple[str, float]]:
         """Top-k for texts with boosts, each analyzed by the index (segmented first for a jieba index):
         sum over parts of boost * BM25(text); [(query, 1), (keywords, w)] appends the keywords boosted by w. The
-        analysis happens inside the one parse call (Chinese keywords re-analyze exactly; English stems do not:
-        use search_terms for those)."""
-        if self.segmenter is not None:
-            parts = [(" ".join(self.analyze_cached(text)), weight) for text, weight in parts]
-        text = boosted_texts_string(parts)
-        return self._top_docs(self._parse(text, "texts"), k, k1, b) if text else []
+        analysis happens inside the query parser, in Java (Chinese keywords re-analyze exactly; English stems do
+        not: use search_terms for those)."""
+        return self.search_many_texts({"": parts}, lambda query: query, k, k1, b)[""]
 
-    def _parse(self, text: str, kind: str):
-        """QueryParser over the whitespace analyzer ("terms") or the index's own ("texts")."""
-        with self._parse_lock:  # QueryParser is not thread-safe (and see `analyze` on pyjnius and threads)
-            if kind not in self._parsers:
-                analyzer = (java.autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")() if kind == "terms"
-                            else self._analyzer)
-                self._parsers[kind] = java.autoclass("org.apache.lucene.queryparser.classic.QueryParser")(
-                    "contents", analyzer)
-            return self._parsers[kind].parse(text)
-
-    def _top_docs(self, query, k: int, k1: float, b: float) -> list[tuple[str, float]]:
-        """Run `query` and read the whole top-k back in one call (see the module docstring)."""
-        # doDocScores=false: a hit's score is its first sort value (fields[0], what _HIT reads); true made Lucene
-        # score every hit a second time (populateScores), ~40% of a 10-hit CACM query's time (2026-11-27)
-        rendered = self._to_string(self._searcher(k1, b).search(query, k, self._sort, False))
-        hits = _HIT.findall(rendered)
-        if len(hits) != rendered.count("doc="):
-            raise IrpipeError(f"{self.path}: hits without an `id` doc-values field; this index was not built by "
-                              "Anserini >= 1.0 (irpipe index builds compatible indexes)")
-        if not hits:
-            return []
-        scores = adjust_score_ties(np.array([score for score, _ in hits], dtype=np.float32))
-        return [(bytes.fromhex(hexid).decode("utf-8"), float(score)) for (_, hexid), score in zip(hits, scores)]
-
-    def search_many(self, queries: dict[str, str], k: int, k1: float = 0.9, b: float = 0.4, threads: int = 1,
+    def search_many(self, queries: Mapping[str, str], k: int, k1: float = 0.9, b: float = 0.4, threads: int = 1,
                     progress=None) -> dict[str, list[tuple[str, float]]]:
-        """Search every query (in `threads` Java-parallel threads); results in the order of `queries`."""
-        return self._parallel(queries, lambda text: self.search(text, k, k1, b), k1, b, threads, progress)
+        """Search every query (on `threads` Java threads); results in the order of `queries`."""
+        if self.segmenter is not None:
+            queries = {qid: " ".join(self.analyze(text)) for qid, text in queries.items()}
+        return self._search_batches("words", queries, k, k1, b, threads, progress)
 
     def search_many_terms(self, queries: Mapping[str, T], weigh: Callable[[T], Mapping[str, float]], k: int,
                           k1: float = 0.9, b: float = 0.4, threads: int = 1,
                           progress=None) -> dict[str, list[tuple[str, float]]]:
-        """`search_terms(weigh(query))` for every query, in `threads` threads: `weigh` (e.g. keyword extraction)
-        runs in the worker threads, so its Python work overlaps other threads' Java searches."""
-        return self._parallel(queries, lambda query: self.search_terms(weigh(query), k, k1, b), k1, b, threads,
-                              progress)
+        """`search_terms(weigh(query))` for every query: `weigh` (e.g. keyword extraction) runs here, the searches
+        on `threads` Java threads."""
+        strings = {qid: boosted_query_string(weigh(query)) for qid, query in queries.items()}
+        return self._search_batches("terms", strings, k, k1, b, threads, progress)
 
     def search_many_texts(self, queries: Mapping[str, T], split: Callable[[T], Sequence[tuple[str, float]]], k: int,
                           k1: float = 0.9, b: float = 0.4, threads: int = 1,
                           progress=None) -> dict[str, list[tuple[str, float]]]:
-        """`search_texts(split(query))` for every query, in `threads` threads (as search_many_terms)."""
-        return self._parallel(queries, lambda query: self.search_texts(split(query), k, k1, b), k1, b, threads,
-                              progress)
+        """`search_texts(split(query))` for every query, the searches on `threads` Java threads."""
+        strings = {}
+        for qid, query in queries.items():
+            parts = split(query)
+            if self.segmenter is not None:
+                parts = [(" ".join(self.analyze_cached(text)), weight) for text, weight in parts]
+            strings[qid] = boosted_texts_string(parts)
+        return self._search_batches("texts", strings, k, k1, b, threads, progress)
 
-    def _parallel(self, queries: Mapping[str, T], search: Callable[[T], list], k1: float, b: float, threads: int,
-                  progress) -> dict[str, list[tuple[str, float]]]:
-        self._searcher(k1, b)
-        items = list(queries.items())
-
-        def one(item):
-            hits = search(item[1])
-            if progress is not None:
-                progress.update(1)
-            return hits
-
+    def _search_batches(self, kind: str, queries: Mapping[str, str], k: int, k1: float, b: float, threads: int,
+                        progress) -> dict[str, list[tuple[str, float]]]:
+        """Each query string of `kind` (see `_batch`) searched, in batches of about HITS_PER_CALL hits, each batch
+        in one JNI call; an empty query string has no hits (QueryParser refuses it)."""
+        results: dict[str, list[tuple[str, float]]] = {qid: [] for qid in queries}
+        todo = [(qid, text) for qid, text in queries.items() if text or kind == "words"]
+        size = max(1, HITS_PER_CALL // max(1, k))
         with java.java_errors(f"searching the Lucene index {self.path}", _DAMAGED):
-            if threads <= 1:
-                results = [one(item) for item in items]
-            else:
-                with ThreadPoolExecutor(threads) as pool:
-                    results = list(pool.map(one, items))
-        return {qid: hits for (qid, _), hits in zip(items, results)}
+            batch = self._batch(kind, k, k1, b)
+            for start in range(0, len(todo), size):
+                part = todo[start:start + size]
+                for (qid, _), hits in zip(part, self._read_hits(batch([text for _, text in part], threads))):
+                    results[qid] = hits
+                if progress is not None:
+                    progress.update(len(part))
+        if progress is not None:
+            progress.update(len(queries) - len(todo))
+        return results
+
+    def _batch(self, kind: str, k: int, k1: float, b: float) -> java_batch.BatchFunction:
+        """query string -> Query -> top k (TopFieldDocs) -> its rendering, for many strings in one call. The kind of
+        query string: "words" (Anserini's BagOfWordsQueryGenerator over the index's analyzer, as Pyserini),
+        "terms" (`t1^w1 t2^w2` for QueryParser over a whitespace analyzer) or "texts" (QueryParser over the index's
+        analyzer); a QueryParser is made per query (it is not thread-safe)."""
+        searcher = self._searcher(k1, b)
+        key = (kind, int(k), float(k1), float(b))
+        with self._lock:
+            if key not in self._batches:
+                query_class, string = "org.apache.lucene.search.Query", "java.lang.String"
+                if kind == "words":
+                    to_query = java_batch.bind(java_batch.virtual(
+                        "io.anserini.search.query.BagOfWordsQueryGenerator", "buildQuery", query_class, string,
+                        "org.apache.lucene.analysis.Analyzer", string), 0, self._query_generator, "contents",
+                        self._analyzer)
+                else:
+                    analyzer = (java.autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")()
+                                if kind == "terms" else self._analyzer)
+                    parser = "org.apache.lucene.queryparser.classic.QueryParser"
+                    to_query = java_batch.made_at(
+                        java_batch.virtual(parser, "parse", query_class, string), 0,
+                        java_batch.bind(java_batch.constructor(parser, string, "org.apache.lucene.analysis.Analyzer"),
+                                        0, "contents", analyzer))
+                # doDocScores=false: a hit's score is its first sort value (fields[0], what _HIT reads); true made
+                # Lucene score every hit a second time (populateScores), ~40% of a 10-hit CACM query's time
+                search = java_batch.bind(java_batch.virtual(
+                    "org.apache.lucene.search.IndexSearcher", "search", "org.apache.lucene.search.TopFieldDocs",
+                    query_class, "int", "org.apache.lucene.search.Sort", "boolean").bindTo(searcher), 1,
+                    java_batch.boxed(int(k)), self._sort, java_batch.boxed(False))
+                render = java_batch.then(  # "[doc=.. score=.. shardIndex=.. fields=[score, [id bytes]], ...]"
+                    java_batch.getter("org.apache.lucene.search.TopDocs", "scoreDocs", "org.apache.lucene.search.ScoreDoc[]"),
+                    java_batch.static("java.util.Arrays", "toString", string, "java.lang.Object[]"))
+                self._batches[key] = java_batch.BatchFunction(java_batch.then(to_query, search, render))
+            return self._batches[key]
+
+    def _read_hits(self, rendered: Sequence[str]) -> list[list[tuple[str, float]]]:
+        """(docid, score) of each rendered TopFieldDocs (see the module docstring), ties adjusted as Anserini's
+        (all of a batch's scores in one pass)."""
+        hits = [_HIT.findall(text) for text in rendered]
+        if sum(map(len, hits)) != sum(text.count("doc=") for text in rendered):
+            raise IrpipeError(f"{self.path}: hits without an `id` doc-values field; this index was not built by "
+                              "Anserini >= 1.0 (irpipe index builds compatible indexes)")
+        starts = np.cumsum([0] + [len(one) for one in hits])
+        scores = adjust_score_ties(np.array([score for one in hits for score, _ in one], dtype=np.float32),
+                                   starts[1:-1]).tolist()
+        return [[(bytes.fromhex(hexid).decode("utf-8"), score) for (_, hexid), score in zip(one, scores[start:])]
+                for one, start in zip(hits, starts)]
 
     def search_rm3(self, queries: dict[str, str], k: int, k1: float, b: float, threads: int, fb_terms: int = 10,
                    fb_docs: int = 10, original_query_weight: float = 0.5) -> dict[str, list[tuple[str, float]]]:

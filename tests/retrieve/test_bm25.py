@@ -88,6 +88,17 @@ def test_score_ties_walk_agrees_with_the_plain_loop_on_many_ties():
     assert len(adjust_score_ties(np.array([], dtype=np.float32))) == 0
 
 
+def test_score_ties_of_a_batch_are_each_querys_own():
+    """Several queries' scores adjusted in one pass (`starts`) equal each query adjusted alone: a streak of ties
+    never runs from one query's last hit into the next query's first, nor do empty queries shift it."""
+    rng = np.random.default_rng(1)
+    queries = [np.sort(np.float32(5.0) - np.cumsum(rng.choice([0.0, 5e-5, 1e-3], size=int(size))).astype(np.float32))[::-1]
+               for size in rng.integers(0, 30, size=200)]
+    starts = np.cumsum([0] + [len(scores) for scores in queries])[1:-1]
+    batched = adjust_score_ties(np.concatenate(queries), starts)
+    assert batched.tobytes() == np.concatenate([adjust_score_ties(scores) for scores in queries]).tobytes()
+
+
 def test_missing_index_says_how_to_build_one(tmp_path):
     with pytest.raises(MissingResourceError, match="irpipe index"):
         LuceneIndex(tmp_path / "nothing-here")
