@@ -17,8 +17,9 @@ import functools
 import threading
 
 from pipeline import java
+from pipeline.errors import IrpipeError
 
-SEPARATOR = "\n"  # between the results of a batch; a result (rendered by ReflectionToStringBuilder) holds none
+SEPARATOR = "\n"  # between the results of a batch: no result may hold one
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,7 +42,8 @@ def method_type(returns: str, *parameters: str):
 
 
 def _primitive(name: str):
-    wrappers = {"int": "java.lang.Integer", "boolean": "java.lang.Boolean", "void": "java.lang.Void"}
+    wrappers = {"int": "java.lang.Integer", "float": "java.lang.Float", "boolean": "java.lang.Boolean",
+                "void": "java.lang.Void"}
     return java.autoclass(wrappers[name]).TYPE if name in wrappers else None
 
 
@@ -56,7 +58,12 @@ def static(owner: str, name: str, returns: str, *parameters: str):
 
 def getter(owner: str, name: str, kind: str):
     """The public field `owner.name` (of class `kind`) as a one-argument handle."""
-    return _jvm()[0].publicLookup().findGetter(java_class(owner), name, java_class(kind))
+    return _jvm()[0].publicLookup().findGetter(java_class(owner), name, _primitive(kind) or java_class(kind))
+
+
+def element(array: str, index: int):
+    """(array) -> array[index]."""
+    return bind(_jvm()[0].arrayElementGetter(java_class(array)), 1, boxed(index))
 
 
 def constructor(owner: str, *parameters: str):
@@ -90,6 +97,14 @@ def _class(descriptor):
     return cast("java.lang.Class", descriptor)
 
 
+def both(combine, first, second):
+    """x -> combine(first(x), second(x)), for one-argument handles `first` and `second`."""
+    kind = first.type()
+    combined = _jvm()[0].filterArguments(combine, 0, first, second)
+    return _jvm()[0].permuteArguments(combined, _jvm()[1].methodType(_class(combine.type().returnType()),
+                                                                     [_class(kind.parameterType(0))]), 0, 0)
+
+
 def made_at(handle, position: int, make):
     """`handle` with its argument at `position` made anew on every call by the no-argument handle `make`."""
     made = _jvm()[1].methodType(_class(handle.type().parameterType(position)), [])
@@ -109,42 +124,55 @@ def _java_list(values):
     return items
 
 
+def mapped_and_joined(per_item, separator: str):
+    """(Stream) -> String: `per_item` (a one-argument handle returning a String) on each item of the stream, the
+    results joined by `separator`."""
+    function = _interface("java.util.function.Function",
+                          per_item.asType(method_type("java.lang.Object", "java.lang.Object")))
+    mapped = made_at(virtual("java.util.stream.Stream", "map", "java.util.stream.Stream",
+                             "java.util.function.Function"), 1, function)
+    joining = java.autoclass("java.util.stream.Collectors").joining(
+        java.autoclass("java.lang.StringBuilder")(separator))  # a CharSequence (pyjnius passes a str as a String)
+    return then(mapped, bind(virtual("java.util.stream.Stream", "collect", "java.lang.Object",
+                                     "java.util.stream.Collector"), 1, joining))
+
+
+def array_mapped_and_joined(per_item, separator: str):
+    """(Object[]) -> String: as `mapped_and_joined`, over the items of an array."""
+    return then(static("java.util.Arrays", "stream", "java.util.stream.Stream", "java.lang.Object[]"),
+                mapped_and_joined(per_item, separator))
+
+
 class BatchFunction:
     """`per_text` (a (String)String method handle) over many texts in one call, on `threads` Java threads."""
 
+    _calling = threading.Lock()  # pyjnius calls into Java from one Python thread at a time (see LuceneIndex.analyze)
+
     def __init__(self, per_text):
-        function = _interface("java.util.function.Function",
-                              per_text.asType(method_type("java.lang.Object", "java.lang.Object")))
-        mapped = made_at(virtual("java.util.stream.Stream", "map", "java.util.stream.Stream",
-                                 "java.util.function.Function"), 1, function)
-        joining = java.autoclass("java.util.stream.Collectors").joining(
-            java.autoclass("java.lang.StringBuilder")(SEPARATOR))  # a CharSequence (pyjnius passes str as String)
-        collect = bind(virtual("java.util.stream.Stream", "collect", "java.lang.Object",
-                               "java.util.stream.Collector"), 1, joining)
-        self._run = then(mapped, collect)  # (Stream) -> the joined results
+        self._run = mapped_and_joined(per_text, SEPARATOR)  # (Stream) -> the joined results
         self._submit: dict[int, object] = {}  # threads -> (Callable) -> ForkJoinTask, on a pool of that size
-        self._lock = threading.Lock()
 
     def __call__(self, texts: list[str], threads: int = 1) -> list[str]:
         """The result of each text, in order (in one JNI call)."""
         if not texts:
             return []
-        batch = _java_list(texts)
-        if threads <= 1:
-            joined = self._run.invokeWithArguments(_java_list([batch.stream()]))
-        else:  # the parallel stream runs in the pool that the task runs in
-            job = _interface("java.util.concurrent.Callable", bind(self._run, 0, batch.parallelStream()))
-            joined = then(job, self._submitter(threads)).invokeWithArguments(_java_list([])).get()
+        with self._calling:
+            batch = _java_list(texts)
+            if threads <= 1:
+                joined = self._run.invokeWithArguments(_java_list([batch.stream()]))
+            else:  # the parallel stream runs in the pool that the task runs in
+                job = _interface("java.util.concurrent.Callable", bind(self._run, 0, batch.parallelStream()))
+                joined = then(job, self._submitter(threads)).invokeWithArguments(_java_list([])).get()
         results = joined.split(SEPARATOR)
         if len(results) != len(texts):
-            raise RuntimeError(f"a batch of {len(texts)} texts gave {len(results)} results")
+            raise IrpipeError(f"a batch of {len(texts)} queries gave {len(results)} results: a result (a docid) "
+                              f"holds the separator {SEPARATOR!r}")
         return results
 
     def _submitter(self, threads: int):
-        with self._lock:
-            if threads not in self._submit:
-                pool = java.autoclass("java.util.concurrent.ForkJoinPool")(threads)
-                self._submit[threads] = virtual("java.util.concurrent.ForkJoinPool", "submit",
-                                                "java.util.concurrent.ForkJoinTask",
-                                                "java.util.concurrent.Callable").bindTo(pool)
-            return self._submit[threads]
+        if threads not in self._submit:
+            pool = java.autoclass("java.util.concurrent.ForkJoinPool")(threads)
+            self._submit[threads] = virtual("java.util.concurrent.ForkJoinPool", "submit",
+                                            "java.util.concurrent.ForkJoinTask",
+                                            "java.util.concurrent.Callable").bindTo(pool)
+        return self._submit[threads]

@@ -34,10 +34,10 @@ from pipeline.retrieve import java_batch
 from pipeline.data.files import INDEX_METADATA, read_index_metadata
 from pipeline.errors import IrpipeError, MissingResourceError
 
-_HIT = re.compile(r"doc=\d+ score=\S+ shardIndex=-?\d+ fields=\[(\S+), \[([0-9a-f ]*)\]\]")
 _QUERY_SYNTAX = re.compile(r'([+\-!(){}\[\]^"~*?:\\/&|])')
 _OPERATOR = re.compile(r"(?<!\S)(AND|OR|NOT)(?!\S)")  # QueryParser's operators; every analyzer lower-cases them
 SEGMENTERS = ("jieba",)
+HIT, FIELD = "\x1e", "\x1f"  # a query's hits come back as one string: score FIELD docid HIT score FIELD docid ...
 HITS_PER_CALL = 1 << 18  # a batch's hits, rendered at ~80 characters each: ~20 MB of text per JNI call
 T = TypeVar("T")
 
@@ -82,20 +82,34 @@ def adjust_score_ties(scores: np.ndarray, starts: Sequence[int] = ()) -> np.ndar
     limit, step = np.float32(1e-4), np.float32(1e-6)
     first = np.zeros(len(out), dtype=bool)
     first[[start for start in starts if 0 < start < len(out)]] = True
-    # A tie whatever the adjustment of the previous score (that only lowers it). Where the previous score was not
-    # lowered (outside a streak) these are all the ties, so the walk below jumps from one to the next.
-    certain = np.flatnonzero((out[:-1] - out[1:] <= limit) & ~first[1:]) + 1
-    i, dup = (int(certain[0]) if len(certain) else len(out)), 0
-    while i < len(out):
-        if first[i] or out[i - 1] - out[i] > limit:  # the previous score as lowered: the streak ends here
-            dup = 0
-            later = np.searchsorted(certain, i + 1)
-            i = int(certain[later]) if later < len(certain) else len(out)
-            continue
-        dup += 1
-        out[i] = out[i] - step * np.float32(dup)
-        i += 1
+    # A tie whatever the adjustment of the previous score (that only lowers it), never a query's first hit. A run
+    # of consecutive ties is a streak whose j-th score is lowered by j * 1e-6; a lowered last score may make the
+    # next score a tie too, which extends the streak (and may join it to the next one). Each pass lowers every
+    # streak and adds the scores its lowering made ties; the last pass adds none.
+    ties = np.flatnonzero((out[:-1] - out[1:] <= limit) & ~first[1:]) + 1
+    while len(ties):
+        position = np.arange(len(ties))
+        starts_streak = np.ones(len(ties), dtype=bool)
+        starts_streak[1:] = ties[1:] != ties[:-1] + 1
+        streak = np.cumsum(starts_streak) - 1
+        dup = (position - np.flatnonzero(starts_streak)[streak] + 1).astype(np.float32)
+        lowered = out[ties] - step * dup
+        last = np.flatnonzero(np.append(starts_streak[1:], True))  # each streak's last tie
+        after = ties[last] + 1
+        extends = after < len(out)
+        last, after = last[extends], after[extends]
+        extends = ~first[after] & (lowered[last] - out[after] <= limit)
+        if not extends.any():
+            out[ties] = lowered
+            break
+        ties = np.union1d(ties, after[extends])
     return out
+
+
+def _hit_renderer(score, docid):
+    """hit -> score FIELD docid (one string), from a handle for each part."""
+    concat = java_batch.virtual("java.lang.String", "concat", "java.lang.String", "java.lang.String")
+    return java_batch.both(concat, score, java_batch.then(docid, java_batch.bind(concat, 0, FIELD)))
 
 
 _DAMAGED = "it is damaged or incomplete: rebuild it with `irpipe index ... --overwrite`"
@@ -263,48 +277,74 @@ class LuceneIndex:
                         java_batch.virtual(parser, "parse", query_class, string), 0,
                         java_batch.bind(java_batch.constructor(parser, string, "org.apache.lucene.analysis.Analyzer"),
                                         0, "contents", analyzer))
-                # doDocScores=false: a hit's score is its first sort value (fields[0], what _HIT reads); true made
+                # doDocScores=false: a hit's score is its first sort value (fields[0], what `hit` renders); true made
                 # Lucene score every hit a second time (populateScores), ~40% of a 10-hit CACM query's time
                 search = java_batch.bind(java_batch.virtual(
                     "org.apache.lucene.search.IndexSearcher", "search", "org.apache.lucene.search.TopFieldDocs",
                     query_class, "int", "org.apache.lucene.search.Sort", "boolean").bindTo(searcher), 1,
                     java_batch.boxed(int(k)), self._sort, java_batch.boxed(False))
-                render = java_batch.then(  # "[doc=.. score=.. shardIndex=.. fields=[score, [id bytes]], ...]"
-                    java_batch.getter("org.apache.lucene.search.TopDocs", "scoreDocs", "org.apache.lucene.search.ScoreDoc[]"),
-                    java_batch.static("java.util.Arrays", "toString", string, "java.lang.Object[]"))
-                self._batches[key] = java_batch.BatchFunction(java_batch.then(to_query, search, render))
+                fields = java_batch.getter("org.apache.lucene.search.FieldDoc", "fields", "java.lang.Object[]")
+                hit = _hit_renderer(  # a hit's sort values: its score (a Float) and its id (a BytesRef)
+                    java_batch.then(fields, java_batch.element("java.lang.Object[]", 0),
+                                    java_batch.static(string, "valueOf", string, "java.lang.Object")),
+                    java_batch.then(fields, java_batch.element("java.lang.Object[]", 1),
+                                    java_batch.virtual("org.apache.lucene.util.BytesRef", "utf8ToString", string)))
+                hits = java_batch.then(java_batch.getter("org.apache.lucene.search.TopDocs", "scoreDocs",
+                                                         "org.apache.lucene.search.ScoreDoc[]"),
+                                       java_batch.array_mapped_and_joined(hit, HIT))
+                self._batches[key] = java_batch.BatchFunction(java_batch.then(to_query, search, hits))
             return self._batches[key]
 
-    def _read_hits(self, rendered: Sequence[str]) -> list[list[tuple[str, float]]]:
-        """(docid, score) of each rendered TopFieldDocs (see the module docstring), ties adjusted as Anserini's
-        (all of a batch's scores in one pass)."""
-        hits = [_HIT.findall(text) for text in rendered]
-        if sum(map(len, hits)) != sum(text.count("doc=") for text in rendered):
-            raise IrpipeError(f"{self.path}: hits without an `id` doc-values field; this index was not built by "
-                              "Anserini >= 1.0 (irpipe index builds compatible indexes)")
-        starts = np.cumsum([0] + [len(one) for one in hits])
-        scores = adjust_score_ties(np.array([score for one in hits for score, _ in one], dtype=np.float32),
-                                   starts[1:-1]).tolist()
-        return [[(bytes.fromhex(hexid).decode("utf-8"), score) for (_, hexid), score in zip(one, scores[start:])]
-                for one, start in zip(hits, starts)]
+    def _read_hits(self, rendered: Sequence[str], adjust_ties: bool = True) -> list[list[tuple[str, float]]]:
+        """(docid, score) of each query's hits as rendered by `_batch` / `_rm3_batch`, the ties adjusted as
+        Anserini's ScoreTiesAdjusterReranker (all of a batch's scores in one pass) unless RM3's cascade did."""
+        parts = [text.replace(HIT, FIELD).split(FIELD) if text else [] for text in rendered]  # score, docid, ...
+        if any(text.count(FIELD) != text.count(HIT) + 1 for text in rendered if text):
+            raise IrpipeError(f"{self.path}: a docid holds the control character \\x1e or \\x1f, which irpipe's "
+                              "search uses as separators")
+        starts = np.cumsum([0] + [len(one) // 2 for one in parts])
+        scores = np.array([score for one in parts for score in one[0::2]], dtype=np.float32)
+        scores = (adjust_score_ties(scores, starts[1:-1]) if adjust_ties else scores).tolist()
+        return [list(zip(one[1::2], scores[start:start + len(one) // 2])) for one, start in zip(parts, starts)]
 
-    def search_rm3(self, queries: dict[str, str], k: int, k1: float, b: float, threads: int, fb_terms: int = 10,
+    def search_rm3(self, queries: Mapping[str, str], k: int, k1: float, b: float, threads: int, fb_terms: int = 10,
                    fb_docs: int = 10, original_query_weight: float = 0.5) -> dict[str, list[tuple[str, float]]]:
-        """BM25 + RM3 through Anserini's own feedback cascade (Pyserini's path, one crossing per hit)."""
+        """BM25 + RM3 through Anserini's own feedback cascade (`SimpleSearcher.search`, what Pyserini runs per query),
+        many queries per JNI call on `threads` Java threads, each query's hits read back as one text."""
         if not self._reader.getTermVectors(0):
             raise MissingResourceError(f"RM3 needs document vectors: rebuild {self.path} without --no-docvectors")
-        simple = java.autoclass("io.anserini.search.SimpleSearcher")(str(self.path))
-        simple.set_analyzer(self._analyzer)
-        simple.set_bm25(float(k1), float(b))
-        simple.set_rm3(None, int(fb_terms), int(fb_docs), float(original_query_weight), False, True)
-        array_list = java.autoclass("java.util.ArrayList")
-        texts, qids = array_list(), array_list()
-        for qid, text in queries.items():
-            qids.add(qid)
-            texts.add(text)
+        results: dict[str, list[tuple[str, float]]] = {}
+        items = list(queries.items())
+        size = max(1, HITS_PER_CALL // max(1, k))
         with java.java_errors(f"searching the Lucene index {self.path}", _DAMAGED):
-            results = simple.batch_search(texts, qids, int(k), int(threads))
-        return {qid: [(hit.docid, hit.score) for hit in results.get(qid)] for qid in queries}
+            batch = self._rm3_batch(k, k1, b, fb_terms, fb_docs, original_query_weight)
+            for start in range(0, len(items), size):
+                part = items[start:start + size]
+                for (qid, _), hits in zip(part, self._read_hits(batch([text for _, text in part], threads),
+                                                                 adjust_ties=False)):
+                    results[qid] = hits
+        return results
+
+    def _rm3_batch(self, k: int, k1: float, b: float, fb_terms: int, fb_docs: int,
+                   original_query_weight: float) -> java_batch.BatchFunction:
+        """text -> SimpleSearcher.search(text, k) with RM3 -> its hits as text (see HIT), for many texts in one call."""
+        key = ("rm3", int(k), float(k1), float(b), int(fb_terms), int(fb_docs), float(original_query_weight))
+        with self._lock:
+            if key not in self._batches:
+                simple = java.autoclass("io.anserini.search.SimpleSearcher")(str(self.path))
+                simple.set_analyzer(self._analyzer)
+                simple.set_bm25(float(k1), float(b))
+                simple.set_rm3(None, int(fb_terms), int(fb_docs), float(original_query_weight), False, True)
+                scored, string = "io.anserini.search.ScoredDoc", "java.lang.String"
+                hit = _hit_renderer(java_batch.then(java_batch.getter(scored, "score", "float"),
+                                                    java_batch.static(string, "valueOf", string, "float")),
+                                    java_batch.getter(scored, "docid", string))
+                search = java_batch.bind(java_batch.virtual("io.anserini.search.SimpleSearcher", "search",
+                                                            f"{scored}[]", string, "int").bindTo(simple),
+                                         1, java_batch.boxed(int(k)))
+                self._batches[key] = java_batch.BatchFunction(
+                    java_batch.then(search, java_batch.array_mapped_and_joined(hit, HIT)))
+            return self._batches[key]
 
     def doc_text(self, docid: str) -> str | None:
         """A document's text for rerankers: the stored `contents`, else the `contents` of its stored raw JSON
