@@ -1,21 +1,21 @@
-"""Searching a Lucene index exactly as Pyserini does, without paying a Python crossing per hit.
+"""Searching a Lucene index exactly as Pyserini does, without paying a Python crossing per hit or per query.
 
 Pyserini's `batch_search` returns one Java object per hit and reads each hit's stored document in Java and its
 docid and score through JNI from Python (~20 us per hit: 52 queries/s at 1,000 hits on CACM). We run the same
 Lucene search -- Anserini's `BagOfWordsQueryGenerator` query over the searcher's analyzer, BM25Similarity(k1, b),
-sorted by score then by the `id` doc-values field (Anserini's BREAK_SCORE_TIES_BY_DOCID) -- and take each
-query's whole result back in ONE call: commons-lang's ReflectionToStringBuilder renders the TopFieldDocs as
-text, with the docid as the sort field's bytes, so no stored field is read. Then we apply Anserini's
-ScoreTiesAdjusterReranker (scores rounded to 1e-4, ties perturbed by 1e-6), which makes the run
-identical to `python -m pyserini.search.lucene` with the same settings. Threads: pyjnius releases the GIL
-during Java calls, so a thread pool runs queries in parallel.
+sorted by score then by the `id` doc-values field (Anserini's BREAK_SCORE_TIES_BY_DOCID) -- for a whole batch of
+queries in ONE call, on Java threads (pipeline/retrieve/java_batch.py): each query's hits come back as one string
+of scores and docids, the docid being the sort field's bytes, so no stored field is read. Then we apply Anserini's
+ScoreTiesAdjusterReranker (scores rounded to 1e-4, ties perturbed by 1e-6), which makes the run identical to
+`python -m pyserini.search.lucene` with the same settings.
 
-RM3 needs Anserini's feedback cascade and goes through `SimpleSearcher.batch_search` (Pyserini's own path).
+RM3 needs Anserini's feedback cascade: SimpleSearcher.search (what Pyserini's CLI calls per query) runs in the
+same one-call batches.
 
 Weighted queries (`search_terms`: term -> boost, e.g. a query with its keywords boosted) are built in Java too: the
-terms, escaped, go to Lucene's classic QueryParser over a whitespace analyzer as `t1^w1 t2^w2 ...` -- one call that
-returns the BooleanQuery of SHOULD BoostQuery(TermQuery) clauses that BagOfWordsQueryGenerator would build from
-counts -- and the search and read-back are the same as above. Indexes built from jieba-segmented text (metadata
+terms, escaped, go to Lucene's classic QueryParser over a whitespace analyzer as `t1^w1 t2^w2 ...` -- which gives
+the BooleanQuery of SHOULD BoostQuery(TermQuery) clauses that BagOfWordsQueryGenerator would build from counts --
+and the search and read-back are the same as above. Indexes built from jieba-segmented text (metadata
 `"segmenter": "jieba"`) are searched with queries segmented the same way (pipeline/retrieve/segment.py).
 """
 from __future__ import annotations

@@ -42,13 +42,18 @@ def test_identical_to_pyserini_cli_on_cacm(cacm_index, cacm_topics_file, tmp_pat
     assert ours_rm3.read_text() == theirs_rm3.read_text()
 
 
-def test_threads_do_not_change_the_run(cacm_index, cacm_topics_file):
-    from pipeline.data.topics import read_topics
+@pytest.mark.parametrize("rm3", [False, True])
+def test_threads_do_not_change_the_run(cacm_index, cacm_topics_file, rm3):
+    """One query at a time, a batch on one Java thread and a batch on two: the same run, in the topics' order."""
+    from pipeline.data.topics import Topics, read_topics
 
     topics = read_topics(cacm_topics_file)
-    one = BM25(cacm_index, hits=100, threads=1)(topics)
-    two = BM25(cacm_index, hits=100, threads=2)(topics)
+    one = BM25(cacm_index, hits=100, threads=1, rm3=rm3)(topics)
+    two = BM25(cacm_index, hits=100, threads=2, rm3=rm3)(topics)
     assert one.ranking == two.ranking and list(one.ranking) == list(topics.queries)
+    first = next(iter(topics.queries))
+    alone = BM25(cacm_index, hits=100, rm3=rm3)(Topics({first: topics.queries[first]}))
+    assert alone.ranking[first] == one.ranking[first]
 
 
 def test_query_without_indexed_terms_returns_no_hits(cacm_index):
@@ -92,8 +97,8 @@ def test_score_ties_of_a_batch_are_each_querys_own():
     """Several queries' scores adjusted in one pass (`starts`) equal each query adjusted alone: a streak of ties
     never runs from one query's last hit into the next query's first, nor do empty queries shift it."""
     rng = np.random.default_rng(1)
-    queries = [np.sort(np.float32(5.0) - np.cumsum(rng.choice([0.0, 5e-5, 1e-3], size=int(size))).astype(np.float32))[::-1]
-               for size in rng.integers(0, 30, size=200)]
+    steps = [rng.choice([0.0, 5e-5, 1e-3], size=int(size)) for size in rng.integers(0, 30, size=200)]
+    queries = [np.sort(np.float32(5.0) - np.cumsum(step).astype(np.float32))[::-1] for step in steps]
     starts = np.cumsum([0] + [len(scores) for scores in queries])[1:-1]
     batched = adjust_score_ties(np.concatenate(queries), starts)
     assert batched.tobytes() == np.concatenate([adjust_score_ties(scores) for scores in queries]).tobytes()
