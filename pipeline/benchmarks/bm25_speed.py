@@ -1,6 +1,8 @@
 """Benchmark: our BM25 stage vs Pyserini's own CLI, same index, same topics, same machine, one run.
 
     python -m pipeline.benchmarks.bm25_speed --dataset cacm --repeat 50 --threads 1 2 --hits 10 100 1000 [--rm3]
+    python -m pipeline.benchmarks.bm25_speed --dataset msmarco-passage/dev-small --queries 2000 --repeat 1 \
+        --index /tmp/msmarco-full/index-8841823   # the 8.8M synthetic passages that ray_scale --size 8841823 builds
 
 Pyserini's CLI gets `--batch-size 128` beside `--threads N` (N > 1): it searches a batch's queries on N threads, and
 with its default batch of 1 it searches one query at a time whatever `--threads` says (before 2026-11-26 this
@@ -79,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", default="cacm", help="registered dataset with a corpus (default cacm)")
     parser.add_argument("--index", help="use this index instead of the dataset's cached one")
     parser.add_argument("--repeat", type=int, default=50, help="topics repeated this many times (default 50)")
+    parser.add_argument("--queries", type=int, help="the dataset's first N topics only (default: all)")
     parser.add_argument("--threads", type=int, nargs="+", default=[2])
     parser.add_argument("--rm3", action="store_true", help="BM25 with RM3 on both sides (Pyserini's --rm3)")
     parser.add_argument("--hits", type=int, nargs="+", default=[10, 1000])
@@ -99,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     dataset = get_dataset(args.dataset)
     index = Path(args.index) if args.index else dataset_index(dataset)
     topics = dataset.topics()
+    if args.queries:
+        topics = topics.subset(list(topics.queries)[:args.queries])
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         topics_file = Path(scratch) / "topics.tsv"

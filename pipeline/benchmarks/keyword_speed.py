@@ -78,7 +78,7 @@ def measure(setting: str, hits: int, threads: int, trials: int, block: int) -> d
                 cpu[name] += spent[1]
     queries = len(qids) * trials
     qps = {name: round(queries / spent, 1) for name, spent in seconds.items()}
-    return {"setting": setting, "dataset": dataset_name, "index": Path(sides["bm25"].index).name,
+    return {"setting": setting, "dataset": dataset_name, "index": Path(sides["bm25"].index_path).name,
             "dictionary": dictionary, "queries": len(qids), "trials": trials, "hits": hits, "threads": threads,
             "qps": qps, "ratio": {name: round(seconds["bm25"] / spent, 3) for name, spent in seconds.items()
                                   if name != "bm25"},
