@@ -8,8 +8,9 @@ import pytest
 
 
 @pytest.mark.parametrize("module, flag", [
-    ("bm25_speed", "--record"), ("index_speed", "--record"), ("peak_memory", "--record"), ("ray_scale", "--record"),
-    ("store_codecs", "--record"), ("inference_speed", "--output"), ("rerank_speed", "--output"),
+    ("bm25_speed", "--record"), ("lucene_floor", "--record"), ("index_speed", "--record"), ("peak_memory", "--record"),
+    ("ray_scale", "--record"), ("store_codecs", "--record"), ("inference_speed", "--output"),
+    ("rerank_speed", "--output"),
     ("dev_small_projection", "--rerank")])
 @pytest.mark.parametrize("name", ["../README", "/tmp/x", "runs/x", "x.json", ""])
 def test_a_record_name_that_is_not_a_plain_name_is_exit_2_before_any_work(module, flag, name, capsys):
