@@ -1,12 +1,14 @@
 """MS MARCO dev-small end to end on this CPU, projected from measured parts: hours on 1 and 2 cores.
 
-    python -m pipeline.benchmarks.dev_small_projection [--search msmarco-full-size] [--rerank rerank-speed-msmarco]
+    python -m pipeline.benchmarks.dev_small_projection [--search bm25-speed-8.8m] [--rerank rerank-speed-msmarco]
         [--record]
 
 Nothing here is timed; every rate is read from a recorded benchmark (eval/benchmarks/NAME.json):
-- BM25 top-1,000 for the 6,980 dev-small queries: the `local` rows (1 and 2 threads, a fresh process each) of the
-  8.8M-passage synthetic collection run by `python -m pipeline.benchmarks.ray_scale --size 8841823 ...`
-  (msmarco-full-size.json);
+- BM25 top-1,000 for the 6,980 dev-small queries: irpipe's rows at 1,000 hits (1 and 2 threads, a fresh process
+  each) on the 8.8M-passage synthetic collection, from `python -m pipeline.benchmarks.bm25_speed --dataset
+  msmarco-passage/dev-small --queries 1000 --repeat 1 --index /tmp/msmarco-full/index-8841823 --threads 1 2 ...`
+  (bm25-speed-8.8m.json, the default) or the `local` rows of `python -m pipeline.benchmarks.ray_scale --size
+  8841823 ...` (msmarco-full-size.json);
 - reranking: each model's inference pairs/s on real MS MARCO passages (the DL19 BM25 top-100 candidates) at 1 and 2
   torch threads, `python -m pipeline.benchmarks.rerank_speed --test dl19-passage --threads 1 2 ... --output
   rerank-speed-msmarco`. The precision is fp32: on this CPU (no native bf16) it is the fastest mode that keeps the
@@ -38,8 +40,11 @@ def _load(name: str) -> dict:
 
 
 def search_rates(recorded: dict) -> dict[int, float]:
-    """threads -> BM25 top-1,000 queries/s of irpipe's local search (a fresh process per row)."""
-    return {row["threads"]: row["queries_per_s"] for row in recorded["search"] if row["engine"] == "local"}
+    """threads -> BM25 top-1,000 queries/s of irpipe's local search (a fresh process per row), from a ray_scale
+    record (its `local` rows) or a bm25_speed one (its 1,000-hit rows without RM3)."""
+    if "search" in recorded:
+        return {row["threads"]: row["queries_per_s"] for row in recorded["search"] if row["engine"] == "local"}
+    return {row["threads"]: row["ours_qps"] for row in recorded["rows"] if row["hits"] == 1000 and not row["rm3"]}
 
 
 def rerank_rates(recorded: dict) -> dict[str, dict[int, float]]:
@@ -65,8 +70,8 @@ def project(search: dict[int, float], rerank: dict[str, dict[int, float]]) -> li
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--search", default="msmarco-full-size", metavar="NAME", type=record_name,
-                        help="the recorded 8.8M-passage search benchmark (default msmarco-full-size)")
+    parser.add_argument("--search", default="bm25-speed-8.8m", metavar="NAME", type=record_name,
+                        help="the recorded 8.8M-passage search benchmark (default bm25-speed-8.8m)")
     parser.add_argument("--rerank", default="rerank-speed-msmarco", metavar="NAME", type=record_name,
                         help="the recorded rerank_speed benchmark on MS MARCO passages (default rerank-speed-msmarco)")
     parser.add_argument("--record", action="store_true", help="write eval/benchmarks/dev-small-projection.json")
