@@ -10,7 +10,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.data.runs import read_run
 from pipeline.data.topics import Topics
-from pipeline.errors import MissingResourceError
+from pipeline.errors import IrpipeError, MissingResourceError
 from pipeline.stages.bm25 import BM25
 from pipeline.retrieve.lucene import LuceneIndex, adjust_score_ties
 
@@ -102,6 +102,15 @@ def test_score_ties_of_a_batch_are_each_querys_own():
     starts = np.cumsum([0] + [len(scores) for scores in queries])[1:-1]
     batched = adjust_score_ties(np.concatenate(queries), starts)
     assert batched.tobytes() == np.concatenate([adjust_score_ties(scores) for scores in queries]).tobytes()
+
+
+def test_a_docid_holding_a_read_back_separator_is_an_error_not_a_shifted_run(cacm_index):
+    """Hits come back from Java as `score FIELD docid HIT ...` strings; irpipe's readers refuse control characters
+    in ids, but an index built elsewhere may hold one: a docid with a separator must fail, not shift the pairs."""
+    index = LuceneIndex(cacm_index)
+    assert index._read_hits(["2.5\x1fa b\x1e1.5\x1fc", ""]) == [[("a b", 2.5), ("c", 1.5)], []]
+    with pytest.raises(IrpipeError, match="control character"):
+        index._read_hits(["2.5\x1fa\x1eb\x1e1.5\x1fc"])
 
 
 def test_missing_index_says_how_to_build_one(tmp_path):
