@@ -1,12 +1,12 @@
 """Many queries through Lucene in ONE JNI call, on Java threads: a per-query Java function composed from method handles.
 
 A query searched from Python costs a few JNI crossings (build the query, search, read the result back) and holds the
-GIL between them, so two Python threads barely search faster than one (2,375 against 2,539 warm 10-hit CACM queries
-per second, 2026-11-28). Here the per-query work -- text -> Query -> TopFieldDocs -> the result as one String -- is
-one `java.lang.invoke.MethodHandle` composed once from existing public methods (no Java source of ours: the
-runtime we ship has no compiler). `MethodHandleProxies` makes it a `java.util.function.Function`, a Java Stream maps
-it over the batch's texts (a parallel stream inside a `ForkJoinPool` of N threads, or a sequential stream for one
-thread) and `Collectors.joining` returns every result in one String: one crossing per batch.
+GIL between them, so two Python threads barely search faster than one. Here the per-query work -- text -> Query ->
+top k -> the hits as one String -- is one `java.lang.invoke.MethodHandle` composed once from existing public methods
+(no Java source of ours: the runtime we ship has no compiler). `MethodHandleProxies` makes it a
+`java.util.function.Function`, a Java Stream maps it over the batch's texts (a parallel stream inside a
+`ForkJoinPool` of N threads, or a sequential stream for one thread) and `Collectors.joining` returns every result
+in one String: one crossing per batch.
 
 pyjnius cannot hold the proxy objects (their classes are hidden classes it cannot look up by name), so they are
 made and consumed inside the composed handle, which Python only calls through `invokeWithArguments`.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import Any, NamedTuple
 
 from pipeline import java
 from pipeline.errors import IrpipeError
@@ -22,23 +23,30 @@ from pipeline.errors import IrpipeError
 SEPARATOR = "\n"  # between the results of a batch: no result may hold one
 
 
+class _Reflection(NamedTuple):
+    handles: Any      # java.lang.invoke.MethodHandles
+    types: Any        # java.lang.invoke.MethodType
+    class_named: Any  # Class.forName
+    array_list: Any   # java.util.ArrayList
+
+
 @functools.lru_cache(maxsize=None)
-def _jvm():
+def _jvm() -> _Reflection:
     """The reflection classes, once per process."""
     autoclass = java.autoclass
-    return (autoclass("java.lang.invoke.MethodHandles"), autoclass("java.lang.invoke.MethodType"),
-            autoclass("java.lang.Class").forName, autoclass("java.util.ArrayList"))
+    return _Reflection(autoclass("java.lang.invoke.MethodHandles"), autoclass("java.lang.invoke.MethodType"),
+                       autoclass("java.lang.Class").forName, autoclass("java.util.ArrayList"))
 
 
 def java_class(name: str):
     """The class of a fully qualified name; "X[]" is an array of X."""
-    return _jvm()[2](f"[L{name[:-2]};" if name.endswith("[]") else name)
+    return _jvm().class_named(f"[L{name[:-2]};" if name.endswith("[]") else name)
 
 
 def method_type(returns: str, *parameters: str):
     """`MethodType` from class names ("int", "boolean" and "void" for the primitives)."""
     classes = [_primitive(name) or java_class(name) for name in (returns, *parameters)]
-    return _jvm()[1].methodType(classes[0], classes[1:])
+    return _jvm().types.methodType(classes[0], classes[1:])
 
 
 def _primitive(name: str):
@@ -49,31 +57,31 @@ def _primitive(name: str):
 
 def virtual(owner: str, name: str, returns: str, *parameters: str):
     """The public instance method `owner.name(parameters)`: a handle taking the object first."""
-    return _jvm()[0].publicLookup().findVirtual(java_class(owner), name, method_type(returns, *parameters))
+    return _jvm().handles.publicLookup().findVirtual(java_class(owner), name, method_type(returns, *parameters))
 
 
 def static(owner: str, name: str, returns: str, *parameters: str):
-    return _jvm()[0].publicLookup().findStatic(java_class(owner), name, method_type(returns, *parameters))
+    return _jvm().handles.publicLookup().findStatic(java_class(owner), name, method_type(returns, *parameters))
 
 
 def getter(owner: str, name: str, kind: str):
     """The public field `owner.name` (of class `kind`) as a one-argument handle."""
-    return _jvm()[0].publicLookup().findGetter(java_class(owner), name, _primitive(kind) or java_class(kind))
+    return _jvm().handles.publicLookup().findGetter(java_class(owner), name, _primitive(kind) or java_class(kind))
 
 
 def element(array: str, index: int):
     """(array) -> array[index]."""
-    return bind(_jvm()[0].arrayElementGetter(java_class(array)), 1, boxed(index))
+    return bind(_jvm().handles.arrayElementGetter(java_class(array)), 1, boxed(index))
 
 
 def constructor(owner: str, *parameters: str):
-    return _jvm()[0].publicLookup().findConstructor(java_class(owner), method_type("void", *parameters))
+    return _jvm().handles.publicLookup().findConstructor(java_class(owner), method_type("void", *parameters))
 
 
 def bind(handle, position: int, *values):
     """`handle` with its arguments from `position` on fixed to `values` (Java objects; see `boxed`)."""
     for value in values:  # one per call, each binding the next parameter (pyjnius types varargs by the first)
-        handle = _jvm()[0].insertArguments(handle, position, value)
+        handle = _jvm().handles.insertArguments(handle, position, value)
     return handle
 
 
@@ -85,8 +93,8 @@ def boxed(value: int | bool):
 def then(first, *rest):
     """`first` followed by each of `rest` (one-argument handles): x -> rest[-1](...rest[0](first(x)))."""
     for handle in rest:
-        reads = _jvm()[1].methodType(_class(handle.type().returnType()), [_class(first.type().returnType())])
-        first = _jvm()[0].filterReturnValue(first, handle.asType(reads))
+        reads = _jvm().types.methodType(_class(handle.type().returnType()), [_class(first.type().returnType())])
+        first = _jvm().handles.filterReturnValue(first, handle.asType(reads))
     return first
 
 
@@ -100,15 +108,15 @@ def _class(descriptor):
 def both(combine, first, second):
     """x -> combine(first(x), second(x)), for one-argument handles `first` and `second`."""
     kind = first.type()
-    combined = _jvm()[0].filterArguments(combine, 0, first, second)
-    return _jvm()[0].permuteArguments(combined, _jvm()[1].methodType(_class(combine.type().returnType()),
+    combined = _jvm().handles.filterArguments(combine, 0, first, second)
+    return _jvm().handles.permuteArguments(combined, _jvm().types.methodType(_class(combine.type().returnType()),
                                                                      [_class(kind.parameterType(0))]), 0, 0)
 
 
 def made_at(handle, position: int, make):
     """`handle` with its argument at `position` made anew on every call by the no-argument handle `make`."""
-    made = _jvm()[1].methodType(_class(handle.type().parameterType(position)), [])
-    return _jvm()[0].collectArguments(handle, position, make.asType(made))
+    made = _jvm().types.methodType(_class(handle.type().parameterType(position)), [])
+    return _jvm().handles.collectArguments(handle, position, make.asType(made))
 
 
 def _interface(name: str, target):
@@ -118,7 +126,7 @@ def _interface(name: str, target):
 
 
 def _java_list(values):
-    items = _jvm()[3]()
+    items = _jvm().array_list()
     for value in values:
         items.add(value)
     return items
