@@ -25,7 +25,8 @@ def start(code: str, tmp_path: Path, name: str, **env) -> subprocess.Popen:
     """`python -c code` in the repo, with IRPIPE_CACHE under tmp_path; it waits for tmp_path/go before its work
     (the `released()` line) so that both processes run the contested part together."""
     prelude = ("import os, sys, time\n"
-               f"def released():\n    while not os.path.exists({str(tmp_path / 'go')!r}): time.sleep(0.01)\n")
+               f"def released():\n    open({str(tmp_path / f'ready-{name}')!r}, 'w').close()\n"
+               f"    while not os.path.exists({str(tmp_path / 'go')!r}): time.sleep(0.01)\n")
     environ = {**os.environ, "IRPIPE_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1",
                "PYTHONPATH": str(REPO), **env}
     return subprocess.Popen([sys.executable, "-c", prelude + code], cwd=tmp_path, env=environ, text=True,
@@ -33,8 +34,12 @@ def start(code: str, tmp_path: Path, name: str, **env) -> subprocess.Popen:
 
 
 def together(processes: dict[str, subprocess.Popen], tmp_path: Path) -> dict[str, tuple[int, str, str]]:
-    """Release the processes at once; each one's (exit status, stdout, stderr) once it ends."""
-    time.sleep(0.5)  # both are past their imports and waiting
+    """Release the processes at once, once each is past its imports and waiting (its ready-NAME file: on a loaded
+    machine a fixed pause let one process start after the other had finished); each one's (exit status, stdout,
+    stderr) once it ends."""
+    deadline = time.monotonic() + TIMEOUT
+    while not all((tmp_path / f"ready-{name}").exists() for name in processes) and time.monotonic() < deadline:
+        time.sleep(0.01)
     (tmp_path / "go").touch()
     return {name: (process.wait(timeout=TIMEOUT), (tmp_path / f"{name}.out").read_text(),
                    (tmp_path / f"{name}.err").read_text()) for name, process in processes.items()}
