@@ -145,8 +145,8 @@ class LuceneIndex:
             directory = java.autoclass("org.apache.lucene.store.FSDirectory").open(paths.get(str(self.path)))
             self._reader = java.autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
             sort_field = java.autoclass("org.apache.lucene.search.SortField")
-            self._sort = java.autoclass("org.apache.lucene.search.Sort")(
-                sort_field.FIELD_SCORE, sort_field("id", java.autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL))
+            by_id = sort_field("id", java.autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL)
+            self._sort = java.autoclass("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE, by_id)
         self._searchers: dict[tuple[float, float], object] = {}
         self.segmenter = self.metadata.get("segmenter")  # "jieba": the stored text was segmented in Python
         if self.segmenter is not None and self.segmenter not in SEGMENTERS:
