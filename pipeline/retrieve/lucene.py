@@ -213,7 +213,7 @@ class LuceneIndex:
         """Search every query (on `threads` Java threads); results in the order of `queries`."""
         if self.segmenter is not None:
             queries = {qid: " ".join(self.analyze(text)) for qid, text in queries.items()}
-        return self._search_batches("words", queries, k, k1, b, threads, progress)
+        return self._search_batches(lambda: self._batch("words", k, k1, b), queries, k, threads, progress)
 
     def search_many_terms(self, queries: Mapping[str, T], weigh: Callable[[T], Mapping[str, float]], k: int,
                           k1: float = 0.9, b: float = 0.4, threads: int = 1,
@@ -221,7 +221,8 @@ class LuceneIndex:
         """`search_terms(weigh(query))` for every query: `weigh` (e.g. keyword extraction) runs here, the searches
         on `threads` Java threads."""
         strings = {qid: boosted_query_string(weigh(query)) for qid, query in queries.items()}
-        return self._search_batches("terms", strings, k, k1, b, threads, progress)
+        return self._search_batches(lambda: self._batch("terms", k, k1, b), strings, k, threads, progress,
+                                    skip_empty=True)
 
     def search_many_texts(self, queries: Mapping[str, T], split: Callable[[T], Sequence[tuple[str, float]]], k: int,
                           k1: float = 0.9, b: float = 0.4, threads: int = 1,
@@ -233,20 +234,24 @@ class LuceneIndex:
             if self.segmenter is not None:
                 parts = [(" ".join(self.analyze_cached(text)), weight) for text, weight in parts]
             strings[qid] = boosted_texts_string(parts)
-        return self._search_batches("texts", strings, k, k1, b, threads, progress)
+        return self._search_batches(lambda: self._batch("texts", k, k1, b), strings, k, threads, progress,
+                                    skip_empty=True)
 
-    def _search_batches(self, kind: str, queries: Mapping[str, str], k: int, k1: float, b: float, threads: int,
-                        progress) -> dict[str, list[tuple[str, float]]]:
-        """Each query string of `kind` (see `_batch`) searched, in batches of about HITS_PER_CALL hits, each batch
-        in one JNI call; an empty query string has no hits (QueryParser refuses it)."""
+    def _search_batches(self, make_batch: Callable[[], java_batch.BatchFunction], queries: Mapping[str, str], k: int,
+                        threads: int, progress, skip_empty: bool = False,
+                        adjust_ties: bool = True) -> dict[str, list[tuple[str, float]]]:
+        """Each query string searched by `make_batch()` (see `_batch`, `_rm3_batch`), in batches of about
+        HITS_PER_CALL hits, each batch in one JNI call. With `skip_empty`, an empty query string has no hits without
+        a search (QueryParser refuses it)."""
         results: dict[str, list[tuple[str, float]]] = {qid: [] for qid in queries}
-        todo = [(qid, text) for qid, text in queries.items() if text or kind == "words"]
+        todo = [(qid, text) for qid, text in queries.items() if text or not skip_empty]
         size = max(1, HITS_PER_CALL // max(1, k))
         with java.java_errors(f"searching the Lucene index {self.path}", _DAMAGED):
-            batch = self._batch(kind, k, k1, b)
+            batch = make_batch()
             for start in range(0, len(todo), size):
                 part = todo[start:start + size]
-                for (qid, _), hits in zip(part, self._read_hits(batch([text for _, text in part], threads))):
+                rendered = batch([text for _, text in part], threads)
+                for (qid, _), hits in zip(part, self._read_hits(rendered, adjust_ties)):
                     results[qid] = hits
                 if progress is not None:
                     progress.update(len(part))
@@ -254,46 +259,53 @@ class LuceneIndex:
             progress.update(len(queries) - len(todo))
         return results
 
+    def _cached_batch(self, key: tuple, build: Callable[[], java_batch.BatchFunction]) -> java_batch.BatchFunction:
+        """The batch search of `key`, built by `build` on first use (under the index's lock)."""
+        with self._lock:
+            if key not in self._batches:
+                self._batches[key] = build()
+            return self._batches[key]
+
     def _batch(self, kind: str, k: int, k1: float, b: float) -> java_batch.BatchFunction:
         """query string -> Query -> top k (TopFieldDocs) -> its rendering, for many strings in one call. The kind of
         query string: "words" (Anserini's BagOfWordsQueryGenerator over the index's analyzer, as Pyserini),
         "terms" (`t1^w1 t2^w2` for QueryParser over a whitespace analyzer) or "texts" (QueryParser over the index's
         analyzer); a QueryParser is made per query (it is not thread-safe)."""
         searcher = self._searcher(k1, b)
-        key = (kind, int(k), float(k1), float(b))
-        with self._lock:
-            if key not in self._batches:
-                query_class, string = "org.apache.lucene.search.Query", "java.lang.String"
-                if kind == "words":
-                    to_query = java_batch.bind(java_batch.virtual(
-                        "io.anserini.search.query.BagOfWordsQueryGenerator", "buildQuery", query_class, string,
-                        "org.apache.lucene.analysis.Analyzer", string), 0, self._query_generator, "contents",
-                        self._analyzer)
-                else:
-                    analyzer = (java.autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")()
-                                if kind == "terms" else self._analyzer)
-                    parser = "org.apache.lucene.queryparser.classic.QueryParser"
-                    to_query = java_batch.made_at(
-                        java_batch.virtual(parser, "parse", query_class, string), 0,
-                        java_batch.bind(java_batch.constructor(parser, string, "org.apache.lucene.analysis.Analyzer"),
-                                        0, "contents", analyzer))
-                # doDocScores=false: a hit's score is its first sort value (fields[0], what `hit` renders); true made
-                # Lucene score every hit a second time (populateScores), ~40% of a 10-hit CACM query's time
-                search = java_batch.bind(java_batch.virtual(
-                    "org.apache.lucene.search.IndexSearcher", "search", "org.apache.lucene.search.TopFieldDocs",
-                    query_class, "int", "org.apache.lucene.search.Sort", "boolean").bindTo(searcher), 1,
-                    java_batch.boxed(int(k)), self._sort, java_batch.boxed(False))
-                fields = java_batch.getter("org.apache.lucene.search.FieldDoc", "fields", "java.lang.Object[]")
-                hit = _hit_renderer(  # a hit's sort values: its score (a Float) and its id (a BytesRef)
-                    java_batch.then(fields, java_batch.element("java.lang.Object[]", 0),
-                                    java_batch.static(string, "valueOf", string, "java.lang.Object")),
-                    java_batch.then(fields, java_batch.element("java.lang.Object[]", 1),
-                                    java_batch.virtual("org.apache.lucene.util.BytesRef", "utf8ToString", string)))
-                hits = java_batch.then(java_batch.getter("org.apache.lucene.search.TopDocs", "scoreDocs",
-                                                         "org.apache.lucene.search.ScoreDoc[]"),
-                                       java_batch.array_mapped_and_joined(hit, HIT))
-                self._batches[key] = java_batch.BatchFunction(java_batch.then(to_query, search, hits))
-            return self._batches[key]
+
+        def build() -> java_batch.BatchFunction:
+            query_class, string = "org.apache.lucene.search.Query", "java.lang.String"
+            if kind == "words":
+                to_query = java_batch.bind(java_batch.virtual(
+                    "io.anserini.search.query.BagOfWordsQueryGenerator", "buildQuery", query_class, string,
+                    "org.apache.lucene.analysis.Analyzer", string), 0, self._query_generator, "contents",
+                    self._analyzer)
+            else:
+                analyzer = (java.autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")()
+                            if kind == "terms" else self._analyzer)
+                parser = "org.apache.lucene.queryparser.classic.QueryParser"
+                to_query = java_batch.made_at(
+                    java_batch.virtual(parser, "parse", query_class, string), 0,
+                    java_batch.bind(java_batch.constructor(parser, string, "org.apache.lucene.analysis.Analyzer"),
+                                    0, "contents", analyzer))
+            # doDocScores=false: a hit's score is its first sort value (fields[0], what `hit` renders); true made
+            # Lucene score every hit a second time (populateScores), ~40% of a 10-hit CACM query's time
+            search = java_batch.bind(java_batch.virtual(
+                "org.apache.lucene.search.IndexSearcher", "search", "org.apache.lucene.search.TopFieldDocs",
+                query_class, "int", "org.apache.lucene.search.Sort", "boolean").bindTo(searcher), 1,
+                java_batch.boxed(int(k)), self._sort, java_batch.boxed(False))
+            fields = java_batch.getter("org.apache.lucene.search.FieldDoc", "fields", "java.lang.Object[]")
+            hit = _hit_renderer(  # a hit's sort values: its score (a Float) and its id (a BytesRef)
+                java_batch.then(fields, java_batch.element("java.lang.Object[]", 0),
+                                java_batch.static(string, "valueOf", string, "java.lang.Object")),
+                java_batch.then(fields, java_batch.element("java.lang.Object[]", 1),
+                                java_batch.virtual("org.apache.lucene.util.BytesRef", "utf8ToString", string)))
+            hits = java_batch.then(java_batch.getter("org.apache.lucene.search.TopDocs", "scoreDocs",
+                                                     "org.apache.lucene.search.ScoreDoc[]"),
+                                   java_batch.array_mapped_and_joined(hit, HIT))
+            return java_batch.BatchFunction(java_batch.then(to_query, search, hits))
+
+        return self._cached_batch((kind, int(k), float(k1), float(b)), build)
 
     def _read_hits(self, rendered: Sequence[str], adjust_ties: bool = True) -> list[list[tuple[str, float]]]:
         """(docid, score) of each query's hits as rendered by `_batch` / `_rm3_batch`, the ties adjusted as
@@ -308,43 +320,35 @@ class LuceneIndex:
         return [list(zip(one[1::2], scores[start:start + len(one) // 2])) for one, start in zip(parts, starts)]
 
     def search_rm3(self, queries: Mapping[str, str], k: int, k1: float, b: float, threads: int, fb_terms: int = 10,
-                   fb_docs: int = 10, original_query_weight: float = 0.5) -> dict[str, list[tuple[str, float]]]:
+                   fb_docs: int = 10, original_query_weight: float = 0.5,
+                   progress=None) -> dict[str, list[tuple[str, float]]]:
         """BM25 + RM3 through Anserini's own feedback cascade (`SimpleSearcher.search`, what Pyserini runs per query),
         many queries per JNI call on `threads` Java threads, each query's hits read back as one text."""
         if not self._reader.getTermVectors(0):
             raise MissingResourceError(f"RM3 needs document vectors: rebuild {self.path} without --no-docvectors")
-        results: dict[str, list[tuple[str, float]]] = {}
-        items = list(queries.items())
-        size = max(1, HITS_PER_CALL // max(1, k))
-        with java.java_errors(f"searching the Lucene index {self.path}", _DAMAGED):
-            batch = self._rm3_batch(k, k1, b, fb_terms, fb_docs, original_query_weight)
-            for start in range(0, len(items), size):
-                part = items[start:start + size]
-                for (qid, _), hits in zip(part, self._read_hits(batch([text for _, text in part], threads),
-                                                                 adjust_ties=False)):
-                    results[qid] = hits
-        return results
+        return self._search_batches(
+            lambda: self._rm3_batch(k, k1, b, fb_terms, fb_docs, original_query_weight), queries, k, threads, progress,
+            adjust_ties=False)  # RM3's cascade adjusted them
 
     def _rm3_batch(self, k: int, k1: float, b: float, fb_terms: int, fb_docs: int,
                    original_query_weight: float) -> java_batch.BatchFunction:
         """text -> SimpleSearcher.search(text, k) with RM3 -> its hits as text (see HIT), for many texts in one call."""
+        def build() -> java_batch.BatchFunction:
+            simple = java.autoclass("io.anserini.search.SimpleSearcher")(str(self.path))
+            simple.set_analyzer(self._analyzer)
+            simple.set_bm25(float(k1), float(b))
+            simple.set_rm3(None, int(fb_terms), int(fb_docs), float(original_query_weight), False, True)
+            scored, string = "io.anserini.search.ScoredDoc", "java.lang.String"
+            hit = _hit_renderer(java_batch.then(java_batch.getter(scored, "score", "float"),
+                                                java_batch.static(string, "valueOf", string, "float")),
+                                java_batch.getter(scored, "docid", string))
+            search = java_batch.bind(java_batch.virtual("io.anserini.search.SimpleSearcher", "search",
+                                                        f"{scored}[]", string, "int").bindTo(simple),
+                                     1, java_batch.boxed(int(k)))
+            return java_batch.BatchFunction(java_batch.then(search, java_batch.array_mapped_and_joined(hit, HIT)))
+
         key = ("rm3", int(k), float(k1), float(b), int(fb_terms), int(fb_docs), float(original_query_weight))
-        with self._lock:
-            if key not in self._batches:
-                simple = java.autoclass("io.anserini.search.SimpleSearcher")(str(self.path))
-                simple.set_analyzer(self._analyzer)
-                simple.set_bm25(float(k1), float(b))
-                simple.set_rm3(None, int(fb_terms), int(fb_docs), float(original_query_weight), False, True)
-                scored, string = "io.anserini.search.ScoredDoc", "java.lang.String"
-                hit = _hit_renderer(java_batch.then(java_batch.getter(scored, "score", "float"),
-                                                    java_batch.static(string, "valueOf", string, "float")),
-                                    java_batch.getter(scored, "docid", string))
-                search = java_batch.bind(java_batch.virtual("io.anserini.search.SimpleSearcher", "search",
-                                                            f"{scored}[]", string, "int").bindTo(simple),
-                                         1, java_batch.boxed(int(k)))
-                self._batches[key] = java_batch.BatchFunction(
-                    java_batch.then(search, java_batch.array_mapped_and_joined(hit, HIT)))
-            return self._batches[key]
+        return self._cached_batch(key, build)
 
     def doc_text(self, docid: str) -> str | None:
         """A document's text for rerankers: the stored `contents`, else the `contents` of its stored raw JSON

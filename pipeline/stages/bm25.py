@@ -105,8 +105,8 @@ class BM25(Stage):
         return "bm25+rm3" if self.rm3 else "bm25"
 
     def search(self, index: LuceneIndex, topics: Topics) -> dict[str, list[tuple[str, float]]]:
-        if self.rm3:
-            return index.search_rm3(topics.queries, self.hits, self.k1, self.b, self.threads, self.fb_terms,
-                                    self.fb_docs, self.original_query_weight)
         with progress(desc=self.name, total=len(topics), unit="q") as bar:
+            if self.rm3:
+                return index.search_rm3(topics.queries, self.hits, self.k1, self.b, self.threads, self.fb_terms,
+                                        self.fb_docs, self.original_query_weight, progress=bar)
             return index.search_many(topics.queries, self.hits, self.k1, self.b, self.threads, progress=bar)
