@@ -1,5 +1,5 @@
 """A benchmark's record name (eval/benchmarks/NAME.json) is a plain name: a path or a name ending in .json is
-argparse's exit 2, before the benchmark does any work."""
+argparse's exit 2, before the benchmark does any work; so is a count below 1."""
 from __future__ import annotations
 
 import importlib
@@ -18,3 +18,14 @@ def test_a_record_name_that_is_not_a_plain_name_is_exit_2_before_any_work(module
     with pytest.raises(SystemExit) as exit_:
         main([flag, name])
     assert exit_.value.code == 2 and "a record's name is letters, digits" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("module, flag", [("bm25_speed", "--queries"), ("lucene_floor", "--queries"),
+                                          ("lucene_floor", "--hits")])
+@pytest.mark.parametrize("value", ["0", "-1", "ten"])
+def test_a_count_below_one_is_exit_2_before_any_work(module, flag, value, capsys):
+    """`--queries -1` would otherwise drop the last topic silently (a slice); 0 hits is no search at all."""
+    main = importlib.import_module(f"pipeline.benchmarks.{module}").main
+    with pytest.raises(SystemExit) as exit_:
+        main([flag, value])
+    assert exit_.value.code == 2 and "expected a whole number of at least 1" in capsys.readouterr().err

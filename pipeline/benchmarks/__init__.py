@@ -44,6 +44,17 @@ def record_name(value: str) -> str:
     return value
 
 
+def positive(value: str) -> int:
+    """A count of at least 1 (argparse type): anything else is argparse's exit 2 before any work is done."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected a whole number of at least 1")
+    return number
+
+
 def record(name: str, module: str, argv: list[str] | None, payload: dict) -> None:
     """eval/benchmarks/<name>.json: the command, the machine and `payload`, written atomically."""
     from pipeline.data.files import atomic_write

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.benchmarks import hardware, record_name, run_main
+from pipeline.benchmarks import hardware, positive, record_name, run_main
 from pipeline.data.files import atomic_write
 from pipeline.log import peak_rss_mib
 
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", default="cacm", help="registered dataset with a corpus (default cacm)")
     parser.add_argument("--index", help="use this index instead of the dataset's cached one")
     parser.add_argument("--repeat", type=int, default=50, help="topics repeated this many times (default 50)")
-    parser.add_argument("--queries", type=int, help="the dataset's first N topics only (default: all)")
+    parser.add_argument("--queries", type=positive, help="the dataset's first N topics only (default: all)")
     parser.add_argument("--threads", type=int, nargs="+", default=[2])
     parser.add_argument("--rm3", action="store_true", help="BM25 with RM3 on both sides (Pyserini's --rm3)")
     parser.add_argument("--hits", type=int, nargs="+", default=[10, 1000])

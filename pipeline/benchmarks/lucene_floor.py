@@ -16,15 +16,15 @@ import argparse
 import sys
 import time
 
-from pipeline.benchmarks import record, record_name, run_main
+from pipeline.benchmarks import positive, record, record_name, run_main
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="cacm", help="registered dataset with topics (default cacm)")
     parser.add_argument("--index", help="this index instead of the dataset's cached one")
-    parser.add_argument("--queries", type=int, help="the dataset's first N topics only (default: all)")
-    parser.add_argument("--hits", type=int, nargs="+", default=[10, 1000])
+    parser.add_argument("--queries", type=positive, help="the dataset's first N topics only (default: all)")
+    parser.add_argument("--hits", type=positive, nargs="+", default=[10, 1000])
     parser.add_argument("--record", nargs="?", const="lucene-floor", metavar="NAME", type=record_name,
                         help="write eval/benchmarks/NAME.json (default lucene-floor)")
     args = parser.parse_args(argv)
