@@ -12,16 +12,45 @@ HCAN or better, what the 93 training questions teach the network on top of the i
     irpipe eval --dataset trecqa/raw-test runs/trecqa-hcan-contextual-rm0.trec -m AP RR P@1
 
 The run is written atomically (Run.write); `--static glove` scores the GloVe table's vectors the same way.
+A set without shipped candidates (SQuAD) is scored on a run's (`--run FILE`, texts from the set's documents), its
+vocabulary and IDF from the training set's questions and documents; `--queries N` keeps the run's first N queries:
+
+    python -m pipeline.benchmarks.hcan_inputs_probe --train squad-v1.1/dev-articles-a-train \
+        --dataset squad-v1.1/dev-articles-b --run runs/squad-dev-articles-b-bm25.trec --max-doc-length 256 \
+        --output runs/squad-dev-articles-b-hcan-contextual-rm0.trec
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from pipeline.benchmarks import run_main
+from pipeline.benchmarks import positive, run_main
 
 
-def probe_scores(train: str, dataset: str, embeddings: str = "contextual", batch: int = 256) -> dict:
+def training_texts(dataset) -> tuple[list[str], list[str]]:
+    """(queries, documents) a trained model's vocabulary and IDF come from: the shipped candidates' texts, or (a set
+    without them) all its documents."""
+    topics, run = dataset.topics(), dataset.run()
+    if run is None:
+        return [text for _, text in topics.items()], [doc["contents"] for doc in dataset.docs()]
+    return [topics[q] for q in run.ranking], [run.texts[d] for hits in run.ranking.values() for d, _ in hits]
+
+
+def candidates(dataset, run_path: str | None, queries: int | None):
+    """The run to score with its texts: the set's own, or `run_path`'s with the set's documents; first `queries`."""
+    from pipeline.data.runs import Run, read_run
+
+    run = dataset.run() if run_path is None else read_run(run_path)
+    if run_path is not None:
+        texts = {doc["id"]: doc["contents"] for doc in dataset.docs()}
+        run = Run(run.ranking, {d: texts[d] for hits in run.ranking.values() for d, _ in hits}, tag=run.tag)
+    if queries:
+        run = Run(dict(list(run.ranking.items())[:queries]), run.texts, tag=run.tag)
+    return run
+
+
+def probe_scores(train: str, dataset: str, embeddings: str = "contextual", batch: int = 256, run: str | None = None,
+                 queries: int | None = None, max_doc_length: int = 100) -> dict:
     """qid -> docid -> the IDF-weighted mean over query words of their best cosine against the candidate's words."""
     import torch
 
@@ -29,14 +58,12 @@ def probe_scores(train: str, dataset: str, embeddings: str = "contextual", batch
     from pipeline.rerank.models.hcan import HCAN, HCANConfig, relevance_matching
     from pipeline.rerank.pairs import pairs_of, scores_by_query
 
-    train_set, test_set = get_dataset(train), get_dataset(dataset)
-    train_topics, train_run = train_set.topics(), train_set.run()
-    queries = [train_topics[q] for q in train_run.ranking]
-    docs = [train_run.texts[d] for hits in train_run.ranking.values() for d, _ in hits]
-    config = HCANConfig(embeddings=embeddings, rm_softmax="raw", rm_similarity="cosine", rm_only=True)
-    model = HCAN.from_training_data(config, queries, docs).eval()
+    test_set = get_dataset(dataset)
+    config = HCANConfig(embeddings=embeddings, rm_softmax="raw", rm_similarity="cosine", rm_only=True,
+                        max_doc_length=max_doc_length)
+    model = HCAN.from_training_data(config, *training_texts(get_dataset(train))).eval()
     c = model.config
-    run = test_set.run()
+    run = candidates(test_set, run, queries)
     pairs = pairs_of(test_set.topics(), run, run.texts)
     scores = []
     with torch.no_grad():
@@ -58,11 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train", default="trecqa/train", help="vocabulary and IDF from this set (a trained model's)")
     parser.add_argument("--dataset", default="trecqa/raw-test", help="the set whose candidates are scored")
     parser.add_argument("--static", metavar="TABLE", help="a static table (glove, bert, ...) instead of contextual")
+    parser.add_argument("--run", metavar="FILE", help="score this run's candidates (texts: the set's documents)")
+    parser.add_argument("--queries", type=positive, metavar="N", help="the run's first N queries only")
+    parser.add_argument("--max-doc-length", type=positive, default=100, metavar="N", help="words kept a candidate")
     parser.add_argument("--output", required=True, help="the run file to write (TREC)")
     args = parser.parse_args(argv)
     from pipeline.data.runs import Run
 
-    scores = probe_scores(args.train, args.dataset, args.static or "contextual")
+    scores = probe_scores(args.train, args.dataset, args.static or "contextual", run=args.run, queries=args.queries,
+                          max_doc_length=args.max_doc_length)
     Run.from_scores(scores, tag="hcan-rm0-probe").write(args.output)
     print(f"wrote {args.output} ({sum(map(len, scores.values()))} pairs, {len(scores)} queries)")
     return 0

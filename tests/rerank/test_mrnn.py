@@ -156,6 +156,36 @@ def test_identity_init_starts_as_dot_product_attention(doc_attention):
     torch.testing.assert_close(weights, expected)
 
 
+@pytest.mark.parametrize("filters", [8, 5])
+def test_identity_start_passes_the_inputs_through(filters):
+    """init=identity: MRA = P E at every real position (P the identity for s >= w, else orthonormal rows scaled
+    by sqrt(w / s)), in evaluation, whatever the number of blocks."""
+    model = build(init="identity", filters=filters, blocks=4)
+    ids = model.prepare(make_pairs(QUERIES, DOCS)).tensors["doc_ids"]
+    with torch.inference_mode():
+        inputs, mask = model.embed(ids)
+        mra, _ = model.multi_resolution(ids)
+    projection = model.feature_maps.blocks[0].conv.weight[..., 0] / 4           # (s, w): the gain N undone
+    if filters >= 8:
+        torch.testing.assert_close(projection, torch.eye(filters, 8))
+    else:
+        torch.testing.assert_close(projection @ projection.T, torch.eye(filters) * 8 / filters)
+    torch.testing.assert_close(mra[mask], inputs[mask] @ projection.T)
+
+
+def test_identity_start_ranks_by_the_nearest_word_distance():
+    """Sharpened attention on the inputs themselves: the untrained score orders a query's candidates as
+    -sum_i min_j ||e_q,i - e_d,j|| does (one-hot inputs: how many of the query's words the candidate lacks)."""
+    queries = ["alpha beta gamma"] * 4
+    docs = ["alpha beta gamma delta", "alpha beta delta", "alpha delta epsilon", "delta epsilon zeta"]
+    torch.manual_seed(0)
+    model = MRNN.from_training_data(tiny(init="identity", filters=16, blocks=3), queries, docs).eval()
+    with torch.no_grad():
+        model.embedding.weight.copy_(torch.eye(*model.embedding.weight.shape) * 3)  # one-hot words
+    scores = model.score(model(**{k: v for k, v in model.prepare(make_pairs(queries, docs)).tensors.items()}))
+    assert scores.argsort(descending=True).tolist() == [0, 1, 2, 3]
+
+
 def test_the_miner_picks_the_hardest_pair():
     distances = torch.tensor([[1.0, 3.0, 2.5, 0.5, 9.0],    # query 0: positives 0, 1; negatives 2, 3
                               [4.0, 0.2, 7.0, 6.0, 5.0],    # query 1: positive 2; negative 4 and 3
@@ -238,6 +268,7 @@ def test_truncation_is_counted_and_empty_texts_score(options, tiny_bert):
     (dict(window=4), "odd"), (dict(pooling="avg"), "identity, max"), (dict(doc_attention="free"), "fixed"),
     (dict(filters=0), "filters"), (dict(attention_init="eye"), "identity, random"), (dict(embeddings="elmo"), "contextual"),
     (dict(embeddings="contextual", max_doc_length=2), "max_doc_length"),
+    (dict(init="identity", attention_init="random"), "attention_init=identity"), (dict(init="eye"), "random, identity"),
 ])
 def test_bad_configs_fail_at_once(options, message):
     with pytest.raises(ConfigError, match=message):

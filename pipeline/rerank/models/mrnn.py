@@ -57,10 +57,12 @@ from pipeline.rerank.models._mrnn_inputs import CONTEXTUAL, MRNNInputs
 from pipeline.rerank.text import SOURCES, Vocabulary
 from pipeline.validate import at_least, choice
 
+IDENTITY_SHARPNESS = 9.0   # init=identity: the attention FC of eq. (6) starts as this x I (eval/MRNN.md section 2.6)
+
 # -- config ------------------------------------------------------------------------------------------------------------
 _CHOICES = {"embeddings": (*SOURCES, CONTEXTUAL), "pooling": ("identity", "max"), "summary": ("sum", "mean"),
             "doc_attention": ("fixed", "length_free"), "attention_init": ("identity", "random"),
-            "attention_logits": ("dot", "scaled", "distance")}
+            "attention_logits": ("dot", "scaled", "distance"), "init": ("random", "identity")}
 
 
 @dataclass
@@ -85,6 +87,10 @@ class MRNNConfig:
     attention_logits: str = "distance"  # e of eq. (5): distance [R]: (‖q_i‖² - ‖q_i - d_j‖²) / sqrt(s), attention
                                     # on the positions nearest in eq. (8) | scaled (dot / sqrt(s)) | dot (paper: its
                                     # one-hot attention lands on loud, unrelated positions; eval/MRNN.md)
+    init: str = "random"            # random (PyTorch's defaults) | identity [R]: the untrained network is the nearest-
+                                    # word distance of its inputs, sum_i min_j ||e_q,i - e_d,j|| (softly): block 1 an
+                                    # orthonormal projection (w -> s), BN and every PReLU the identity, blocks 2..N
+                                    # off (sc_n = 0), the conductor uniform (eval/MRNN.md section 2.6)
     max_query_length: int = 40      # words kept (contextual: positions, [CLS] and [SEP] included)
     max_doc_length: int = 100       # L_d of the fixed-length document attention (as max_query_length)
     margin: float = 0.5             # triplet margin: 0.5 WikiQA/TrecQA, 0.8 QUASAR-T, 1 SQuAD
@@ -99,6 +105,9 @@ class MRNNConfig:
         for name in ("max_query_length", "max_doc_length"):                # contextual: [CLS] + a piece + [SEP]
             at_least("mrnn", name, getattr(self, name), 3 if self.embeddings == CONTEXTUAL else 1)
         at_least("mrnn", "margin", self.margin, 0)
+        if self.init == "identity" and self.attention_init != "identity":
+            raise ConfigError("mrnn: init=identity sharpens the identity attention FC; it needs "
+                              "attention_init=identity", field="init")
         if self.window % 2 == 0:
             raise ConfigError(f"mrnn: window={self.window}; it must be odd (same-length convolution)", field="window")
 
@@ -132,6 +141,24 @@ class DenselyConnectedBlocks(nn.Module):
         super().__init__()
         self.blocks = nn.ModuleList(NgramBlock(width if n == 1 else (n - 1) * c.filters, c.filters,
                                                1 if n == 1 else c.window, c.pooling) for n in range(1, c.blocks + 1))
+
+    @torch.no_grad()
+    def start_as_identity(self, gain: float = 1.0) -> None:
+        """G_1 = gain P E with P (s, w) orthonormal rows scaled by sqrt(w / s) (s >= w: the identity on the first w
+        features), so distances between inputs are kept (exactly, or in expectation); G_n = 0 for n > 1 (sc_n = 0:
+        their gradient reaches sc_n first)."""
+        first = self.blocks[0]
+        filters, width = first.conv.weight.shape[:2]
+        if filters >= width:
+            projection = torch.eye(filters, width)
+        else:
+            projection = torch.linalg.qr(torch.randn(width, filters))[0].T * (width / filters) ** 0.5
+        first.conv.weight.copy_(gain * projection[..., None])
+        first.conv.bias.zero_()
+        for block in self.blocks:
+            block.act.weight.fill_(1.0)
+        for block in self.blocks[1:]:
+            block.scale.zero_()
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         maps = [self.blocks[0](x * mask[..., None], mask)]                # G_1 (B, L, s)
@@ -244,6 +271,22 @@ class MRNN(MRNNInputs, RerankModel):
         self.feature_maps = DenselyConnectedBlocks(width, c)              # (1)      G (K, N, L, s)
         self.resolution_attention = MultiResolutionAttention(c)            # (2)-(4)  MRA (K, L, s)
         self.query_attention = DocumentAwareQueryAttention(c)              # (5)-(8)  dist (B,)
+        if c.init == "identity":
+            self.start_as_identity()
+
+    @torch.no_grad()
+    def start_as_identity(self) -> None:
+        """init=identity: MRA_i = P e_i (G_1 = N P e_i under a uniform conductor, the other blocks off) and the
+        attention of eq. (6) sharpened to IDENTITY_SHARPNESS x eq. (5)'s logits with its PReLU linear, so that
+        -dist ~ -sum_i min_j ||P e_q,i - P e_d,j||: the ranking of the inputs' own nearest-word distance."""
+        blocks = self.config.blocks
+        self.feature_maps.start_as_identity(gain=blocks)
+        conductor, conductor_act = self.resolution_attention.conductor
+        conductor.weight.zero_()
+        conductor.bias.zero_()
+        conductor_act.weight.fill_(1.0)
+        self.query_attention.fc.weight.mul_(IDENTITY_SHARPNESS)
+        self.query_attention.act.weight.fill_(1.0)
 
     # -- building, saving, inputs and memories: MRNNInputs (_mrnn_inputs.py) -------------------------------------------
     # from_training_data, save_assets, load_assets, train (forgets the memory of MRAs), prepare, plan_batches,

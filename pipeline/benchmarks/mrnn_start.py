@@ -1,0 +1,92 @@
+"""Benchmark (effectiveness, no training): what MRNN ranks right after initialisation, random or init=identity.
+
+    python -m pipeline.benchmarks.mrnn_start --train trecqa/train --dataset trecqa/clean-test --record
+    python -m pipeline.benchmarks.mrnn_start --train squad-v1.1/dev-articles-a-train \\
+        --dataset squad-v1.1/dev-articles-b --run runs/squad-dev-articles-b-bm25.trec --queries 300 \\
+        --set blocks=6 max_doc_length=256 --record
+
+MRNN (docs/models.md §2) on the frozen BERT's token vectors (embeddings=contextual), untrained, in evaluation:
+- init=random: PyTorch's default initialisation (what training starts from unless told otherwise);
+- init=identity: the feature maps pass the inputs through and the attention of eq. (6) is sharpened, so the
+  distance of eq. (8) is the inputs' own nearest-word distance (mrnn.py `start_as_identity`).
+Each is scored at `--filters` (s) 128 and 384 (the BERT's width: P is then the identity). The vocabulary and IDF
+come from the training set (a trained model's); candidates are the set's own or a run's (`--run`, texts from the
+set's documents), the first `--queries` only; a run's own order is scored beside them (a set's shipped candidates
+are in file order, which on TrecQA puts the answers first: no ranking to compare with).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pipeline.benchmarks import machine, positive, record, run_main
+
+VARIANTS = {"random": {"init": "random"}, "identity": {"init": "identity"}}
+
+
+def bench(train: str, dataset: str, run_path: str | None, queries: int | None, filters: list[int],
+          measures: list[str], settings: dict) -> dict:
+    import torch
+
+    from pipeline.benchmarks.hcan_inputs_probe import candidates, training_texts
+    from pipeline.data.registry import get_dataset
+    from pipeline.evaluation import evaluate
+    from pipeline.rerank.config import make_config
+    from pipeline.rerank.models.mrnn import MRNN, MRNNConfig
+    from pipeline.rerank.pairs import pairs_of, scores_by_query
+    from pipeline.rerank.scoring import predict
+
+    torch.set_num_threads(1)
+    test = get_dataset(dataset)
+    run = candidates(test, run_path, queries)
+    pairs = pairs_of(test.topics(), run, run.texts)
+    qrels = {qid: judged for qid, judged in test.qrels().items() if qid in run.ranking}
+    texts = training_texts(get_dataset(train))
+    results = {}   # a run's own order beside (a set's shipped candidates come in file order, not a ranking)
+    if run_path is not None:
+        results["first stage"] = _rounded(evaluate(run, qrels, measures, test.rel_level))
+    for width in filters:
+        for name, options in VARIANTS.items():
+            config = make_config(MRNNConfig, {"embeddings": "contextual"} | settings | options | {"filters": width})
+            torch.manual_seed(0)
+            model = MRNN.from_training_data(config, *texts).eval()
+            scores = predict(model, pairs, desc=f"{name}, s={width}").scores
+            results[f"{name}, s={width}"] = _rounded(evaluate(scores_by_query(pairs, scores), qrels, measures,
+                                                              test.rel_level))
+    return {"train": train, "dataset": dataset, "run": run_path, "queries": len(run.ranking), "settings": settings,
+            "untrained": results}
+
+
+def _rounded(measured: dict) -> dict:
+    return {measure: round(value, 4) for measure, value in measured.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.benchmarks.mrnn_start", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--train", default="trecqa/train", help="vocabulary and IDF from this set")
+    parser.add_argument("--dataset", default="trecqa/clean-test", help="the set whose candidates are scored")
+    parser.add_argument("--run", metavar="FILE", help="score this run's candidates (texts: the set's documents)")
+    parser.add_argument("--queries", type=positive, metavar="N", help="the first N queries only")
+    parser.add_argument("--filters", type=positive, nargs="+", default=[128, 384], metavar="S")
+    parser.add_argument("--measures", nargs="+", default=["AP", "RR", "P@1"])
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="other MRNN config fields")
+    parser.add_argument("--record", action="store_true", help="write eval/benchmarks/mrnn-start-<dataset>.json")
+    args = parser.parse_args(argv)
+
+    from pipeline import log
+    from pipeline.commands.train import key_values
+
+    log.configure(quiet=True)
+    settings = key_values(args.set, "--set")
+    result = bench(args.train, args.dataset, args.run, args.queries, args.filters, args.measures, settings)
+    print(machine())
+    print(json.dumps(result, indent=2))
+    if args.record:
+        record(f"mrnn-start-{args.dataset.replace('/', '-')}", __spec__.name, argv, {"result": result})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
