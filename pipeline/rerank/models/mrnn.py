@@ -29,6 +29,8 @@ Resolutions beyond docs/models.md §2: queries and documents of a batch pass the
 BatchNorm statistics, as at evaluation); inputs optionally IDF-scaled (idf_inputs). In evaluation a text's MRA
 depends on that text alone, so each distinct text's is computed once (`remembered`, _mrnn_inputs.py): reranking a
 query's top 100 costs the pair attention of eqs. (5)-(8), not 100 passes of the feature maps.
+`init=identity` [R] starts the network as its inputs' own nearest-word distance (`start_as_identity`): on frozen
+contextual features that ranks better untrained than PyTorch's initialisation does trained (eval/MRNN.md 2.7).
 Two defaults depart from the paper because they stopped training (measured by pipeline/benchmarks/mrnn_dynamics.py):
 the feature sum T of eq. (2) is ~0.3 s after BN + PReLU, so eq. (3) is one-hot from the start and its FC gets no
 gradient (summary=mean keeps it soft); and Adam at lr 1e-4 moves no parameter by more than 1e-4 a step.
@@ -57,7 +59,7 @@ from pipeline.rerank.models._mrnn_inputs import CONTEXTUAL, MRNNInputs
 from pipeline.rerank.text import SOURCES, Vocabulary
 from pipeline.validate import at_least, choice
 
-IDENTITY_SHARPNESS = 9.0   # init=identity: the attention FC of eq. (6) starts as this x I (eval/MRNN.md section 2.6)
+IDENTITY_SHARPNESS = 9.0   # init=identity: the attention FC of eq. (6) starts as this x I (eval/MRNN.md section 2.7)
 
 # -- config ------------------------------------------------------------------------------------------------------------
 _CHOICES = {"embeddings": (*SOURCES, CONTEXTUAL), "pooling": ("identity", "max"), "summary": ("sum", "mean"),
@@ -89,8 +91,9 @@ class MRNNConfig:
                                     # one-hot attention lands on loud, unrelated positions; eval/MRNN.md)
     init: str = "random"            # random (PyTorch's defaults) | identity [R]: the untrained network is the nearest-
                                     # word distance of its inputs, sum_i min_j ||e_q,i - e_d,j|| (softly): block 1 an
-                                    # orthonormal projection (w -> s), BN and every PReLU the identity, blocks 2..N
-                                    # off (sc_n = 0), the conductor uniform (eval/MRNN.md section 2.6)
+                                    # orthonormal projection (w -> s), every PReLU the identity (BN is, in evaluation,
+                                    # from its initial statistics), blocks 2..N off (sc_n = 0), the conductor uniform,
+                                    # the attention of eq. (6) sharpened (eval/MRNN.md section 2.7)
     max_query_length: int = 40      # words kept (contextual: positions, [CLS] and [SEP] included)
     max_doc_length: int = 100       # L_d of the fixed-length document attention (as max_query_length)
     margin: float = 0.5             # triplet margin: 0.5 WikiQA/TrecQA, 0.8 QUASAR-T, 1 SQuAD
@@ -279,8 +282,7 @@ class MRNN(MRNNInputs, RerankModel):
         """init=identity: MRA_i = P e_i (G_1 = N P e_i under a uniform conductor, the other blocks off) and the
         attention of eq. (6) sharpened to IDENTITY_SHARPNESS x eq. (5)'s logits with its PReLU linear, so that
         -dist ~ -sum_i min_j ||P e_q,i - P e_d,j||: the ranking of the inputs' own nearest-word distance."""
-        blocks = self.config.blocks
-        self.feature_maps.start_as_identity(gain=blocks)
+        self.feature_maps.start_as_identity(gain=self.config.blocks)
         conductor, conductor_act = self.resolution_attention.conductor
         conductor.weight.zero_()
         conductor.bias.zero_()
