@@ -20,7 +20,7 @@ import argparse
 import json
 import sys
 
-from pipeline.benchmarks import machine, positive, record, run_main
+from pipeline.benchmarks import machine, positive, record, record_name, run_main
 
 VARIANTS = {"random": {"init": "random"}, "identity": {"init": "identity"}}
 
@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--filters", type=positive, nargs="+", default=[128, 384], metavar="S")
     parser.add_argument("--measures", nargs="+", default=["AP", "RR", "P@1"])
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="other MRNN config fields")
-    parser.add_argument("--record", action="store_true", help="write eval/benchmarks/mrnn-start-<dataset>.json")
+    parser.add_argument("--record", nargs="?", const="", metavar="NAME", type=record_name,
+                        help="write eval/benchmarks/NAME.json (default NAME: mrnn-start-<dataset>)")
     args = parser.parse_args(argv)
 
     from pipeline import log
@@ -83,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     result = bench(args.train, args.dataset, args.run, args.queries, args.filters, args.measures, settings)
     print(machine())
     print(json.dumps(result, indent=2))
-    if args.record:
-        record(f"mrnn-start-{args.dataset.replace('/', '-')}", __spec__.name, argv, {"result": result})
+    if args.record is not None:
+        name = args.record or f"mrnn-start-{args.dataset.replace('/', '-')}"
+        record(name, __spec__.name, argv, {"result": result})
     return 0
 
 
