@@ -50,8 +50,9 @@ def candidates(dataset, run_path: str | None, queries: int | None):
 
 
 def probe_scores(train: str, dataset: str, embeddings: str = "contextual", batch: int = 256, run: str | None = None,
-                 queries: int | None = None, max_doc_length: int = 100) -> dict:
-    """qid -> docid -> the IDF-weighted mean over query words of their best cosine against the candidate's words."""
+                 queries: int | None = None, max_doc_length: int = 100, uniform: bool = False) -> dict:
+    """qid -> docid -> the IDF-weighted mean over query words of their best cosine against the candidate's words
+    (`uniform`: the plain mean, every real query word weighing 1)."""
     import torch
 
     from pipeline.data.registry import get_dataset
@@ -73,6 +74,8 @@ def probe_scores(train: str, dataset: str, embeddings: str = "contextual", batch
             uq = model.embed(t["query_ids"], t.get("query_pieces"), t.get("query_piece_word"))     # (B, n, E)
             uc = model.embed(t["doc_ids"], t.get("doc_pieces"), t.get("doc_piece_word"))           # (B, m, E)
             weights = t["query_idf"][:, 0]                                                         # (B, n)
+            if uniform:
+                weights = qmask.to(weights.dtype)
             rm = relevance_matching(uq, uc, qmask, cmask, weights, c)                              # (B, 2L)
             best = rm[:, :c.max_query_length].sum(1) / weights.sum(1).clamp(min=1e-9)             # max part
             scores += best.tolist()
@@ -88,12 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", metavar="FILE", help="score this run's candidates (texts: the set's documents)")
     parser.add_argument("--queries", type=positive, metavar="N", help="the run's first N queries only")
     parser.add_argument("--max-doc-length", type=positive, default=100, metavar="N", help="words kept a candidate")
+    parser.add_argument("--uniform", action="store_true", help="every query word weighs 1 (no IDF)")
     parser.add_argument("--output", required=True, help="the run file to write (TREC)")
     args = parser.parse_args(argv)
     from pipeline.data.runs import Run
 
     scores = probe_scores(args.train, args.dataset, args.static or "contextual", run=args.run, queries=args.queries,
-                          max_doc_length=args.max_doc_length)
+                          max_doc_length=args.max_doc_length, uniform=args.uniform)
     Run.from_scores(scores, tag="hcan-rm0-probe").write(args.output)
     print(f"wrote {args.output} ({sum(map(len, scores.values()))} pairs, {len(scores)} queries)")
     return 0

@@ -96,9 +96,10 @@ def test_every_encoder_takes_contextual_inputs(tiny_bert, encoder):
     assert out.shape == (4, 2) and torch.isfinite(out).all()
 
 
-def test_the_inputs_probe_scores_a_candidate_that_repeats_the_query_one(tiny_qa):
-    """pipeline/benchmarks/hcan_inputs_probe.py: the IDF-weighted mean over query words of their best cosine; a
-    candidate holding every query word scores 1 (each word's own vector), the others less."""
+@pytest.mark.parametrize("uniform", [False, True])
+def test_the_inputs_probe_scores_a_candidate_that_repeats_the_query_one(tiny_qa, uniform):
+    """pipeline/benchmarks/hcan_inputs_probe.py: the IDF-weighted (or plain) mean over query words of their best
+    cosine; a candidate holding every query word scores 1 (each word's own vector), the others less."""
     from pipeline.benchmarks.hcan_inputs_probe import probe_scores
     from pipeline.data.runs import Run
 
@@ -110,7 +111,7 @@ def test_the_inputs_probe_scores_a_candidate_that_repeats_the_query_one(tiny_qa)
             return Run(run.ranking, texts)
 
     echo = Echo()
-    scores = probe_scores(echo, echo, "random")
+    scores = probe_scores(echo, echo, "random", uniform=uniform)
     assert sorted(scores) == sorted(echo.run().ranking)
     for qid, hits in echo.run().ranking.items():
         echoed = hits[-1][0]
