@@ -26,7 +26,7 @@ VARIANTS = {"random": {"init": "random"}, "identity": {"init": "identity"}}
 
 
 def bench(train: str, dataset: str, run_path: str | None, queries: int | None, filters: list[int],
-          measures: list[str], settings: dict) -> dict:
+          measures: list[str], settings: dict, starts: tuple[str, ...] = tuple(VARIANTS)) -> dict:
     import torch
 
     from pipeline.benchmarks.hcan_inputs_probe import candidates, training_texts
@@ -47,7 +47,8 @@ def bench(train: str, dataset: str, run_path: str | None, queries: int | None, f
     if run_path is not None:
         results["first stage"] = _rounded(evaluate(run, qrels, measures, test.rel_level))
     for width in filters:
-        for name, options in VARIANTS.items():
+        for name in starts:
+            options = VARIANTS[name]
             config = make_config(MRNNConfig, {"embeddings": "contextual"} | settings | options | {"filters": width})
             torch.manual_seed(0)
             model = MRNN.from_training_data(config, *texts).eval()
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=positive, metavar="N", help="the first N queries only")
     parser.add_argument("--filters", type=positive, nargs="+", default=[128, 384], metavar="S")
     parser.add_argument("--measures", nargs="+", default=["AP", "RR", "P@1"])
+    parser.add_argument("--starts", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="other MRNN config fields")
     parser.add_argument("--record", nargs="?", const="", metavar="NAME", type=record_name,
                         help="write eval/benchmarks/NAME.json (default NAME: mrnn-start-<dataset>)")
@@ -81,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 
     log.configure(quiet=True)
     settings = key_values(args.set, "--set")
-    result = bench(args.train, args.dataset, args.run, args.queries, args.filters, args.measures, settings)
+    result = bench(args.train, args.dataset, args.run, args.queries, args.filters, args.measures, settings,
+                   tuple(args.starts))
     print(machine())
     print(json.dumps(result, indent=2))
     if args.record is not None:

@@ -307,3 +307,5 @@ def test_the_start_benchmark_scores_each_start_and_the_identity_one_finds_the_an
     assert result["queries"] == 8
     assert list(result["untrained"]) == ["random, s=32", "identity, s=32", "random, s=64", "identity, s=64"]
     assert result["untrained"]["identity, s=64"] == {"P@1": 1.0, "AP": 1.0}
+    only = bench(tiny_qa, tiny_qa, None, 3, [64], ["P@1"], settings, starts=("identity",))
+    assert only["queries"] == 3 and only["untrained"] == {"identity, s=64": {"P@1": 1.0}}
