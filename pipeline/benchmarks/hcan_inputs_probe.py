@@ -82,14 +82,19 @@ def probe_scores(train: str, dataset: str, embeddings: str = "contextual", batch
     return scores_by_query(pairs, scores, run.ranking)
 
 
+def add_candidate_arguments(parser: argparse.ArgumentParser, dataset: str) -> None:
+    """--train, --dataset, --run and --queries: what `training_texts` and `candidates` read (also mrnn_start's)."""
+    parser.add_argument("--train", default="trecqa/train", help="vocabulary and IDF from this set (a trained model's)")
+    parser.add_argument("--dataset", default=dataset, help="the set whose candidates are scored")
+    parser.add_argument("--run", metavar="FILE", help="score this run's candidates (texts: the set's documents)")
+    parser.add_argument("--queries", type=positive, metavar="N", help="the run's first N queries only")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline.benchmarks.hcan_inputs_probe", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--train", default="trecqa/train", help="vocabulary and IDF from this set (a trained model's)")
-    parser.add_argument("--dataset", default="trecqa/raw-test", help="the set whose candidates are scored")
+    add_candidate_arguments(parser, "trecqa/raw-test")
     parser.add_argument("--static", metavar="TABLE", help="a static table (glove, bert, ...) instead of contextual")
-    parser.add_argument("--run", metavar="FILE", help="score this run's candidates (texts: the set's documents)")
-    parser.add_argument("--queries", type=positive, metavar="N", help="the run's first N queries only")
     parser.add_argument("--max-doc-length", type=positive, default=100, metavar="N", help="words kept a candidate")
     parser.add_argument("--uniform", action="store_true", help="every query word weighs 1 (no IDF)")
     parser.add_argument("--output", required=True, help="the run file to write (TREC)")

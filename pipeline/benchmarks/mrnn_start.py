@@ -21,6 +21,7 @@ import json
 import sys
 
 from pipeline.benchmarks import machine, positive, record, record_name, run_main
+from pipeline.benchmarks.hcan_inputs_probe import add_candidate_arguments
 
 VARIANTS = {"random": {"init": "random"}, "identity": {"init": "identity"}}
 
@@ -66,10 +67,7 @@ def _rounded(measured: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline.benchmarks.mrnn_start", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--train", default="trecqa/train", help="vocabulary and IDF from this set")
-    parser.add_argument("--dataset", default="trecqa/clean-test", help="the set whose candidates are scored")
-    parser.add_argument("--run", metavar="FILE", help="score this run's candidates (texts: the set's documents)")
-    parser.add_argument("--queries", type=positive, metavar="N", help="the first N queries only")
+    add_candidate_arguments(parser, "trecqa/clean-test")
     parser.add_argument("--filters", type=positive, nargs="+", default=[128, 384], metavar="S")
     parser.add_argument("--measures", nargs="+", default=["AP", "RR", "P@1"])
     parser.add_argument("--starts", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
