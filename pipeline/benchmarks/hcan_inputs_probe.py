@@ -25,28 +25,7 @@ import argparse
 import sys
 
 from pipeline.benchmarks import positive, run_main
-
-
-def training_texts(dataset) -> tuple[list[str], list[str]]:
-    """(queries, documents) a trained model's vocabulary and IDF come from: the shipped candidates' texts, or (a set
-    without them) all its documents."""
-    topics, run = dataset.topics(), dataset.run()
-    if run is None:
-        return [text for _, text in topics.items()], [doc["contents"] for doc in dataset.docs()]
-    return [topics[q] for q in run.ranking], [run.texts[d] for hits in run.ranking.values() for d, _ in hits]
-
-
-def candidates(dataset, run_path: str | None, queries: int | None):
-    """The run to score with its texts: the set's own, or `run_path`'s with the set's documents; first `queries`."""
-    from pipeline.data.runs import Run, read_run
-
-    run = dataset.run() if run_path is None else read_run(run_path)
-    if run_path is not None:
-        texts = {doc["id"]: doc["contents"] for doc in dataset.docs()}
-        run = Run(run.ranking, {d: texts[d] for hits in run.ranking.values() for d, _ in hits}, tag=run.tag)
-    if queries:
-        run = Run(dict(list(run.ranking.items())[:queries]), run.texts, tag=run.tag)
-    return run
+from pipeline.benchmarks._candidates import add_candidate_arguments, candidates, training_texts
 
 
 def probe_scores(train: str, dataset: str, embeddings: str = "contextual", batch: int = 256, run: str | None = None,
@@ -80,14 +59,6 @@ def probe_scores(train: str, dataset: str, embeddings: str = "contextual", batch
             best = rm[:, :c.max_query_length].sum(1) / weights.sum(1).clamp(min=1e-9)             # max part
             scores += best.tolist()
     return scores_by_query(pairs, scores, run.ranking)
-
-
-def add_candidate_arguments(parser: argparse.ArgumentParser, dataset: str) -> None:
-    """--train, --dataset, --run and --queries: what `training_texts` and `candidates` read (also mrnn_start's)."""
-    parser.add_argument("--train", default="trecqa/train", help="vocabulary and IDF from this set (a trained model's)")
-    parser.add_argument("--dataset", default=dataset, help="the set whose candidates are scored")
-    parser.add_argument("--run", metavar="FILE", help="score this run's candidates (texts: the set's documents)")
-    parser.add_argument("--queries", type=positive, metavar="N", help="the run's first N queries only")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ import json
 import sys
 
 from pipeline.benchmarks import machine, positive, record, record_name, run_main
-from pipeline.benchmarks.hcan_inputs_probe import add_candidate_arguments
+from pipeline.benchmarks._candidates import add_candidate_arguments, candidates, training_texts
 
 VARIANTS = {"random": {"init": "random"}, "identity": {"init": "identity"}}
 
@@ -30,7 +30,6 @@ def bench(train: str, dataset: str, run_path: str | None, queries: int | None, f
           measures: list[str], settings: dict, starts: tuple[str, ...] = tuple(VARIANTS)) -> dict:
     import torch
 
-    from pipeline.benchmarks.hcan_inputs_probe import candidates, training_texts
     from pipeline.data.registry import get_dataset
     from pipeline.evaluation import evaluate
     from pipeline.rerank.config import make_config
@@ -38,15 +37,14 @@ def bench(train: str, dataset: str, run_path: str | None, queries: int | None, f
     from pipeline.rerank.pairs import pairs_of, scores_by_query
     from pipeline.rerank.scoring import predict
 
-    torch.set_num_threads(1)
     test = get_dataset(dataset)
     run = candidates(test, run_path, queries)
     pairs = pairs_of(test.topics(), run, run.texts)
-    qrels = {qid: judged for qid, judged in test.qrels().items() if qid in run.ranking}
+    qrels = test.qrels()
     texts = training_texts(get_dataset(train))
     results = {}   # a run's own order beside (a set's shipped candidates come in file order, not a ranking)
     if run_path is not None:
-        results["first stage"] = _rounded(evaluate(run, qrels, measures, test.rel_level))
+        results["first stage"] = _rounded(evaluate(run, qrels, measures, test.rel_level, queries="run"))
     for width in filters:
         for name in starts:
             options = VARIANTS[name]
@@ -55,7 +53,7 @@ def bench(train: str, dataset: str, run_path: str | None, queries: int | None, f
             model = MRNN.from_training_data(config, *texts).eval()
             scores = predict(model, pairs, desc=f"{name}, s={width}").scores
             results[f"{name}, s={width}"] = _rounded(evaluate(scores_by_query(pairs, scores), qrels, measures,
-                                                              test.rel_level))
+                                                              test.rel_level, queries="run"))
     return {"train": train, "dataset": dataset, "run": run_path, "queries": len(run.ranking), "settings": settings,
             "untrained": results}
 
@@ -76,10 +74,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="write eval/benchmarks/NAME.json (default NAME: mrnn-start-<dataset>)")
     args = parser.parse_args(argv)
 
+    import torch
+
     from pipeline import log
     from pipeline.commands.train import key_values
 
     log.configure(quiet=True)
+    torch.set_num_threads(1)   # the command's setting; `bench` leaves the caller's threads alone
     settings = key_values(args.set, "--set")
     result = bench(args.train, args.dataset, args.run, args.queries, args.filters, args.measures, settings,
                    tuple(args.starts))
