@@ -14,8 +14,9 @@ pairs by length (characters of query + document), as many positives as negatives
 
 An epoch is a seeded list of batches; a batch is a list of groups (pairs a pairwise loss compares), drawn by the
 model's `sampling` (pipeline/rerank/model.py): "pointwise" (a group = one pair), "pairs" (a positive and
-`negatives_per_positive` negatives of its query), "queries" (a query's positives and sampled negatives) or
-"positives" (one positive pair; other rows of the batch are its negatives). `train_batch_size` groups per batch.
+`negatives_per_positive` negatives of its query), "queries" (a query's positives and sampled negatives),
+"positives" (one positive pair; other rows of the batch are its negatives) or, with a teacher, "listwise" (a query's
+candidates in groups of `teacher_group`, pipeline/training/distill.py). `train_batch_size` groups per batch.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class Examples:
 
     queries: dict[str, str]
     texts: dict[str, str]
-    labels: dict[str, dict[str, int]]  # qid -> docid -> 0/1
+    labels: dict[str, dict[str, float]]  # qid -> docid -> 0/1 (a teacher's z-score: distill.py)
     query_fields: dict[str, Mapping] = field(default_factory=dict)
     doc_fields: dict[str, Mapping] = field(default_factory=dict)
 
@@ -55,9 +56,17 @@ class Examples:
         return [self.pair(qid, docid) for qid, docs in self.labels.items() for docid in docs]
 
     def groups(self, sampling: str, generator: torch.Generator, per_positive: int = 1) -> list[Group]:
-        """One epoch's groups for `sampling`, negatives drawn with `generator` (seeded: the same epoch again)."""
+        """One epoch's groups for `sampling`, negatives drawn with `generator` (seeded: the same epoch again);
+        `per_positive`: negatives per positive ("pairs", "queries"), or the group size ("listwise")."""
         if sampling == "pointwise":
             return [[pair] for pair in self.pointwise()]
+        if sampling == "listwise":  # a teacher's targets (distill.py): each query's candidates shuffled, in groups
+            groups = []
+            for qid, docs in self.labels.items():
+                order = [list(docs)[i] for i in torch.randperm(len(docs), generator=generator).tolist()]
+                groups += [[self.pair(qid, d) for d in order[i:i + per_positive]]
+                           for i in range(0, len(order), per_positive)]
+            return [group for group in groups if len(group) > 1]
         groups = []
         for qid, docs in self.labels.items():
             positives = [d for d, label in docs.items() if label > 0]
@@ -86,8 +95,8 @@ def epoch_batches(examples: Examples, sampling: str, options: "TrainOptions", ge
     of `bucket` batches (less padding), batches in shuffled order. Queries and positives: shuffled groups."""
     size = options.train_batch_size
     shuffle = lambda items: [items[i] for i in torch.randperm(len(items), generator=generator).tolist()]  # noqa: E731
-    groups = shuffle(examples.groups(sampling, generator, options.negatives_per_positive))
-    if sampling in ("queries", "positives") or options.bucket == 1:
+    groups = shuffle(examples.groups(sampling, generator, group_count(sampling, options)))
+    if sampling in ("queries", "positives", "listwise") or options.bucket == 1:
         return [groups[i:i + size] for i in range(0, len(groups), size)]
     length = lambda group: len(group[0].query) + max(len(p.text) for p in group)  # noqa: E731
     batches = []
@@ -99,8 +108,13 @@ def epoch_batches(examples: Examples, sampling: str, options: "TrainOptions", ge
 
 def epoch_steps(examples: Examples, sampling: str, options: "TrainOptions") -> int:
     """Batches per epoch (the group count does not depend on the random draw)."""
-    groups = len(examples.groups(sampling, torch.Generator().manual_seed(0), 1))
+    groups = len(examples.groups(sampling, torch.Generator().manual_seed(0), group_count(sampling, options)))
     return -(-groups // options.train_batch_size)
+
+
+def group_count(sampling: str, options: "TrainOptions") -> int:
+    """`Examples.groups`' count: the group size of a teacher's "listwise" groups, else negatives per positive."""
+    return options.teacher_group if sampling == "listwise" else options.negatives_per_positive
 
 
 # -- from datasets -----------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from pipeline import __version__
 from pipeline.data.registry import get_dataset
 from pipeline.rerank import models
 from pipeline.rerank.config import config_to_dict, make_config, recipe_fields
+from pipeline.training.distill import teacher_identity
 from pipeline.training.examples import dataset_fingerprint
 from pipeline.training.options import RUNTIME_OPTIONS, TrainOptions, resolve_options
 
@@ -51,9 +52,11 @@ class RecipeIdentity:
                    get_dataset(dev) if dev is not None else None)
 
     def data(self) -> dict:
-        """The datasets' fingerprints (their names and files' checksums)."""
-        return {"train": dataset_fingerprint(self.train_set),
+        """The datasets' fingerprints (their names and files' checksums), and a checkpoint teacher's digest."""
+        data = {"train": dataset_fingerprint(self.train_set),
                 "dev": dataset_fingerprint(self.dev_set) if self.dev_set is not None else None}
+        teacher = teacher_identity(self.options.teacher)
+        return data | ({"teacher": teacher} if teacher else {})  # a checkpoint teacher's weights (distill.py)
 
     def key(self) -> str:
         """The cache key: sha1 of what the weights depend on (fields at their LEGACY value left out)."""

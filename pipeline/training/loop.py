@@ -3,7 +3,8 @@
     train("monobert", "wikiqa/train", "models/x", dev="wikiqa/dev", options={"epochs": 2})
 
 Batches are drawn for the model's loss (`model.batch_sampling()`, pipeline/training/examples.py); the model's own
-`loss(output, batch)` gives the total that is minimised and its named parts, each logged per epoch.
+`loss(output, batch)` gives the total that is minimised and its named parts, each logged per epoch. With a
+`teacher` the targets are its scores and the loss is the listwise KL from them (pipeline/training/distill.py).
 
 After every epoch the dev set is reranked and scored with pipeline.evaluation; the best epoch by `measure` ("loss":
 the dev loss, lower is better) is the checkpoint left in OUT, and training stops after `patience` epochs without
@@ -31,6 +32,7 @@ from pipeline.log import logger, progress
 from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.rerank.model import Loss, RerankModel
 from pipeline.rerank.scoring import autocast, labelled, resolve_device
+from pipeline.training.distill import listwise_kl, teacher_examples
 from pipeline.training.examples import DevSet, Examples, epoch_batches, epoch_steps, examples_from, length_balanced
 from pipeline.training.identity import RecipeIdentity
 from pipeline.training.negatives import NegativeSampling
@@ -94,11 +96,16 @@ class TrainingRun:
         return self.dev_set is not None and self.options.measure != "loss"
 
 
-def batch_loss(model: RerankModel, groups: list[list], device) -> tuple[Loss, int]:
-    """The model's loss on one batch of groups, and how many of its inputs were truncated."""
+def batch_loss(model: RerankModel, groups: list[list], device, teacher: bool = False) -> tuple[Loss, int]:
+    """The model's loss on one batch of groups (with a teacher: the listwise KL from its targets, distill.py), and
+    how many of its inputs were truncated."""
     batch = model.prepare([pair for group in groups for pair in group]).to(device)
     labelled(batch, device, [g for g, group in enumerate(groups) for _ in group])
-    return model.loss(model(**batch.tensors), batch), batch.truncated
+    output = model(**batch.tensors)
+    if teacher:
+        kl = listwise_kl(model.score(output), batch.labels, batch.groups)
+        return Loss(kl, {"kl": kl}), batch.truncated
+    return model.loss(output, batch), batch.truncated
 
 
 def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainOptions | dict | None = None,
@@ -111,7 +118,7 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
     generator = torch.Generator()
     model, state = _resume(run, generator) if _resuming(run, resume) else _start(run, generator)
     model.to(run.device)
-    sampling = model.batch_sampling()
+    sampling = "listwise" if run.options.teacher else model.batch_sampling()
     steps_per_epoch = epoch_steps(run.examples, sampling, run.options)
     stepper = Stepper(model, run.options, steps_per_epoch * run.options.epochs, run.maximize, run.device)
     if state.epoch:
@@ -141,17 +148,20 @@ def _prepare(recipe: RecipeIdentity, out: Path) -> TrainingRun:
     """Examples, dev set and device of the recipe, and the process set up for it (threads, deterministic kernels);
     a bad dev measure fails here, before training."""
     options = recipe.options
-    examples = examples_from(recipe.train_set, options.negatives, options.depth, options.min_rel,
-                             options.train_queries, NegativeSampling.of(options))
-    if options.balance == "length":
-        examples = length_balanced(examples, options.seed)
-    dev_set = DevSet.of(recipe.dev_set, options.depth) if recipe.dev_set is not None else None
-    selection = dev_set.key(options.measure) if dev_set is not None else None
     device = resolve_device(options.device)
     if options.deterministic:
         make_deterministic(options)
     elif options.threads:
         torch.set_num_threads(options.threads)
+    if options.teacher:
+        examples = teacher_examples(recipe.train_set, options, device)
+    else:
+        examples = examples_from(recipe.train_set, options.negatives, options.depth, options.min_rel,
+                                 options.train_queries, NegativeSampling.of(options))
+    if options.balance == "length":
+        examples = length_balanced(examples, options.seed)
+    dev_set = DevSet.of(recipe.dev_set, options.depth) if recipe.dev_set is not None else None
+    selection = dev_set.key(options.measure) if dev_set is not None else None
     return TrainingRun(recipe, out, examples, dev_set, selection, device, StateStore(out / STATE_DIR, "epoch", 4))
 
 
@@ -249,7 +259,7 @@ def _train_epoch(model: RerankModel, examples: Examples, sampling: str, options:
     with progress(desc=f"epoch {epoch}/{options.epochs}", total=len(batches), unit="batch") as bar:
         for groups in batches:
             with autocast(device, options.amp):
-                loss, cut = batch_loss(model, groups, device)
+                loss, cut = batch_loss(model, groups, device, teacher=bool(options.teacher))
             stepper.step(loss.total)
             total, count, truncated = total + loss.total.item(), count + 1, truncated + cut
             for name, part in loss.parts.items():

@@ -54,6 +54,9 @@ class TrainOptions:
                                      # negative, the query with a keyword swapped for another of its domain
     min_rel: int | None = None       # label >= min_rel is positive; None: the dataset's rel_level
     train_queries: int | None = None  # keep only the first N training queries (budgets, smoke tests)
+    teacher: str = ""                # distillation: a pretrained model's name or a checkpoint folder whose scores of
+                                     # the training candidates are the targets, no qrels read (training/distill.py)
+    teacher_group: int = 8           # distillation: candidates of one query compared by one listwise KL term
     balance: str = "none"            # none | length: as many positives as negatives in each length tenth (examples.py)
     optimizer: str = "adamw"         # adamw | adam | sgd
     weight_decay: float = 0.01       # on matrices only (not biases, norms)
@@ -84,6 +87,11 @@ class TrainOptions:
         choice("training", "schedule", self.schedule, SCHEDULES)
         for name in ("epochs", "train_batch_size", "depth", "negatives_per_positive", "eval_batch_size", "bucket"):
             at_least("training", name, getattr(self, name), 1)
+        at_least("training", "teacher_group", self.teacher_group, 2)
+        if self.teacher and (self.negatives not in ("labelled", "bm25") or self.balance != "none"):
+            raise ConfigError(f"training: teacher={self.teacher} scores the dataset's candidates and reads no labels; "
+                              f"negatives={self.negatives}, balance={self.balance} would sample by labels",
+                              field="teacher")
         for name in ("threads", "train_queries", "min_rel", "patience"):
             at_least("training", name, getattr(self, name), 0 if name == "min_rel" else 1, optional=True)
         for name in ("lr", "weight_decay", "momentum", "warmup", "plateau_factor", "alpha", "beta", "replace_ratio"):

@@ -1,0 +1,90 @@
+"""Distillation [R]: a teacher's scores over the training set's candidates are the targets, not its judgments.
+
+    monobert(train=dl20-passage, teacher=biencoder, epochs=2)     # the zero-shot bi-encoder teaches monobert
+
+`teacher` is a model usable as it comes (a pretrained model's name: `biencoder`) or a trained checkpoint folder
+(an ADDAX trained elsewhere). It scores every candidate of the training set (the dataset's shipped candidates, else
+BM25's top `depth`); each query's scores are standardised (z = (t - mean) / sd over its candidates), so a teacher's
+scale (a cosine, a logit) does not set the targets' sharpness. No qrels are read: queries without judgments train too,
+and the judged queries of an evaluation are held out by training on another set.
+
+Each epoch a query's candidates are shuffled and cut into groups of `teacher_group`; the loss is the KL divergence of
+the student's scores from the teacher's within each group, averaged over the groups (`listwise_kl`):
+
+    (1) p = softmax(z_teacher)   q = softmax(s_student)   over the group's candidates
+    (2) loss = sum_i p_i (log p_i - log q_i)
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from pipeline.errors import ConfigError
+from pipeline.log import logger
+from pipeline.rerank.checkpoint import ModelSource, checkpoint_digest, read_checkpoint_config
+from pipeline.rerank.pairs import Pair
+from pipeline.rerank.scoring import predict
+from pipeline.training.examples import Examples, _candidates
+
+
+def teacher_source(teacher: str) -> ModelSource:
+    """The teacher: a pretrained model's name, or a checkpoint folder (a ConfigError when it is neither)."""
+    from pathlib import Path
+
+    from pipeline.rerank import models
+
+    if Path(teacher).is_dir():
+        return ModelSource(read_checkpoint_config(teacher)["model"], teacher)
+    if teacher in models.model_names() and models.model_class(teacher).pretrained:
+        return ModelSource(teacher)
+    usable = ", ".join(n for n in models.model_names() if models.model_class(n).pretrained)
+    raise ConfigError(f"teacher={teacher} is neither a pretrained model ({usable}) nor a checkpoint folder",
+                      field="teacher")
+
+
+def teacher_identity(teacher: str) -> str | None:
+    """What a teacher's scores depend on beyond its name: a checkpoint folder's digest (None for a pretrained model,
+    whose name and version are the recipe's already)."""
+    return checkpoint_digest(teacher) if teacher and teacher_source(teacher).checkpoint else None
+
+
+def teacher_examples(dataset, options, device) -> Examples:
+    """The training set's candidates (the first `train_queries` queries), each pair labelled with the teacher's
+    standardised score."""
+    topics = dataset.topics()
+    run = _candidates(dataset, options.depth).cut(options.depth)
+    qids = [q for q in topics if run.ranking.get(q)][:options.train_queries]
+    pairs = [Pair(q, d, topics[q], run.texts[d], topics.extra.get(q, {}), run.doc_fields.get(d, {}))
+             for q in qids for d, _ in run.ranking[q]]
+    if not pairs:
+        raise ConfigError(f"{dataset.name}: no candidates for the teacher to score", field="teacher")
+    teacher = teacher_source(options.teacher).load()
+    logger.info("teacher %s: scoring %d candidates of %d queries of %s", options.teacher, len(pairs), len(qids),
+                dataset.name)
+    scores = predict(teacher, pairs, options.eval_batch_size, device, desc=f"teacher {options.teacher}").scores
+    by_query: dict[str, dict[str, float]] = {}
+    for pair, score in zip(pairs, scores):
+        by_query.setdefault(pair.qid, {})[pair.docid] = score
+    labels = {q: standardised(docs) for q, docs in by_query.items() if len(docs) > 1}
+    used = {d for docs in labels.values() for d in docs}
+    return Examples({q: topics[q] for q in labels}, {d: run.texts[d] for d in used}, labels,
+                    {q: topics.extra[q] for q in labels if q in topics.extra},
+                    {d: run.doc_fields[d] for d in used if d in run.doc_fields})
+
+
+def standardised(scores: dict[str, float]) -> dict[str, float]:
+    """z-scores of one query's scores (all 0 when they are all equal)."""
+    values = torch.tensor(list(scores.values()), dtype=torch.float64)
+    sd = values.std().item()
+    z = (values - values.mean()) / sd if sd > 0 else values * 0
+    return dict(zip(scores, z.tolist()))
+
+
+def listwise_kl(scores: torch.Tensor, targets: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    """(B,) student scores, (B,) teacher z-scores, (B,) group ids -> mean over groups of KL(p || q), eq. (1)-(2)."""
+    losses = []
+    for group in groups.unique():
+        rows = groups == group
+        p = F.softmax(targets[rows].float(), 0)                                         # (n,) (1)
+        losses.append((p * (p.clamp_min(1e-12).log() - F.log_softmax(scores[rows].float(), 0))).sum())  # (2)
+    return torch.stack(losses).mean()
