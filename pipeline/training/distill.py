@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 from pipeline.rerank.checkpoint import ModelSource, checkpoint_digest, read_checkpoint_config
-from pipeline.rerank.pairs import Pair
+from pipeline.rerank.pairs import pairs_of, scores_by_query
 from pipeline.rerank.scoring import predict
 from pipeline.training.examples import Examples, _candidates
 
@@ -53,19 +53,17 @@ def teacher_examples(dataset, options, device) -> Examples:
     standardised score."""
     topics = dataset.topics()
     run = _candidates(dataset, options.depth).cut(options.depth)
-    qids = [q for q in topics if run.ranking.get(q)][:options.train_queries]
-    pairs = [Pair(q, d, topics[q], run.texts[d], topics.extra.get(q, {}), run.doc_fields.get(d, {}))
-             for q in qids for d, _ in run.ranking[q]]
+    qids = [q for q in topics if run.ranking.get(q)][:options.train_queries]                     # topics' order
+    kept = set(qids)
+    pairs = [pair for pair in pairs_of(topics, run, run.texts) if pair.qid in kept]
     if not pairs:
         raise ConfigError(f"{dataset.name}: no candidates for the teacher to score", field="teacher")
     teacher = teacher_source(options.teacher).load()
     logger.info("teacher %s: scoring %d candidates of %d queries of %s", options.teacher, len(pairs), len(qids),
                 dataset.name)
     scores = predict(teacher, pairs, options.eval_batch_size, device, desc=f"teacher {options.teacher}").scores
-    by_query: dict[str, dict[str, float]] = {}
-    for pair, score in zip(pairs, scores):
-        by_query.setdefault(pair.qid, {})[pair.docid] = score
-    labels = {q: standardised(docs) for q, docs in by_query.items() if len(docs) > 1}
+    by_query = scores_by_query(pairs, scores)
+    labels = {q: standardised(by_query[q]) for q in qids if len(by_query[q]) > 1}
     used = {d for docs in labels.values() for d in docs}
     return Examples({q: topics[q] for q in labels}, {d: run.texts[d] for d in used}, labels,
                     {q: topics.extra[q] for q in labels if q in topics.extra},
