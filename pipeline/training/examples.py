@@ -87,6 +87,8 @@ class Examples:
 
     def summary(self) -> dict:
         pairs = [label for docs in self.labels.values() for label in docs.values()]
+        if any(label not in (0, 1) for label in pairs):  # a teacher's scores (distill.py): no positives to count
+            return {"queries": len(self.labels), "pairs": len(pairs)}
         return {"queries": len(self.labels), "pairs": len(pairs), "positives": sum(pairs)}
 
 
