@@ -106,10 +106,10 @@ def export_rankings(args, folder: Path, ranking, tuning) -> None:
     from pipeline.data.registry import get_dataset
     from pipeline.data.runs import Run, write_run
     from pipeline.data.topics import Topics, write_topics
-    from pipeline.training.examples import _candidates
+    from pipeline.training.examples import training_candidates
 
     questions = get_dataset(f"{args.dataset}/questions-dev")
-    run = _candidates(questions, args.train_depth).cut(args.train_depth)
+    run = training_candidates(questions, args.train_depth).cut(args.train_depth)
     topics, qrels = questions.topics(), questions.qrels()
     qids = [q for q in run.ranking if q in qrels]
     wanted = {d for q in qids for d, _ in run.ranking[q]} | {d for q in qids for d in qrels[q]}

@@ -24,7 +24,7 @@ from pipeline.log import logger
 from pipeline.rerank.checkpoint import ModelSource, checkpoint_digest, read_checkpoint_config
 from pipeline.rerank.pairs import pairs_of, scores_by_query
 from pipeline.rerank.scoring import predict
-from pipeline.training.examples import Examples, _candidates
+from pipeline.training.examples import Examples, training_candidates
 
 
 def teacher_source(teacher: str) -> ModelSource:
@@ -52,7 +52,7 @@ def teacher_examples(dataset, options, device) -> Examples:
     """The training set's candidates (the first `train_queries` queries), each pair labelled with the teacher's
     standardised score."""
     topics = dataset.topics()
-    run = _candidates(dataset, options.depth).cut(options.depth)
+    run = training_candidates(dataset, options.depth).cut(options.depth)
     qids = [q for q in topics if run.ranking.get(q)][:options.train_queries]                     # topics' order
     kept = set(qids)
     pairs = [pair for pair in pairs_of(topics, run, run.texts) if pair.qid in kept]

@@ -63,7 +63,8 @@ class Examples:
         if sampling == "listwise":  # a teacher's targets (distill.py): each query's candidates shuffled, in groups
             groups = []
             for qid, docs in self.labels.items():
-                order = [list(docs)[i] for i in torch.randperm(len(docs), generator=generator).tolist()]
+                ids = list(docs)
+                order = [ids[i] for i in torch.randperm(len(ids), generator=generator).tolist()]
                 groups += [[self.pair(qid, d) for d in order[i:i + per_positive]]
                            for i in range(0, len(order), per_positive)]
             return [group for group in groups if len(group) > 1]
@@ -121,7 +122,7 @@ def group_count(sampling: str, options: "TrainOptions") -> int:
 
 # -- from datasets -----------------------------------------------------------------------------------------------
 
-def _candidates(dataset, depth: int) -> "Run":
+def training_candidates(dataset, depth: int) -> "Run":
     """The dataset's shipped candidates, else BM25's top `depth` (k1 0.9, b 0.4: `bm25()`'s defaults) on its own
     index (texts from the index), less the documents a topic excludes (a question-retrieval query's own question:
     never a negative of itself)."""
@@ -178,7 +179,7 @@ def examples_from(dataset, negatives: str = "labelled", depth: int = 100, min_re
             judged = qrels[qid]
             labels[qid] = {d: int(judged[d] >= level) for d, _ in run.ranking.get(qid, []) if d in judged and d in texts}
     else:
-        candidates = _candidates(dataset, depth)
+        candidates = training_candidates(dataset, depth)
         run = candidates.cut(depth)
         relevant = {qid: {d for d, label in qrels[qid].items() if label >= level} for qid in qids}
         if "docs" in dataset.provides:  # a relevant document cut from (or never in) the candidates: its text too
@@ -231,7 +232,7 @@ class DevSet:
 
     @classmethod
     def of(cls, dataset, depth: int = 100) -> "DevSet":
-        run = _candidates(dataset, depth).cut(depth)
+        run = training_candidates(dataset, depth).cut(depth)
         return cls(dataset.name, dataset.topics().subset(run.ranking), run, dataset.qrels(), dataset.rel_level)
 
     def evaluate(self, model, options: "TrainOptions", device) -> dict:
