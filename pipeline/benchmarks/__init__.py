@@ -44,6 +44,11 @@ def record_name(value: str) -> str:
     return value
 
 
+def rounded(measured: dict[str, float]) -> dict[str, float]:
+    """Measures as a record keeps them: 4 decimals."""
+    return {measure: round(value, 4) for measure, value in measured.items()}
+
+
 def positive(value: str) -> int:
     """A count of at least 1 (argparse type): anything else is argparse's exit 2 before any work is done."""
     try:

@@ -20,7 +20,7 @@ import json
 import sys
 import tempfile
 
-from pipeline.benchmarks import machine, record, run_main
+from pipeline.benchmarks import machine, record, rounded, run_main
 
 VARIANTS = {"random, seed 0": {"init": "random"}, "random, seed 1": {"init": "random", "seed": 1},
             "identity": {"init": "identity"}, "identity, sign codes": {"init": "identity", "codes": "sign"},
@@ -57,8 +57,7 @@ def bench(dataset: str, threads: int | None, batch_size: int, max_doc_length: in
             torch.manual_seed(options.pop("seed", 0))
             model = ADDAX(ADDAXConfig(max_doc_length=max_doc_length, **options), encoder.bert, encoder.tokenizer)
             scores = score_late_interaction(model, pairs, store, batch_size, cpu, desc=name)
-            measured = evaluate(scores_by_query(pairs, scores), qrels, MEASURES, data.rel_level)
-            results[name] = {measure: round(value, 4) for measure, value in measured.items()}
+            results[name] = rounded(evaluate(scores_by_query(pairs, scores), qrels, MEASURES, data.rel_level))
     return {"dataset": dataset, "queries": len(run.ranking), "max_doc_length": max_doc_length,
             "threads": torch.get_num_threads(), "untrained_heads": results}
 

@@ -20,7 +20,7 @@ import argparse
 import json
 import sys
 
-from pipeline.benchmarks import machine, positive, record, record_name, run_main
+from pipeline.benchmarks import machine, positive, record, record_name, rounded, run_main
 from pipeline.benchmarks._candidates import add_candidate_arguments, candidates, training_texts
 
 VARIANTS = {"random": {"init": "random"}, "identity": {"init": "identity"}}
@@ -44,7 +44,7 @@ def bench(train: str, dataset: str, run_path: str | None, queries: int | None, f
     texts = training_texts(get_dataset(train))
     results = {}   # a run's own order beside (a set's shipped candidates come in file order, not a ranking)
     if run_path is not None:
-        results["first stage"] = _rounded(evaluate(run, qrels, measures, test.rel_level, queries="run"))
+        results["first stage"] = rounded(evaluate(run, qrels, measures, test.rel_level, queries="run"))
     for width in filters:
         for name in starts:
             options = VARIANTS[name]
@@ -52,14 +52,10 @@ def bench(train: str, dataset: str, run_path: str | None, queries: int | None, f
             torch.manual_seed(0)
             model = MRNN.from_training_data(config, *texts).eval()
             scores = predict(model, pairs, desc=f"{name}, s={width}").scores
-            results[f"{name}, s={width}"] = _rounded(evaluate(scores_by_query(pairs, scores), qrels, measures,
+            results[f"{name}, s={width}"] = rounded(evaluate(scores_by_query(pairs, scores), qrels, measures,
                                                               test.rel_level, queries="run"))
     return {"train": train, "dataset": dataset, "run": run_path, "queries": len(run.ranking), "settings": settings,
             "untrained": results}
-
-
-def _rounded(measured: dict) -> dict:
-    return {measure: round(value, 4) for measure, value in measured.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.benchmarks import machine, record, record_name, run_main
+from pipeline.benchmarks import machine, record, record_name, rounded, run_main
 
 MSMARCO_PASSAGES = 8_841_823
 CODECS = ("fp32", "fp16", "int8", "residual2", "residual1", "residual2-128", "residual1-256")
@@ -112,8 +112,7 @@ def bench(dataset: str, threads: int, batch_size: int, max_doc_length: int, code
         return [by_text[t] for t in texts]
 
     def measure(scores: list[float]) -> dict:
-        measured = evaluate(scores_by_query(pairs, scores), qrels, MEASURES, data.rel_level)
-        return {m: round(v, 4) for m, v in measured.items()}
+        return rounded(evaluate(scores_by_query(pairs, scores), qrels, MEASURES, data.rel_level))
 
     results, by_codec = {}, {}
     with tempfile.TemporaryDirectory() as folder:

@@ -64,10 +64,7 @@ def teacher_examples(dataset, options, device) -> Examples:
     scores = predict(teacher, pairs, options.eval_batch_size, device, desc=f"teacher {options.teacher}").scores
     by_query = scores_by_query(pairs, scores)
     labels = {q: standardised(by_query[q]) for q in qids if len(by_query[q]) > 1}
-    used = {d for docs in labels.values() for d in docs}
-    return Examples({q: topics[q] for q in labels}, {d: run.texts[d] for d in used}, labels,
-                    {q: topics.extra[q] for q in labels if q in topics.extra},
-                    {d: run.doc_fields[d] for d in used if d in run.doc_fields})
+    return Examples.of(topics, run, labels)
 
 
 def standardised(scores: dict[str, float]) -> dict[str, float]:

@@ -48,6 +48,15 @@ class Examples:
     query_fields: dict[str, Mapping] = field(default_factory=dict)
     doc_fields: dict[str, Mapping] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, topics, run: "Run", labels: dict[str, dict[str, float]]) -> "Examples":
+        """The examples of `labels`, with the queries and extra fields of `topics` and the texts and candidate fields
+        of `run` (those the labels use)."""
+        used = {d for docs in labels.values() for d in docs}
+        return cls({q: topics[q] for q in labels}, {d: run.texts[d] for d in used}, labels,
+                   {q: topics.extra[q] for q in labels if q in topics.extra},
+                   {d: run.doc_fields[d] for d in used if d in run.doc_fields})
+
     def pair(self, qid: str, docid: str) -> Pair:
         return Pair(qid, docid, self.queries[qid], self.texts[docid], query_fields=self.query_fields.get(qid, {}),
                     doc_fields=self.doc_fields.get(docid, {}), label=float(self.labels[qid][docid]))
@@ -191,10 +200,7 @@ def examples_from(dataset, negatives: str = "labelled", depth: int = 100, min_re
     labels = {qid: docs for qid, docs in labels.items() if docs}
     if not labels:
         raise ConfigError(f"{dataset.name}: no labelled training pairs (negatives={negatives}, min_rel={level})")
-    used = {d for docs in labels.values() for d in docs}
-    return Examples({q: topics[q] for q in labels}, {d: texts[d] for d in used}, labels,
-                    {q: topics.extra[q] for q in labels if q in topics.extra},
-                    {d: run.doc_fields[d] for d in used if d in run.doc_fields})
+    return Examples.of(topics, run, labels)
 
 
 def length_balanced(examples: Examples, seed: int, bins: int = 10) -> Examples:
