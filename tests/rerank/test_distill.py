@@ -120,3 +120,25 @@ def test_bad_teacher_options_fail_before_training(tiny_bert, tiny_qa, tmp_path):
         train("monobert", tiny_qa, tmp_path / "x", options=OPTIONS | {"teacher": "hcan"},
               overrides={"bert": str(tiny_bert), "max_length": 32})
     assert not (tmp_path / "x" / "state").exists()
+
+
+@pytest.mark.slow
+def test_a_distillation_killed_after_an_epoch_resumes_to_the_same_weights(teacher, tiny_bert, tiny_qa, tmp_path):
+    """The teacher scores the candidates again on --resume (the same targets) and the listwise draw continues from the
+    saved RNG state: the resumed run ends with the uninterrupted run's weights and losses."""
+    from safetensors.torch import load_file
+
+    options = OPTIONS | {"teacher": str(teacher), "teacher_group": 3, "seed": 7}
+    overrides = {"bert": str(tiny_bert), "max_length": 32}
+    whole = train("monobert", tiny_qa, tmp_path / "whole", options=options, overrides=overrides)
+
+    def interrupt(record):
+        if record["epoch"] == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train("monobert", tiny_qa, tmp_path / "resumed", options=options, overrides=overrides, on_epoch_end=interrupt)
+    resumed = train("monobert", tiny_qa, tmp_path / "resumed", options=options, overrides=overrides, resume=True)
+    first, second = load_file(whole.out / "model.safetensors"), load_file(resumed.out / "model.safetensors")
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+    assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
