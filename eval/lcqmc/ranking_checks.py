@@ -54,9 +54,7 @@ def main() -> None:
     parser.add_argument("--ranking", action="store_true", help="the ranker trained on lcqmc/questions-dev")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    options = argparse.Namespace(dataset="lcqmc", bert=args.bert, dict="thucnews", epochs=2, lr=1e-4, batch_size=32,
-                                 max_length=64, negatives_per_positive=1, replace_ratio=0.1, set=[], threads=1,
-                                 ranking_train="questions", train_depth=10)
+    options = kb.arguments().parse_args(["--dataset", "lcqmc", "--bert", args.bert])  # the benchmark's defaults
     recipe = kb.recipe_of(args.system, options, args.seed, ranking=args.ranking)
     model = load_checkpoint(recipe.ensure_trained())
     print(f"{args.system} seed {args.seed}, trained on {recipe.train}: {recipe.directory()}")

@@ -208,7 +208,8 @@ def summarise(results: dict[str, list[dict]], bm25: dict[str, dict[str, float]])
     return {"systems": summary, "paired_t_test_p": tests, "paired_differences": effects}
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
+    """The benchmark's options (also the defaults of eval/lcqmc/ranking_checks.py's recipes)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--dataset", choices=("lcqmc", "bq"), default="lcqmc")
     parser.add_argument("--bert", metavar="DIR", help="the BERT folder (irpipe pretrain-mlm --output); needed but "
@@ -248,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--output", metavar="FILE", help="with --record: the JSON file (default: "
                                                          "eval/benchmarks/keyword-bert-<dataset>.json)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = arguments()
     args = parser.parse_args(argv)
     if not args.bert and not args.export_rankings:
         parser.error("--bert is needed (all but --export-rankings train or name models on a BERT)")
