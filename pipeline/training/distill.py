@@ -13,24 +13,31 @@ the student's scores from the teacher's within each group, averaged over the gro
 
     (1) p = softmax(z_teacher)   q = softmax(s_student)   over the group's candidates
     (2) loss = sum_i p_i (log p_i - log q_i)
+
+The targets are written to the training folder (`teacher-targets.json`, with what they were computed from), so that
+`--resume` trains on the very same numbers without running the teacher again.
 """
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from pipeline.data.files import atomic_write
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 from pipeline.rerank.checkpoint import ModelSource, checkpoint_digest, read_checkpoint_config
 from pipeline.rerank.pairs import pairs_of, scores_by_query
 from pipeline.rerank.scoring import predict
-from pipeline.training.examples import Examples, training_candidates
+from pipeline.training.examples import Examples, dataset_fingerprint, training_candidates
+
+TARGETS_FILE = "teacher-targets.json"
 
 
 def teacher_source(teacher: str) -> ModelSource:
     """The teacher: a pretrained model's name, or a checkpoint folder (a ConfigError when it is neither)."""
-    from pathlib import Path
-
     from pipeline.rerank import models
 
     if Path(teacher).is_dir():
@@ -48,12 +55,26 @@ def teacher_identity(teacher: str) -> str | None:
     return checkpoint_digest(teacher) if teacher and teacher_source(teacher).checkpoint else None
 
 
-def teacher_examples(dataset, options, device) -> Examples:
+def teacher_examples(dataset, options, device, folder: Path | None = None) -> Examples:
     """The training set's candidates (the first `train_queries` queries), each pair labelled with the teacher's
-    standardised score."""
+    standardised score; read from `folder`'s targets file when it holds those of the same teacher and candidates,
+    else scored (and written there)."""
     topics = dataset.topics()
     run = training_candidates(dataset, options.depth).cut(options.depth)
     qids = [q for q in topics if run.ranking.get(q)][:options.train_queries]                     # topics' order
+    source = {"teacher": options.teacher, "weights": teacher_identity(options.teacher),
+              "dataset": dataset_fingerprint(dataset), "depth": options.depth, "queries": qids}
+    labels = saved_targets(folder / TARGETS_FILE, source) if folder is not None else None
+    if labels is None:
+        labels = teacher_targets(dataset, options, device, topics, run, qids)
+        if folder is not None:
+            with atomic_write(folder / TARGETS_FILE) as handle:
+                json.dump({"source": source, "targets": labels}, handle)
+    return Examples.of(topics, run, labels)
+
+
+def teacher_targets(dataset, options, device, topics, run, qids: list[str]) -> dict[str, dict[str, float]]:
+    """The teacher's standardised scores of the candidates of `qids` in `run`."""
     kept = set(qids)
     pairs = [pair for pair in pairs_of(topics, run, run.texts) if pair.qid in kept]
     if not pairs:
@@ -63,8 +84,22 @@ def teacher_examples(dataset, options, device) -> Examples:
                 dataset.name)
     scores = predict(teacher, pairs, options.eval_batch_size, device, desc=f"teacher {options.teacher}").scores
     by_query = scores_by_query(pairs, scores)
-    labels = {q: standardised(by_query[q]) for q in qids if len(by_query[q]) > 1}
-    return Examples.of(topics, run, labels)
+    return {q: standardised(by_query[q]) for q in qids if len(by_query[q]) > 1}
+
+
+def saved_targets(path: Path, source: dict) -> dict[str, dict[str, float]] | None:
+    """The targets saved at `path` when they were computed from `source`; None when there are none (or they are
+    another teacher's, or unreadable: scored again)."""
+    if not path.is_file():
+        return None
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved["source"] == source:
+            return saved["targets"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    logger.warning("%s: not this recipe's teacher targets (or unreadable); the teacher scores again", path)
+    return None
 
 
 def standardised(scores: dict[str, float]) -> dict[str, float]:

@@ -154,7 +154,7 @@ def _prepare(recipe: RecipeIdentity, out: Path) -> TrainingRun:
     elif options.threads:
         torch.set_num_threads(options.threads)
     if options.teacher:
-        examples = teacher_examples(recipe.train_set, options, device)
+        examples = teacher_examples(recipe.train_set, options, device, out)
     else:
         examples = examples_from(recipe.train_set, options.negatives, options.depth, options.min_rel,
                                  options.train_queries, NegativeSampling.of(options))

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from pipeline.errors import ConfigError
-from pipeline.training.distill import listwise_kl, standardised, teacher_examples
+from pipeline.training import distill
+from pipeline.training.distill import TARGETS_FILE, listwise_kl, standardised, teacher_examples
 from pipeline.training.examples import epoch_batches, epoch_steps
 from pipeline.training.identity import RecipeIdentity
 from pipeline.training.loop import train
@@ -79,6 +80,27 @@ def test_teacher_examples_are_the_teachers_standardised_scores_without_qrels(tea
                                                                      TrainOptions(teacher_group=3, train_batch_size=4))
 
 
+def test_saved_targets_are_reused_only_for_the_same_teacher_and_candidates(teacher, unjudged, tmp_path, monkeypatch):
+    options = TrainOptions(teacher=str(teacher), eval_batch_size=64)
+    scored = teacher_examples(unjudged, options, torch.device("cpu"), tmp_path).labels
+    assert teacher_examples(unjudged, options, torch.device("cpu")).labels == scored   # the file's numbers, exactly
+    saved = (tmp_path / TARGETS_FILE).read_text(encoding="utf-8")
+
+    def no_teacher(*args, **kwargs):
+        raise AssertionError("the teacher ran again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(distill, "predict", no_teacher)
+        assert teacher_examples(unjudged, options, torch.device("cpu"), tmp_path).labels == scored
+        with pytest.raises(AssertionError, match="ran again"):   # fewer queries: other candidates, scored again
+            teacher_examples(unjudged, TrainOptions(teacher=str(teacher), train_queries=4), "cpu", tmp_path)
+    (tmp_path / TARGETS_FILE).write_text(saved.replace('"teacher": "', '"teacher": "x'), encoding="utf-8")
+    assert teacher_examples(unjudged, options, torch.device("cpu"), tmp_path).labels == scored  # another's: rescored
+    (tmp_path / TARGETS_FILE).write_text(saved[:100], encoding="utf-8")
+    assert teacher_examples(unjudged, options, torch.device("cpu"), tmp_path).labels == scored  # unreadable: rescored
+    assert (tmp_path / TARGETS_FILE).read_text(encoding="utf-8") == saved
+
+
 @pytest.mark.slow
 def test_a_student_learns_the_teachers_order(teacher, tiny_bert, tiny_qa, unjudged, tmp_path):
     """A fresh monobert (another seed) trained on the teacher's scores alone ranks every answer first too, while
@@ -124,8 +146,8 @@ def test_bad_teacher_options_fail_before_training(tiny_bert, tiny_qa, tmp_path):
 
 @pytest.mark.slow
 def test_a_distillation_killed_after_an_epoch_resumes_to_the_same_weights(teacher, tiny_bert, tiny_qa, tmp_path):
-    """The teacher scores the candidates again on --resume (the same targets) and the listwise draw continues from the
-    saved RNG state: the resumed run ends with the uninterrupted run's weights and losses."""
+    """--resume trains on the saved teacher targets (the teacher does not run again) and the listwise draw continues
+    from the saved RNG state: the resumed run ends with the uninterrupted run's weights and losses."""
     from safetensors.torch import load_file
 
     options = OPTIONS | {"teacher": str(teacher), "teacher_group": 3, "seed": 7}
@@ -138,7 +160,9 @@ def test_a_distillation_killed_after_an_epoch_resumes_to_the_same_weights(teache
 
     with pytest.raises(KeyboardInterrupt):
         train("monobert", tiny_qa, tmp_path / "resumed", options=options, overrides=overrides, on_epoch_end=interrupt)
-    resumed = train("monobert", tiny_qa, tmp_path / "resumed", options=options, overrides=overrides, resume=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(distill, "predict", lambda *args, **kwargs: pytest.fail("the teacher ran again on --resume"))
+        resumed = train("monobert", tiny_qa, tmp_path / "resumed", options=options, overrides=overrides, resume=True)
     first, second = load_file(whole.out / "model.safetensors"), load_file(resumed.out / "model.safetensors")
     assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
     assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
