@@ -83,7 +83,7 @@ def test_teacher_examples_are_the_teachers_standardised_scores_without_qrels(tea
 def test_saved_targets_are_reused_only_for_the_same_teacher_and_candidates(teacher, unjudged, tmp_path, monkeypatch):
     options = TrainOptions(teacher=str(teacher), eval_batch_size=64)
     scored = teacher_examples(unjudged, options, torch.device("cpu"), tmp_path).labels
-    assert teacher_examples(unjudged, options, torch.device("cpu")).labels == scored   # the file's numbers, exactly
+    assert teacher_examples(unjudged, options, torch.device("cpu")).labels == scored   # scored again: the same numbers
     saved = (tmp_path / TARGETS_FILE).read_text(encoding="utf-8")
 
     def no_teacher(*args, **kwargs):
@@ -93,7 +93,8 @@ def test_saved_targets_are_reused_only_for_the_same_teacher_and_candidates(teach
         patch.setattr(distill, "predict", no_teacher)
         assert teacher_examples(unjudged, options, torch.device("cpu"), tmp_path).labels == scored
         with pytest.raises(AssertionError, match="ran again"):   # fewer queries: other candidates, scored again
-            teacher_examples(unjudged, TrainOptions(teacher=str(teacher), train_queries=4), "cpu", tmp_path)
+            teacher_examples(unjudged, TrainOptions(teacher=str(teacher), train_queries=4), torch.device("cpu"),
+                             tmp_path)
     (tmp_path / TARGETS_FILE).write_text(saved.replace('"teacher": "', '"teacher": "x'), encoding="utf-8")
     assert teacher_examples(unjudged, options, torch.device("cpu"), tmp_path).labels == scored  # another's: rescored
     (tmp_path / TARGETS_FILE).write_text(saved[:100], encoding="utf-8")
