@@ -27,13 +27,13 @@ from __future__ import annotations
 # class name -> {field: the value in effect before the field existed}
 ADDED: dict[str, dict] = {
     "TrainOptions": {"deterministic": False, "negatives_dict": "", "alpha": 0.6, "beta": 0.2, "replace_ratio": 0.0,
-                     "balance": "none", "teacher": "", "teacher_group": 8},
+                     "balance": "none", "teacher": "", "teacher_group": 8, "keep_start": False},
     # overlap features were ours ("stopwords") before the authors' code became the default; loss, margin and the
     # trigram inputs came with the tweet-search setting
     "HCANConfig": {"external_features": False, "overlap_mode": "stopwords", "rm_similarity": "dot", "loss": "nll",
                    "margin": 1.0, "char_trigrams": False, "with_url": False, "trigram_dim": 50, "trigram_kernel": 4,
                    "max_query_trigrams": 100, "max_doc_trigrams": 200, "max_url_trigrams": 120},
-    "MRNNConfig": {"attention_logits": "dot", "init": "random"},
+    "MRNNConfig": {"attention_logits": "dot", "init": "random", "query_weights": "uniform"},
     # the paper's reading was the default before the identity start and the detached reconstruction target
     "ADDAXConfig": {"reconstruction": "live", "init": "random"},
     # a backbone's pinned tensor checksum (2026-11-27): unpinned before, the path alone named the backbone

@@ -8,7 +8,8 @@ Batches are drawn for the model's loss (`model.batch_sampling()`, pipeline/train
 
 After every epoch the dev set is reranked and scored with pipeline.evaluation; the best epoch by `measure` ("loss":
 the dev loss, lower is better) is the checkpoint left in OUT, and training stops after `patience` epochs without
-improvement. OUT also gets train.jsonl (loss and its parts, learning rate, dev scores and seconds per epoch) and
+improvement. With `keep_start` the untrained model is scored first, as epoch 0: it is the checkpoint left unless an
+epoch beats it (a start that already ranks well, such as MRNN's init=identity, is not lost to training). OUT also gets train.jsonl (loss and its parts, learning rate, dev scores and seconds per epoch) and
 state/: the last epoch's model, optimizer, scheduler and RNG states (pipeline/training/state.py), from which
 `resume=True` (`--resume`) continues an interrupted run exactly where it stopped. Same seed, same weights (CPU).
 """
@@ -128,6 +129,8 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
                 ", ".join(f"{k} {v}" for k, v in run.examples.summary().items()), run.options.optimizer, sampling,
                 steps_per_epoch, run.device)
     run.store.sweep()  # folders of saves interrupted before their commit
+    if run.options.keep_start and not state.history:
+        _score_start(run, model, state)
     try:
         while state.epoch < run.options.epochs and not state.finished:
             record = _epoch(run, model, sampling, stepper, generator, state)
@@ -160,6 +163,9 @@ def _prepare(recipe: RecipeIdentity, out: Path) -> TrainingRun:
                                  options.train_queries, NegativeSampling.of(options))
     if options.balance == "length":
         examples = length_balanced(examples, options.seed)
+    if options.keep_start and recipe.dev_set is None:
+        raise ConfigError("training: keep_start=true scores the untrained model on the dev set; give a dev set",
+                          field="keep_start")
     dev_set = DevSet.of(recipe.dev_set, options.depth) if recipe.dev_set is not None else None
     selection = dev_set.key(options.measure) if dev_set is not None else None
     return TrainingRun(recipe, out, examples, dev_set, selection, device, StateStore(out / STATE_DIR, "epoch", 4))
@@ -206,6 +212,19 @@ def _resume(run: TrainingRun, generator: torch.Generator) -> tuple[RerankModel, 
 
 
 # -- an epoch ------------------------------------------------------------------------------------------------------
+
+def _score_start(run: TrainingRun, model: RerankModel, state: TrainerState) -> None:
+    """keep_start: the untrained model's dev scores are epoch 0's, and it is the checkpoint in OUT until an epoch
+    beats it (train.jsonl's first record)."""
+    record = {"epoch": 0, "dev": run.dev_set.evaluate(model, run.options, run.device)}
+    state.best, state.best_epoch = record["dev"][run.selection], 0
+    with writing(run.out):
+        save_checkpoint(model, run.out, training=_summary(run, state, record, finished=False))
+    state.history.append(record | {"best": True})
+    _write_log(run.out, state.history)
+    logger.info("epoch 0 (the start): %s", ", ".join(f"dev {k} {v:.4f}" for k, v in record["dev"].items()
+                                                     if v is not None))
+
 
 def _epoch(run: TrainingRun, model: RerankModel, sampling: str, stepper: Stepper, generator: torch.Generator,
            state: TrainerState) -> dict:
@@ -284,7 +303,7 @@ def _summary(run: TrainingRun, state: TrainerState, record: dict, finished: bool
 def _finish(run: TrainingRun, state: TrainerState) -> TrainResult:
     """Mark the best checkpoint finished in its config.json (what the recipe cache looks for)."""
     state.finished = True
-    best_record = state.history[state.best_epoch - 1]
+    best_record = next(record for record in state.history if record["epoch"] == state.best_epoch)
     path = run.out / "config.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     if not data.get("training", {}).get("finished"):

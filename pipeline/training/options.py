@@ -68,6 +68,8 @@ class TrainOptions:
     plateau_patience: int = 2
     measure: str = "AP"              # dev measure that picks the best epoch (ir-measures name), or "loss"
     patience: int | None = None      # stop after this many epochs without a better dev score; None: never
+    keep_start: bool = False         # score the untrained model on dev first ("epoch 0"): it is the checkpoint kept
+                                     # unless an epoch beats it (a start that ranks well already: init=identity)
     max_grad_norm: float | None = 1.0
     eval_batch_size: int = 64
     bucket: int = 50                 # sort pairs by length within windows of this many batches (1: off): less padding

@@ -46,13 +46,14 @@ def padded(tensors: dict, query: int, doc: int) -> dict:
 
 OPTIONS = [dict(doc_attention=a, pooling=p, summary=s) for a in ("fixed", "length_free") for p in ("identity", "max")
            for s in ("sum", "mean")] + [dict(attention_init="random"), dict(embeddings="contextual"), dict(idf_inputs=True),
-                                        dict(embeddings="contextual", idf_inputs=True)]
+                                        dict(embeddings="contextual", idf_inputs=True), dict(query_weights="idf"),
+                                        dict(embeddings="contextual", query_weights="idf")]
 IDS = lambda o: "-".join(map(str, o.values()))  # noqa: E731
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=IDS)
 def test_distances_are_eq8_and_scores_their_negation(options, tiny_bert):
-    """A pair's distance is eq. (8) over its query's real positions, Σ_i ‖Σ_j aw'_ij mra_d,j - mra_q,i‖ (the model's
+    """A pair's distance is eq. (8) over its query's real positions, Σ_i w_i ‖Σ_j aw'_ij mra_d,j - mra_q,i‖ (the model's
     own MRA and attention weights, summed here one position at a time); all_distances' (query u, document b) is what
     that pair scores alone."""
     model = build(tiny_bert, **options)
@@ -63,7 +64,7 @@ def test_distances_are_eq8_and_scores_their_negation(options, tiny_bert):
         _, weights = model.query_attention(q, q_mask, out.docs, out.doc_mask)  # aw' (5, n, m)
         alone = torch.tensor([[model(**model.prepare(make_pairs([query], [doc])).tensors).distance.item()
                                for doc in DOCS] for query in dict.fromkeys(QUERIES)])
-    by_hand = torch.stack([sum(torch.linalg.vector_norm(weights[b, i] @ out.docs[b] - q[b, i])
+    by_hand = torch.stack([sum(q_mask[b, i] * torch.linalg.vector_norm(weights[b, i] @ out.docs[b] - q[b, i])
                                for i in range(q.size(1)) if q_mask[b, i]) for b in range(5)])
     torch.testing.assert_close(out.distance, by_hand)
     torch.testing.assert_close(model.score(out), -out.distance)
@@ -252,6 +253,21 @@ def test_idf_inputs_silence_the_commonest_word_and_keep_unseen_words():
     assert weights[0] == 0 and 0 < weights[1] < 1 and weights[2] == 1       # zebra: unknown word, weight 1
     torch.testing.assert_close(x[0], model.embedding(ids)[0] * weights[:, None])
     assert not x[0, 0].any()
+
+
+def test_idf_query_weights_weigh_each_question_word_by_its_idf():
+    """query_weights=idf: w_i of eq. (8) is the question word's normalised IDF (the commonest word 0, so its
+    distance counts for nothing), 0 on padding; the inputs themselves are not scaled."""
+    model, uniform = build(query_weights="idf"), build()
+    pairs = make_pairs(["who wrote the zebra"], ["hugo young wrote the iron lady"])
+    tensors = model.prepare(pairs).tensors
+    ids = tensors["query_ids"]
+    with torch.inference_mode():
+        out, plain = model(**tensors), uniform(**tensors)
+    real = ids[0] != 0
+    torch.testing.assert_close(out.query_mask[0], model.input_idf[ids[0]] * real)
+    assert out.query_mask[0, model.vocab.encode(["the"])[0] == ids[0]].eq(0).all()   # "the": in 4 of the 7 texts
+    torch.testing.assert_close(out.queries, plain.queries)                    # the MRA is the uniform model's
 
 
 @pytest.mark.parametrize("options", [{}, dict(embeddings="contextual")], ids=["static", "contextual"])

@@ -118,6 +118,25 @@ def test_dev_loss_selection_and_no_dev(tiny_bert, tiny_qa, tmp_path):
 
 
 @pytest.mark.slow
+def test_keep_start_scores_the_untrained_model_as_epoch_0(tiny_bert, tiny_qa, tmp_path):
+    """keep_start: the untrained model's dev scores are train.jsonl's epoch 0, and the checkpoint stays the start
+    unless an epoch beats it; with lr 0 no epoch does (each ranks as the start). Without a dev set it is refused."""
+    start = _train(tiny_bert, tiny_qa, tmp_path / "start", options={"epochs": 1, "lr": 0.0})
+    flat = _train(tiny_bert, tiny_qa, tmp_path / "flat", options={"epochs": 2, "lr": 0.0, "keep_start": True})
+    log = [json.loads(line) for line in (tmp_path / "flat" / "train.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [0, 1, 2] and log[0]["dev"] == log[1]["dev"] == start.best
+    assert flat.best_epoch == 0 and flat.best == log[0]["dev"] and [r["best"] for r in log] == [True, False, False]
+    config = json.loads((tmp_path / "flat" / "config.json").read_text())
+    assert config["training"]["finished"] and config["training"]["best_epoch"] == 0
+    assert _same(_weights(tmp_path / "flat"), _weights(start.out))   # lr 0: the start's weights
+    trained = _train(tiny_bert, tiny_qa, tmp_path / "trained", options={"epochs": 3, "lr": 1e-3, "keep_start": True})
+    dev = [r["dev"]["AP"] for r in trained.history]
+    assert trained.best_epoch == max(range(4), key=lambda i: (dev[i], -i))   # the first reaching the best dev AP
+    with pytest.raises(ConfigError, match="keep_start=true scores the untrained model on the dev set"):
+        _train(tiny_bert, tiny_qa, tmp_path / "nodev", dev=None, options={"keep_start": True})
+
+
+@pytest.mark.slow
 def test_sgd_plateau_halves_the_lr_after_patience_epochs_without_a_better_dev_score(tiny_bert, tiny_qa, tmp_path):
     """schedule=plateau (HCAN's SGD + Nesterov): the first epoch sets the best dev score; once plateau_patience
     epochs without a better one have been borne, the next such epoch ends with the lr times plateau_factor, and the

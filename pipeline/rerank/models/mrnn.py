@@ -18,7 +18,9 @@ each text's MRA in evaluation, are in _mrnn_inputs.py beside it.
                                                                     per-position scalar affine map (length-free [R]);
                                                                     FC starts as the identity [R] (attention_init)
     sae_i = Σ_j aw'_ij mra_d,j                         (s,)     (7)
-    qe_i = ‖sae_i − mra_q,i‖₂,  dist = Σ_{i real} qe_i          (8) ranking score = −dist
+    qe_i = ‖sae_i − mra_q,i‖₂,  dist = Σ_{i real} w_i qe_i      (8) ranking score = −dist; w_i = 1 (paper), or
+                                                                    query_weights=idf [R]: the question word's
+                                                                    normalised IDF over the training texts
 
 Training: triplet margin loss with batch-hard mining [dist(Q, D+) − dist(Q, D−) + m]₊: for each question of the
 batch its hardest positive (largest distance) against its hardest negative (smallest), where the negatives are the
@@ -64,7 +66,8 @@ IDENTITY_SHARPNESS = 9.0   # init=identity: the attention FC of eq. (6) starts a
 # -- config ------------------------------------------------------------------------------------------------------------
 _CHOICES = {"embeddings": (*SOURCES, CONTEXTUAL), "pooling": ("identity", "max"), "summary": ("sum", "mean"),
             "doc_attention": ("fixed", "length_free"), "attention_init": ("identity", "random"),
-            "attention_logits": ("dot", "scaled", "distance"), "init": ("random", "identity")}
+            "attention_logits": ("dot", "scaled", "distance"), "init": ("random", "identity"),
+            "query_weights": ("uniform", "idf")}
 
 
 @dataclass
@@ -94,6 +97,8 @@ class MRNNConfig:
                                     # orthonormal projection (w -> s), every PReLU the identity (BN is, in evaluation,
                                     # from its initial statistics), blocks 2..N off (sc_n = 0), the conductor uniform,
                                     # the attention of eq. (6) sharpened (eval/MRNN.md section 2.7)
+    query_weights: str = "uniform"  # w_i of eq. (8): uniform (paper) | idf [R]: the question word's (piece's)
+                                    # normalised IDF over the training texts, as idf_inputs (eval/MRNN.md 2.8)
     max_query_length: int = 40      # words kept (contextual: positions, [CLS] and [SEP] included)
     max_doc_length: int = 100       # L_d of the fixed-length document attention (as max_query_length)
     margin: float = 0.5             # triplet margin: 0.5 WikiQA/TrecQA, 0.8 QUASAR-T, 1 SQuAD
@@ -234,7 +239,7 @@ class MRNNOutput:
 
     distance: torch.Tensor     # (B,)  dist(q_b, d_b), eq. (8)
     queries: torch.Tensor      # (U, n, s) MRA of the batch's distinct queries
-    query_mask: torch.Tensor   # (U, n)
+    query_mask: torch.Tensor   # (U, n)  w_i of eq. (8) on real positions, 0 elsewhere
     docs: torch.Tensor         # (B, m, s) MRA of each pair's document
     doc_mask: torch.Tensor     # (B, m)
     query_index: torch.Tensor  # (B,) row of `queries` of each pair
@@ -268,7 +273,7 @@ class MRNN(MRNNInputs, RerankModel):
             if embeddings is not None:
                 self.embedding.weight.data.copy_(torch.from_numpy(embeddings))
             self.embedding.weight.requires_grad_(not c.freeze_embeddings)
-        if c.idf_inputs:                                                   # weights of the input ids (state_dict)
+        if c.idf_inputs or c.query_weights == "idf":                       # weights of the input ids (state_dict)
             self.register_buffer("input_idf", torch.ones(len(self.tokenizer) if self.bert is not None else len(vocab)))
         self._mra = TextMemo()                                            # id row -> MRA (L, s), evaluation only
         self.feature_maps = DenselyConnectedBlocks(width, c)              # (1)      G (K, N, L, s)
@@ -308,7 +313,8 @@ class MRNN(MRNNInputs, RerankModel):
         return mra, mask
 
     def represent(self, query_ids: torch.Tensor, doc_ids: torch.Tensor):
-        """(U, n) query and (B, m) document ids -> MRA (U, n, s), (B, m, s) and their masks: eqs. (1)-(4).
+        """(U, n) query and (B, m) document ids -> MRA (U, n, s), (B, m, s) and their masks: eqs. (1)-(4); the query's
+        mask holds the weights w_i of eq. (8) (1 on real positions unless query_weights=idf).
         One pass over queries and documents together: BatchNorm's batch statistics (training) are those of both
         texts, as its running statistics (evaluation) are."""
         (n, m), width = (query_ids.size(1), doc_ids.size(1)), max(query_ids.size(1), doc_ids.size(1))
@@ -318,7 +324,10 @@ class MRNN(MRNNInputs, RerankModel):
         mra, mask = (self.remembered if evaluating else self.multi_resolution)(ids)            # (U + B, L, s)
         queries, docs = mra.split([len(query_ids), len(doc_ids)])
         query_mask, doc_mask = mask.split([len(query_ids), len(doc_ids)])
-        return queries[:, :n], query_mask[:, :n], docs[:, :m], doc_mask[:, :m]
+        query_mask = query_mask[:, :n]
+        if self.config.query_weights == "idf":                             # w_i of eq. (8): 0 on padding
+            query_mask = query_mask * self.input_idf[query_ids]                # (U, n)
+        return queries[:, :n], query_mask, docs[:, :m], doc_mask[:, :m]
 
     def forward(self, query_ids: torch.Tensor, doc_ids: torch.Tensor, query_index: torch.Tensor) -> MRNNOutput:
         """(U, n) distinct queries, (B, m) documents, (B,) query row of each pair -> distances and representations."""
