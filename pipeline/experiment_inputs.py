@@ -25,7 +25,8 @@ from typing import Callable, Iterator
 
 from pipeline.errors import ConfigError, IrpipeError, MissingResourceError
 
-PATH_OPTIONS = ("bert", "ckpt", "dict", "negatives_dict", "index", "store")  # options whose value may be a path
+# options whose value may be a path (teacher=: a checkpoint folder, or a pretrained model's name such as biencoder)
+PATH_OPTIONS = ("bert", "ckpt", "dict", "negatives_dict", "index", "store", "teacher")
 UNBOUNDED = ("--max-minutes",)  # make: arguments that stop by the clock rather than by a count
 HF = "hf:"
 

@@ -33,7 +33,7 @@ from pipeline.log import logger, progress
 from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.rerank.model import Loss, RerankModel
 from pipeline.rerank.scoring import autocast, labelled, resolve_device
-from pipeline.training.distill import listwise_kl, teacher_examples
+from pipeline.training.distill import TARGETS_FILE, listwise_kl, teacher_examples
 from pipeline.training.examples import DevSet, Examples, epoch_batches, epoch_steps, examples_from, length_balanced
 from pipeline.training.identity import RecipeIdentity
 from pipeline.training.negatives import NegativeSampling
@@ -178,7 +178,8 @@ def _resuming(run: TrainingRun, resume: bool) -> bool:
             raise ConfigError(f"{run.out} already holds a training run; pass --resume (resume=True) to continue it, "
                               "or choose another output folder")
         return True
-    if resume and run.out.exists():  # (a recipe's first training resumes into a folder not made yet: no news)
+    if resume and run.out.exists() and {path.name for path in run.out.iterdir()} != {TARGETS_FILE}:  # (a recipe's
+        # first training resumes into a folder not made yet, or holding only the teacher's targets just written)
         logger.warning("%s holds no saved training state: training starts afresh", run.out)
     return False
 
