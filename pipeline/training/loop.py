@@ -9,8 +9,9 @@ Batches are drawn for the model's loss (`model.batch_sampling()`, pipeline/train
 After every epoch the dev set is reranked and scored with pipeline.evaluation; the best epoch by `measure` ("loss":
 the dev loss, lower is better) is the checkpoint left in OUT, and training stops after `patience` epochs without
 improvement. With `keep_start` the untrained model is scored first, as epoch 0: it is the checkpoint left unless an
-epoch beats it (a start that already ranks well, such as MRNN's init=identity, is not lost to training). OUT also gets train.jsonl (loss and its parts, learning rate, dev scores and seconds per epoch) and
-state/: the last epoch's model, optimizer, scheduler and RNG states (pipeline/training/state.py), from which
+epoch beats it (a start that already ranks well, such as MRNN's init=identity, is not lost to training). OUT also
+gets train.jsonl (loss and its parts, learning rate, dev scores and seconds per epoch) and state/: the last epoch's
+model, optimizer, scheduler and RNG states (pipeline/training/state.py), from which
 `resume=True` (`--resume`) continues an interrupted run exactly where it stopped. Same seed, same weights (CPU).
 """
 from __future__ import annotations
