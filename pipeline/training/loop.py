@@ -220,12 +220,10 @@ def _score_start(run: TrainingRun, model: RerankModel, state: TrainerState) -> N
     beats it (train.jsonl's first record)."""
     record = {"epoch": 0, "dev": run.dev_set.evaluate(model, run.options, run.device)}
     state.best, state.best_epoch = record["dev"][run.selection], 0
-    with writing(run.out):
-        save_checkpoint(model, run.out, training=_summary(run, state, record, finished=False))
+    _save_best(run, state, model, record)
     state.history.append(record | {"best": True})
     _write_log(run.out, state.history)
-    logger.info("epoch 0 (the start): %s", ", ".join(f"dev {k} {v:.4f}" for k, v in record["dev"].items()
-                                                     if v is not None))
+    logger.info("epoch 0 (the start)%s", _dev_scores(record))
 
 
 def _epoch(run: TrainingRun, model: RerankModel, sampling: str, stepper: Stepper, generator: torch.Generator,
@@ -241,8 +239,7 @@ def _epoch(run: TrainingRun, model: RerankModel, sampling: str, stepper: Stepper
     stepper.end_epoch(value if value is not None else record["loss"])
     improved = _select(run, state, value, epoch)
     if improved:
-        with writing(run.out):  # a full or read-only disk: exit 2 naming the folder (no traceback)
-            save_checkpoint(model, run.out, training=_summary(run, state, record, finished=False))
+        _save_best(run, state, model, record)
     record.update(best=improved, seconds=round(time.perf_counter() - start, 2))
     state.history.append(record)
     state.epoch = epoch
@@ -254,10 +251,20 @@ def _epoch(run: TrainingRun, model: RerankModel, sampling: str, stepper: Stepper
     state.stepper, state.rng = stepper.state_dict(), rng_state(generator)
     run.store.save(epoch, lambda folder: save_checkpoint(model, folder, training={"state": "last epoch, for --resume"}),
                    state.to_dict())
-    logger.info("epoch %d: loss %.4f%s%s (%.0fs)", epoch, record["loss"],
-                "".join(f", dev {k} {v:.4f}" for k, v in record.get("dev", {}).items() if v is not None),
+    logger.info("epoch %d: loss %.4f%s%s (%.0fs)", epoch, record["loss"], _dev_scores(record),
                 " *" if improved else "", record["seconds"])
     return record
+
+
+def _save_best(run: TrainingRun, state: TrainerState, model: RerankModel, record: dict) -> None:
+    """The best model so far (epoch `state.best_epoch`, its `record`) as OUT's checkpoint."""
+    with writing(run.out):  # a full or read-only disk: exit 2 naming the folder (no traceback)
+        save_checkpoint(model, run.out, training=_summary(run, state, record, finished=False))
+
+
+def _dev_scores(record: dict) -> str:
+    """An epoch record's dev scores for the log (", dev AP 0.8123, ..."; empty without a dev set)."""
+    return "".join(f", dev {k} {v:.4f}" for k, v in record.get("dev", {}).items() if v is not None)
 
 
 def _select(run: TrainingRun, state: TrainerState, value: float | None, epoch: int) -> bool:

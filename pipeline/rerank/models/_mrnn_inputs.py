@@ -60,7 +60,7 @@ class MRNNInputs:
         texts = list(dict.fromkeys([*queries, *docs]))
         if config.embeddings == CONTEXTUAL:
             model = cls(config)
-            if config.idf_inputs or config.query_weights == "idf":
+            if config.keeps_idf():
                 pieces = [model.tokenizer.tokenize(t) for t in texts]
                 model.input_idf.copy_(input_idf(pieces, model.tokenizer.get_vocab(), len(model.tokenizer)))
             return model
@@ -72,7 +72,7 @@ class MRNNInputs:
         logger.info("mrnn: %d training texts, vocabulary %d words (%d from %s), embeddings %d-d", len(token_lists),
                     len(vocab), found, config.embeddings, matrix.shape[1])
         model = cls(dataclasses.replace(config, embedding_dim=matrix.shape[1]), vocab, matrix)
-        if config.idf_inputs or config.query_weights == "idf":
+        if config.keeps_idf():
             model.input_idf.copy_(input_idf(token_lists, vocab.ids, len(vocab)))
         return model
 

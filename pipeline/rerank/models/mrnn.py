@@ -105,6 +105,10 @@ class MRNNConfig:
     own_negatives: bool = False     # also mine the question's own labelled negatives [R] (else other questions' only)
     seed: int = 0                   # unknown-word rows and word2vec (`mrnn(seed=N)` also seeds the training run)
 
+    def keeps_idf(self) -> bool:
+        """Whether the model holds each input id's normalised IDF (`input_idf`): for idf_inputs or query_weights=idf."""
+        return self.idf_inputs or self.query_weights == "idf"
+
     def check(self) -> None:
         for name, allowed in _CHOICES.items():
             choice("mrnn", name, getattr(self, name), allowed)
@@ -273,7 +277,7 @@ class MRNN(MRNNInputs, RerankModel):
             if embeddings is not None:
                 self.embedding.weight.data.copy_(torch.from_numpy(embeddings))
             self.embedding.weight.requires_grad_(not c.freeze_embeddings)
-        if c.idf_inputs or c.query_weights == "idf":                       # weights of the input ids (state_dict)
+        if c.keeps_idf():                                                  # weights of the input ids (state_dict)
             self.register_buffer("input_idf", torch.ones(len(self.tokenizer) if self.bert is not None else len(vocab)))
         self._mra = TextMemo()                                            # id row -> MRA (L, s), evaluation only
         self.feature_maps = DenselyConnectedBlocks(width, c)              # (1)      G (K, N, L, s)
