@@ -137,6 +137,27 @@ def test_keep_start_scores_the_untrained_model_as_epoch_0(tiny_bert, tiny_qa, tm
 
 
 @pytest.mark.slow
+def test_keep_start_interrupted_and_resumed_equals_uninterrupted(tiny_bert, tiny_qa, tmp_path):
+    """A keep_start run killed after epoch 1 resumes without scoring the start again, to the same weights, log and
+    kept epoch as the uninterrupted run."""
+    options = {"epochs": 3, "keep_start": True}
+    whole = _train(tiny_bert, tiny_qa, tmp_path / "whole", options=options)
+
+    def interrupt(record):
+        if record["epoch"] == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _train(tiny_bert, tiny_qa, tmp_path / "resumed", options=options, on_epoch_end=interrupt)
+    resumed = _train(tiny_bert, tiny_qa, tmp_path / "resumed", options=options, resume=True)
+    log = [json.loads(line) for line in (tmp_path / "resumed" / "train.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [0, 1, 2, 3]
+    assert [r["dev"] for r in resumed.history] == [r["dev"] for r in whole.history]
+    assert resumed.best_epoch == whole.best_epoch
+    assert _same(_weights(whole.out), _weights(resumed.out))
+
+
+@pytest.mark.slow
 def test_sgd_plateau_halves_the_lr_after_patience_epochs_without_a_better_dev_score(tiny_bert, tiny_qa, tmp_path):
     """schedule=plateau (HCAN's SGD + Nesterov): the first epoch sets the best dev score; once plateau_patience
     epochs without a better one have been borne, the next such epoch ends with the lr times plateau_factor, and the
