@@ -4,9 +4,10 @@
 
 `teacher` is a model usable as it comes (a pretrained model's name: `biencoder`) or a trained checkpoint folder
 (an ADDAX trained elsewhere). It scores every candidate of the training set (the dataset's shipped candidates, else
-BM25's top `depth`); each query's scores are standardised (z = (t - mean) / sd over its candidates), so a teacher's
-scale (a cosine, a logit) does not set the targets' sharpness. No qrels are read: queries without judgments train too,
-and the judged queries of an evaluation are held out by training on another set.
+BM25's top `depth`) at the training's own precision (fp32 unless the recipe sets `amp`: the same targets on a CPU
+with native bf16 as on one without); each query's scores are standardised (z = (t - mean) / sd over its candidates),
+so a teacher's scale (a cosine, a logit) does not set the targets' sharpness. No qrels are read: queries without
+judgments train too, and the judged queries of an evaluation are held out by training on another set.
 
 Each epoch a query's candidates are shuffled and cut into groups of `teacher_group`; the loss is the KL divergence of
 the student's scores from the teacher's within each group, averaged over the groups (`listwise_kl`):
@@ -63,7 +64,8 @@ def teacher_examples(dataset, options, device, folder: Path | None = None) -> Ex
     run = training_candidates(dataset, options.depth).cut(options.depth)
     qids = [q for q in topics if run.ranking.get(q)][:options.train_queries]                     # topics' order
     source = {"teacher": options.teacher, "weights": teacher_identity(options.teacher),
-              "dataset": dataset_fingerprint(dataset), "depth": options.depth, "queries": qids}
+              "dataset": dataset_fingerprint(dataset), "depth": options.depth, "queries": qids,
+              "amp": options.amp or "none"}
     labels = saved_targets(folder / TARGETS_FILE, source) if folder is not None else None
     if labels is None:
         labels = teacher_targets(dataset, options, device, topics, run, qids)
@@ -82,7 +84,8 @@ def teacher_targets(dataset, options, device, topics, run, qids: list[str]) -> d
     teacher = teacher_source(options.teacher).load()
     logger.info("teacher %s: scoring %d candidates of %d queries of %s", options.teacher, len(pairs), len(qids),
                 dataset.name)
-    scores = predict(teacher, pairs, options.eval_batch_size, device, desc=f"teacher {options.teacher}").scores
+    scores = predict(teacher, pairs, options.eval_batch_size, device, options.amp or "none",  # the training's
+                     desc=f"teacher {options.teacher}").scores      # precision, not inference's bf16 on some CPUs
     by_query = scores_by_query(pairs, scores)
     return {q: standardised(by_query[q]) for q in qids if len(by_query[q]) > 1}
 

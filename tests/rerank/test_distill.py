@@ -103,6 +103,19 @@ def test_saved_targets_are_reused_only_for_the_same_teacher_and_candidates(teach
     assert (tmp_path / TARGETS_FILE).read_text(encoding="utf-8") == saved
 
 
+
+def test_the_teacher_scores_at_the_trainings_precision_on_any_cpu(teacher, unjudged, tmp_path, monkeypatch):
+    """Inference's amp="auto" is bf16 on a CPU with native bf16; a teacher's targets are training data, so they are
+    fp32 there too (the same targets on every CPU) unless the recipe sets amp, which the saved targets record."""
+    options = TrainOptions(teacher=str(teacher), eval_batch_size=64)
+    fp32 = teacher_examples(unjudged, options, torch.device("cpu")).labels
+    monkeypatch.setattr("pipeline.rerank.scoring.native_bf16", lambda: True)
+    assert teacher_examples(unjudged, options, torch.device("cpu"), tmp_path).labels == fp32
+    bf16 = teacher_examples(unjudged, TrainOptions(teacher=str(teacher), eval_batch_size=64, amp="bf16"),
+                            torch.device("cpu"), tmp_path).labels                       # not the fp32 file's
+    assert bf16 != fp32 and bf16.keys() == fp32.keys()
+    assert '"amp": "bf16"' in (tmp_path / TARGETS_FILE).read_text(encoding="utf-8")
+
 @pytest.mark.slow
 def test_a_student_learns_the_teachers_order(teacher, tiny_bert, tiny_qa, unjudged, tmp_path, caplog):
     """A fresh monobert (another seed) trained on the teacher's scores alone ranks every answer first too, while
