@@ -3,7 +3,7 @@ repository and the dataset mirror lack (pipeline/experiment.py; eval/*.yaml).
 
     make:
       models/zh-bert-2x128-pairs-cpu: irpipe pretrain-mlm --output models/zh-bert-2x128-pairs-cpu --steps 1000 ...
-    pipeline: bm25(hits=20) >> kwbert(..., bert=models/zh-bert-2x128-pairs-cpu, bert_sha256=SUM, ...)
+    pipeline: bm25(hits=20) >> kwbert(..., bert=models/zh-bert-2x128-pairs-cpu, bert_recipe=SUM, ...)
 
 A stage option in PATH_OPTIONS names a path when its value has a '/' or a '.' (a preset or packaged name has neither:
 dict=thucnews, bert=all-MiniLM-L6-v2), or is hf:ORG/NAME (the local Hugging Face cache, outside both). Paths are
@@ -12,10 +12,10 @@ relative to the folder `irpipe run` runs in: the repository's root for eval/*.ya
 - Loading the file (`Experiment.check`): each make: entry is a path one of its pipelines names, and its command is
   bounded by its arguments -- no --max-minutes, whose stopping step depends on the machine (another model elsewhere).
 - Before it runs (`check_inputs`): each named path exists, else exit 2 naming the path and the file's make: command
-  for it (or saying the file names none); a bert= with bert_sha256= holds those tensors (bert.py
-  `pinned_bert_folder`), else exit 2 naming both sums and the make: command.
+  for it (or saying the file names none); a bert= with bert_sha256= holds those tensors, one with bert_recipe= was
+  made by that pretraining (bert.py `pinned_bert_folder`), else exit 2 naming both and the make: command.
 - tests/test_experiment_inputs.py: every eval/*.yaml names only paths that git tracks, the mirror holds or its make:
-  makes, and a pinned (expected:) experiment pins the checksum of each BERT its make: makes.
+  makes, and a pinned (expected:) experiment pins the recipe (or checksum) of each BERT its make: makes.
 """
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def _make_hint(experiment, path: str) -> str:
 
 def check_inputs(experiment) -> None:
     """Before running: every named path there (exit 2 naming it and its make: command) and every pinned BERT the
-    pinned one (exit 2 naming both sums and the make: command)."""
+    pinned one (exit 2 naming both pins and the make: command)."""
     from pipeline.rerank.bert import pinned_bert_folder
 
     for named in experiment_paths(experiment):
@@ -106,9 +106,9 @@ def check_inputs(experiment) -> None:
         if not Path(named.value).exists():
             raise MissingResourceError(f"{named.option}={named.value}: no such file or folder here; "
                                        f"{_make_hint(experiment, named.value)}")
-        pinned = named.stage.get("bert_sha256")
-        if named.option == "bert" and pinned:
+        sha256, recipe = named.stage.get("bert_sha256", ""), named.stage.get("bert_recipe", "")
+        if named.option == "bert" and (sha256 or recipe):
             try:
-                pinned_bert_folder(named.value, pinned)
+                pinned_bert_folder(named.value, sha256, recipe)
             except ConfigError as error:
-                raise ConfigError(f"{error}; {_make_hint(experiment, named.value)}", field="bert_sha256") from None
+                raise ConfigError(f"{error}; {_make_hint(experiment, named.value)}", field=error.field) from None

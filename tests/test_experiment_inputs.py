@@ -16,7 +16,9 @@ from pipeline.cli import build_parser, main
 from pipeline.errors import ConfigError
 from pipeline.experiment import Experiment
 from pipeline.experiment_inputs import check_inputs, experiment_paths
-from pipeline.rerank.integrity import tensors_digest
+from pipeline.rerank.integrity import pretraining_recipe, tensors_digest
+from pipeline.training.mlm import MLMOptions
+from pipeline.training.pretrain import pretrain
 from support import REPO, SHARED_DATA, save_tiny_bert
 
 CONFIGS = sorted(p for p in (REPO / "eval").glob("*.yaml") if p.name != "references.yaml")
@@ -62,17 +64,19 @@ def test_each_make_command_is_an_irpipe_command_bounded_by_steps_seeded_and_maki
             assert args.device == "cpu" and args.threads == 1, f"{name}: {command}"
 
 
-def test_a_pinned_experiment_pins_the_checksum_of_each_bert_its_make_makes(experiments):
+def test_a_pinned_experiment_pins_the_recipe_of_each_bert_its_make_makes(experiments):
+    """Its recipe, not its tensors: the make: command re-creates those only up to the CPU's rounding."""
     pinned = [(name, p) for name, e in experiments.items() if e.expected
               for p in experiment_paths(e) if p.option == "bert" and p.value in (e.make or {})]
     assert pinned
-    unpinned = [f"{name}: bert={p.value}" for name, p in pinned if not SHA256.fullmatch(p.stage.get("bert_sha256", ""))]
-    assert not unpinned, f"pinned experiments whose made BERT has no bert_sha256: {unpinned}"
+    unpinned = [f"{name}: bert={p.value}" for name, p in pinned
+                if not SHA256.fullmatch(p.stage.get("bert_recipe", "")) or p.stage.get("bert_sha256")]
+    assert not unpinned, f"pinned experiments whose made BERT has no bert_recipe (or a bert_sha256): {unpinned}"
 
 
 # -- before it runs: the path there, the backbone the pinned one --------------------------------------------------
-def _experiment_file(tmp_path: Path, bert: Path, sha256: str = "", make: dict | None = None) -> Path:
-    pin = f", bert_sha256={sha256}" if sha256 else ""
+def _experiment_file(tmp_path: Path, bert: Path, pin: str = "", make: dict | None = None) -> Path:
+    """An experiment whose monobert reads `bert`, pinned by `pin` (", bert_sha256=..." or ", bert_recipe=...")."""
     data = {"dataset": "cacm", "measures": ["AP"],
             "pipeline": f"bm25() % 5 >> monobert(train=wikiqa/train, bert='{bert}'{pin}, epochs=1)"}
     path = tmp_path / "x.yaml"
@@ -90,14 +94,22 @@ def test_a_missing_backbone_stops_the_run_naming_the_path_and_the_command_that_m
     assert "names no command that makes it (make:)" in capsys.readouterr().err
 
 
-def test_another_backbone_stops_the_run_naming_both_sums_and_the_command(tmp_path, capsys):
-    bert = save_tiny_bert(tmp_path / "bert", layers=2)
-    actual = tensors_digest(bert / "model.safetensors")
-    command = f"irpipe pretrain-mlm --output {bert} --steps 10 --seed 0 --threads 1 --device cpu"
-    assert main(["-q", "run", str(_experiment_file(tmp_path, bert, "f" * 64, {str(bert): command}))]) == 2
+@pytest.mark.parametrize("option", ["bert_sha256", "bert_recipe"])
+def test_another_backbone_stops_the_run_naming_both_pins_and_the_command(tmp_path, capsys, option):
+    bert = tmp_path / "bert"
+    command = f"irpipe pretrain-mlm --output {bert} --steps 2 --layers 1 --hidden 32 --seed 0 --threads 1 --device cpu"
+    if option == "bert_sha256":
+        save_tiny_bert(bert, layers=2)
+        actual = tensors_digest(bert / "model.safetensors")
+    else:
+        pretrain(["信用卡怎么还款", "贷款利率怎么算", "今天足球比赛怎么样", "我想去打篮球"] * 4, bert,
+                 MLMOptions(layers=1, hidden=32, batch_size=4, steps=2, held_out=0.25, threads=1))
+        actual, _ = pretraining_recipe(bert)
+    make = {str(bert): command}
+    assert main(["-q", "run", str(_experiment_file(tmp_path, bert, f", {option}={'f' * 64}", make))]) == 2
     error = capsys.readouterr().err
     assert actual in error and "f" * 64 in error and command in error
-    check_inputs(Experiment.load(_experiment_file(tmp_path, bert, actual, {str(bert): command})))  # the pinned one
+    check_inputs(Experiment.load(_experiment_file(tmp_path, bert, f", {option}={actual}", make)))  # the pinned one
 
 
 def test_the_stage_refuses_another_backbone_than_its_bert_sha256(tmp_path):

@@ -3,7 +3,9 @@ built from the text, a run interrupted after a saved state and resumed reaching 
 not, and an output folder that the BERT loader and kwbert take as `bert=`."""
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 
 import pytest
 import torch
@@ -14,6 +16,7 @@ from pipeline.training import pretrain as pretrain_module
 from pipeline.training.mlm import SPECIALS, MLMOptions, build_vocab, make_tokenizer
 from pipeline.training.mlm_examples import MaskedBatches, jieba_words, mask_tokens, token_words
 from pipeline.training.pretrain import pretrain
+from support import save_tiny_bert
 
 TEXTS = ["信用卡怎么还款", "贷款利率怎么算", "今天足球比赛怎么样", "我想去打篮球", "信用卡如何办理",
          "银行贷款需要什么材料", "足球比赛几点开始", "篮球和足球哪个好"] * 3
@@ -202,3 +205,36 @@ def test_the_device_is_how_it_runs_not_what_it_trains(tmp_path):
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="CUDA"):
             pretrain(TEXTS, tmp_path / "elsewhere", _options(device="cuda"))
+
+
+def test_the_pretraining_recipe_names_how_a_finished_run_made_its_folder(tmp_path):
+    """bert_recipe= (pipeline/rerank/integrity.py `pretraining_recipe`): the sha256 of pretrain.json -- options, corpus,
+    vocabulary, what another CPU re-creates -- once the run saved its last step and while the folder holds those
+    tensors; a run stopped early or a folder whose weights were replaced has none, and says why."""
+    from pipeline.rerank.bert import pinned_bert_folder
+    from pipeline.rerank.integrity import pretraining_recipe
+    from pipeline.rerank.models.kwbert import KeywordBERT, KeywordBERTConfig
+
+    folder = tmp_path / "bert"
+    pretrain(TEXTS, folder, _options(steps=4, save_every=2), max_minutes=0)          # stopped after step 1 (saved)
+    recipe, why = pretraining_recipe(folder)
+    assert recipe is None and "saved step 1 of 4" in why
+    pretrain(TEXTS, folder, _options(steps=4, save_every=2), resume=True)
+    recipe, why = pretraining_recipe(folder)
+    settings = json.loads((folder / "pretrain.json").read_text(encoding="utf-8"))
+    assert why == "" and recipe == hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+    other, _ = pretraining_recipe(_finished(tmp_path / "other", steps=5))               # one more step: another
+    assert other not in (None, recipe)
+    assert KeywordBERT(KeywordBERTConfig(bert=str(folder), bert_recipe=recipe)).bert.config.num_hidden_layers == 1
+    with pytest.raises(ConfigError, match=f"its pretraining recipe is {other}, but bert_recipe={recipe}"):
+        pinned_bert_folder(str(tmp_path / "other"), recipe=recipe)
+    shutil.copy(tmp_path / "other" / "model.safetensors", folder / "model.safetensors")  # other weights, same record
+    with pytest.raises(ConfigError, match="not the tensors its pretraining saved last"):
+        pinned_bert_folder(str(folder), recipe=recipe)
+    with pytest.raises(ConfigError, match="no finished `irpipe pretrain-mlm` run recorded there"):
+        pinned_bert_folder(str(save_tiny_bert(tmp_path / "plain", layers=1)), recipe=recipe)
+
+
+def _finished(folder, steps: int):
+    pretrain(TEXTS, folder, _options(steps=steps, save_every=2))
+    return folder

@@ -7,10 +7,14 @@
 The default corpus is the Chinese text shipped here that LCQMC/BQ evaluations do not test on (THUCNews titles,
 InsuranceQA-zh questions, LCQMC and BQ dev pairs); the vocabulary is built from it, or given with --vocab (e.g. the
 21,128-entry Chinese BERT vocab.txt of the `tudou` package). Method and files: pipeline/training/mlm.py, pretrain.py.
+A finished run prints its `bert_recipe=` (pipeline/rerank/integrity.py `pretraining_recipe`): an experiment file
+whose make: re-creates the backbone pins that, the same on every CPU, where the tensors' sha256 changes with the
+CPU's rounding.
 """
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from pipeline.errors import InputError
 
@@ -49,6 +53,7 @@ def main(args: argparse.Namespace) -> int:
 
     from pipeline.data.files import numbered_lines
     from pipeline.data.outputs import check_writable
+    from pipeline.rerank.integrity import pretraining_recipe
     from pipeline.training.mlm import MLMOptions, corpus_texts
     from pipeline.training.pretrain import pretrain
 
@@ -65,4 +70,7 @@ def main(args: argparse.Namespace) -> int:
     held = record.get("held_out", {})
     print(f"{args.output}: step {record.get('step', 0)} of {options.steps}; train loss {record.get('loss', float('nan')):.4f}"
           + (f"; held-out loss {held['loss']:.4f}, accuracy {held['accuracy']:.4f}" if held else ""))
+    recipe, _ = pretraining_recipe(Path(args.output))
+    if recipe:  # what an experiment file pins for the backbone its make: re-creates: the same on every CPU
+        print(f"{args.output}: bert_recipe={recipe}")
     return 0

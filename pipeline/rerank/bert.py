@@ -54,11 +54,13 @@ def bert_folder(name: str) -> Path:
     return folder
 
 
-def pinned_bert_folder(name: str, sha256: str = "") -> Path:
-    """`bert_folder(name)`, and with `sha256` (a stage's `bert_sha256=`) the check that its model.safetensors holds
-    the pinned backbone: the sha256 of its tensors (integrity.py `tensors_digest`: names, dtypes, shapes, values,
-    whatever wrote the file). Another backbone at that path is a ConfigError naming both sums."""
-    from pipeline.rerank.integrity import tensors_digest
+def pinned_bert_folder(name: str, sha256: str = "", recipe: str = "") -> Path:
+    """`bert_folder(name)`, checked against a stage's pin: `sha256` (`bert_sha256=`), the sha256 of its tensors
+    (integrity.py `tensors_digest`: names, dtypes, shapes, values, whatever wrote the file), pins the very weights, for
+    a backbone made once and kept; `recipe` (`bert_recipe=`, `pretraining_recipe`) pins how `irpipe pretrain-mlm`
+    made it, for a backbone an experiment's make: re-creates, whose tensors differ in their last bits from one CPU to
+    another. Another backbone at that path is a ConfigError naming both."""
+    from pipeline.rerank.integrity import pretraining_recipe, tensors_digest
 
     folder = bert_folder(name)
     if sha256:
@@ -69,6 +71,13 @@ def pinned_bert_folder(name: str, sha256: str = "") -> Path:
             raise ConfigError(f"bert={name}: {found}, but bert_sha256={sha256} is pinned: another backbone than the "
                               "one pinned. Re-create the pinned one with the command that made it (an experiment "
                               "file's make:), or pin this one", field="bert_sha256")
+    if recipe:
+        actual, why = pretraining_recipe(folder)
+        if actual != recipe:
+            raise ConfigError(f"bert={name}: {f'its pretraining recipe is {actual}' if actual else why}, but "
+                              f"bert_recipe={recipe} is pinned: not the backbone of the pinned pretraining. Re-create "
+                              "it with the command that made it (an experiment file's make:), or pin this one",
+                              field="bert_recipe")
     return folder
 
 
@@ -230,7 +239,8 @@ class BertBackbone:
     def attach_bert(self, bert=None, tokenizer=None) -> None:
         """The given BERT and tokenizer (a checkpoint's), else the config's with its pretrained weights."""
         if bert is None:
-            pinned_bert_folder(self.config.bert, getattr(self.config, "bert_sha256", ""))
+            pinned_bert_folder(self.config.bert, getattr(self.config, "bert_sha256", ""),
+                               getattr(self.config, "bert_recipe", ""))
             bert, tokenizer = load_bert(self.config.bert, pooler=self.uses_pooler(self.config))
         check_positions(self.name, self.config, bert, self.length_fields)
         self.bert, self.tokenizer = bert, tokenizer

@@ -1,6 +1,7 @@
 """What a checkpoint's integrity records compare beyond a file's bytes (pipeline/rerank/checkpoint.py): a safetensors
 file's tensors, and a transformers config's meaning -- both the same when transformers (save_pretrained) or another
-writer saves the same model again with other bytes."""
+writer saves the same model again with other bytes; and the pretraining that made a BERT folder (`bert_recipe=`,
+checked by bert.py `pinned_bert_folder`)."""
 from __future__ import annotations
 
 import hashlib
@@ -49,3 +50,24 @@ def tensors_digest(path: Path) -> str | None:
         except (SafetensorError, OSError, ValueError, RuntimeError):
             _tensor_digests[key] = None
     return _tensor_digests[key]
+
+
+PRETRAIN_RECORD = "pretrain.json"   # pretrain-mlm's options, corpus and vocabulary (pipeline/training/pretrain.py)
+PRETRAIN_STATE = "state"            # its saved states; state/current.json names the committed one
+
+
+def pretraining_recipe(folder: Path) -> tuple[str | None, str]:
+    """(the sha256 of the folder's pretrain.json, ""), when `irpipe pretrain-mlm` made the folder, saved its last step
+    and the folder still holds that step's tensors; else (None, why not). The options, corpus and vocabulary decide
+    the weights, up to the floating-point rounding of the CPU that ran it: the same recipe on every machine."""
+    try:
+        settings = json.loads((folder / PRETRAIN_RECORD).read_text(encoding="utf-8"))
+        commit = json.loads((folder / PRETRAIN_STATE / "current.json").read_text(encoding="utf-8"))
+        steps, saved = settings["options"]["steps"], folder / PRETRAIN_STATE / commit["folder"] / "model.safetensors"
+        if commit["step"] != steps:
+            return None, f"its pretraining saved step {commit['step']} of {steps}, not the last"
+        if tensors_digest(saved) != tensors_digest(folder / "model.safetensors"):
+            return None, f"its model.safetensors is not the tensors its pretraining saved last ({saved})"
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return None, f"no finished `irpipe pretrain-mlm` run recorded there ({type(error).__name__}: {error})"
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(), ""

@@ -37,8 +37,9 @@ ADDED: dict[str, dict] = {
     # the paper's reading was the default before the identity start and the detached reconstruction target
     "ADDAXConfig": {"reconstruction": "live", "init": "random"},
     # a backbone's pinned tensor checksum (2026-11-27): unpinned before, the path alone named the backbone
-    "KeywordBERTConfig": {"bert_sha256": ""},
-    "MonoBERTConfig": {"bert_sha256": ""},
+    # and a made backbone's pinned pretraining recipe (2026-11-28), the same on every CPU
+    "KeywordBERTConfig": {"bert_sha256": "", "bert_recipe": ""},
+    "MonoBERTConfig": {"bert_sha256": "", "bert_recipe": ""},
 }
 
 # class name -> {old field name: new field name}; checkpoints saved under the old name load, keys keep the old one

@@ -26,13 +26,14 @@ from pipeline.data.files import atomic_write, writing
 from pipeline.errors import ConfigError
 from pipeline.log import logger, progress
 from pipeline.rerank.bert import new_bert_config, write_bert_folder
+from pipeline.rerank.integrity import PRETRAIN_RECORD, PRETRAIN_STATE
 from pipeline.rerank.scoring import autocast, resolve_amp, resolve_device
 from pipeline.training.mlm import LOG, MLMOptions, build_vocab, make_tokenizer
 from pipeline.training.mlm_examples import MaskedBatches
 from pipeline.training.optim import GradientStepper, LinearWarmupDecay, make_optimizer
 from pipeline.training.state import StateStore, rng_state, set_rng_state, write_by_path
 
-STATE_DIR = "state"
+STATE_DIR = PRETRAIN_STATE
 WEIGHTS = "model.safetensors"
 
 
@@ -115,7 +116,7 @@ def _truncate_log(path: Path, step: int) -> None:
 
 def _started(out: Path, settings: dict, resume: bool) -> bool:
     """Record the settings of a new run; on --resume check they are the recorded ones. True when resuming."""
-    record = out / "pretrain.json"
+    record = out / PRETRAIN_RECORD
     if record.is_file():
         if not resume:
             raise ConfigError(f"{out} already holds a pretraining run: pass --resume to continue it, or another --output")

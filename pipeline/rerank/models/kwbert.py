@@ -39,6 +39,7 @@ from pipeline.rerank.models._kwbert_inputs import SIDE_A, SIDE_B, KeywordInputs
 class KeywordBERTConfig:
     bert: str = DEFAULT_BERT   # a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)
     bert_sha256: str = ""      # the sha256 of `bert`'s tensors, pinned: another backbone is refused (bert.py)
+    bert_recipe: str = ""      # or the recipe irpipe pretrain-mlm made it by, pinned (bert.py)
     dict: str = ""             # keyword dictionary (preset name or TSV); "": topic keywords for A only, none for B
     language: str = ""         # "zh" or "en" keyword matching; "": the dictionary's language (zh without one)
     max_length: int = 128      # word pieces of "[CLS] A [SEP] B [SEP]" (the paper's 128)

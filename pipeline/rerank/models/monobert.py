@@ -29,6 +29,7 @@ from pipeline.rerank.models import register_model
 class MonoBERTConfig:
     bert: str = DEFAULT_BERT     # a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)
     bert_sha256: str = ""        # the sha256 of `bert`'s tensors, pinned: another backbone is refused (bert.py)
+    bert_recipe: str = ""        # or the recipe irpipe pretrain-mlm made it by, pinned (bert.py)
     max_length: int = 256        # word pieces of "[CLS] q [SEP] d [SEP]"
     max_query_length: int = 64   # query pieces kept (at most max_length - 4); the document gets the rest
     pooling: str = "pooler"      # "pooler" (BERT's pooled [CLS], as monoBERT) or "cls" (the raw [CLS] vector)
