@@ -238,3 +238,16 @@ def test_the_pretraining_recipe_names_how_a_finished_run_made_its_folder(tmp_pat
 def _finished(folder, steps: int):
     pretrain(TEXTS, folder, _options(steps=steps, save_every=2))
     return folder
+
+
+def test_pretrain_mlm_prints_the_recipe_an_experiment_file_pins(tmp_path, capsys):
+    from pipeline.cli import main
+    from pipeline.rerank.integrity import pretraining_recipe
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    out = tmp_path / "bert"
+    assert main(["-q", "pretrain-mlm", "--corpus", str(corpus), "--output", str(out), "--layers", "1", "--hidden", "32",
+                 "--batch-size", "4", "--steps", "2", "--held-out", "0.1", "--threads", "1", "--device", "cpu"]) == 0
+    recipe, _ = pretraining_recipe(out)
+    assert f"{out}: bert_recipe={recipe}" in capsys.readouterr().out
