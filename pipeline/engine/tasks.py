@@ -179,14 +179,23 @@ def score_on_cluster(source: ModelSource, runtime: Runtime, model_digest: str, p
     return scores, truncated[0], stats
 
 
-def worker_runtime(runtime: Runtime, options: EngineOptions) -> Runtime:
-    """`runtime` with its batch limits made explicit for the workers' device (CUDA when they get GPUs and the device
-    is "auto"): the driver cuts the very batches the workers then score."""
+def worker_runtime(runtime: Runtime, options: EngineOptions, inference: bool = True) -> Runtime:
+    """`runtime` with what a worker would otherwise decide for itself made explicit by the driver, for the workers'
+    device (CUDA when they get GPUs and the device is "auto"): the batch limits, so that the driver cuts the very
+    batches the workers then score; and amp="auto" resolved as the driver's cache key resolves it (bf16 on CUDA and,
+    for `inference`, on a CPU with native bf16), so that every worker runs the precision the key names, whatever
+    its own CPU."""
+    import torch
+
     from pipeline.rerank.batching import batch_limits
+    from pipeline.rerank.scoring import check_amp, resolve_amp
 
     device = runtime.device if runtime.device != "auto" else ("cuda" if options.gpus_per_worker > 0 else "cpu")
     size, tokens = batch_limits(device, runtime.batch_size, runtime.batch_tokens)
-    return replace(runtime, batch_size=size, batch_tokens=tokens)
+    amp = runtime.amp
+    if check_amp(amp) == "auto":
+        amp = resolve_amp(amp, torch.device(device), inference=inference and not runtime.quantize) or "none"
+    return replace(runtime, batch_size=size, batch_tokens=tokens, amp=amp)
 
 
 def batch_shards(order: list[int], cuts: list[slice], shard_pairs: int) -> list[list[int]]:
@@ -254,7 +263,7 @@ def _encode_on_cluster(directory: Path, source: ModelSource, runtime: Runtime, m
         written[number] = int(rows.shape[0])
         list_ready()
 
-    task = EncodeTask(source, worker_runtime(runtime, options), dtype)
+    task = EncodeTask(source, worker_runtime(runtime, options, inference=False), dtype)  # stores: fp32 on a CPU
     stats = run_shards(options, task, len(chunks), lambda number: [text for _, text in chunks[number]], done, save,
                        f"encode {source.name}", "docs")
     list_ready()

@@ -300,7 +300,8 @@ def test_an_interrupted_job_resumes(wikiqa_subset, tmp_path, cluster, caplog):
     checkpoint = _monobert(tmp_path / "monobert")
     local = _rerank(checkpoint, run, tmp_path / "local.trec")
     argv = ["rerank", "--model", str(checkpoint), "--run", str(run), "--dataset", "wikiqa/test", "--output",
-            str(tmp_path / "ray.trec"), "--batch-size", "8", *RAY, "--shard-pairs", "8", "--ray-address", cluster.address]
+            str(tmp_path / "ray.trec"), "--batch-size", "8", *RAY, "--shard-pairs", "8", "--ray-address", cluster.address,
+            "--amp", "none"]  # fp32 in the subprocess too, on any CPU (conftest's fp32 patch reaches this process only)
     env = os.environ | {"PYTHONPATH": str(REPO)}
     first = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "-q", *argv], env=env)
     deadline = time.time() + 120

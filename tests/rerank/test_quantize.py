@@ -198,6 +198,25 @@ def test_amp_auto_is_bf16_for_inference_on_a_cpu_with_native_bf16_said_once(monk
     assert predict(int8, qa_pairs).scores == predict(int8, qa_pairs, amp="none").scores
 
 
+def test_ray_workers_get_the_drivers_amp_not_their_own_cpus(monkeypatch):
+    """The driver keys a stage's cache with amp="auto" resolved on its own CPU; the workers it sends the runtime to
+    get that precision, not what "auto" would be on their CPUs (a worker without native bf16 would run fp32)."""
+    import pipeline.rerank.scoring as scoring
+    from pipeline.engine import EngineOptions
+    from pipeline.engine.tasks import worker_runtime
+    from pipeline.rerank.scoring import Runtime
+
+    cpu, gpus = EngineOptions("ray"), EngineOptions("ray", gpus_per_worker=1)
+    monkeypatch.setattr(scoring, "native_bf16", lambda: True)
+    assert worker_runtime(Runtime(), cpu).amp == "bf16"                               # scoring, on this CPU
+    assert worker_runtime(Runtime(), cpu, inference=False).amp == "none"              # encoding stores: fp32
+    assert worker_runtime(Runtime(quantize="int8"), cpu).amp == "none"                # int8: no autocast
+    assert worker_runtime(Runtime(amp="fp16"), cpu).amp == "fp16"                     # asked for: as asked
+    monkeypatch.setattr(scoring, "native_bf16", lambda: False)
+    assert worker_runtime(Runtime(), cpu).amp == "none"
+    assert worker_runtime(Runtime(), gpus).amp == worker_runtime(Runtime(), gpus, inference=False).amp == "bf16"
+
+
 @pytest.mark.skipif(not Path("/proc/cpuinfo").is_file(), reason="reads Linux's /proc/cpuinfo")
 def test_native_bf16_agrees_with_the_cpu_flags():
     import pipeline.rerank.scoring as scoring
