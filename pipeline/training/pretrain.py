@@ -33,7 +33,6 @@ from pipeline.training.mlm_examples import MaskedBatches
 from pipeline.training.optim import GradientStepper, LinearWarmupDecay, make_optimizer
 from pipeline.training.state import StateStore, rng_state, set_rng_state, write_by_path
 
-STATE_DIR = PRETRAIN_STATE
 WEIGHTS = "model.safetensors"
 
 
@@ -103,7 +102,7 @@ def held_out_scores(model, batches: MaskedBatches, seed: int, batch_size: int) -
 
 
 def _store(out: Path) -> StateStore:
-    return StateStore(out / STATE_DIR, "step", 7)
+    return StateStore(out / PRETRAIN_STATE, "step", 7)
 
 
 def _truncate_log(path: Path, step: int) -> None:
