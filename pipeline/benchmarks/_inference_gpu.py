@@ -198,10 +198,10 @@ def training_speed(device, args) -> dict:
     """Training pairs/s (and inference pairs/s) of three models on the GPU and on the CPU, WikiQA."""
     from pipeline.benchmarks.rerank_speed import bench_model
 
-    rows = {}
+    rows, pairs = {}, 64 if device.type == "cpu" else 1000  # the smoke test: the code path, on a few pairs
     for name in ("monobert", "addax", "kwbert"):
         for where in dict.fromkeys([str(device), "cpu"]):
-            row = bench_model(name, "wikiqa/train", "wikiqa/test", args.train_steps, 2, 1000, 64, None, where)
+            row = bench_model(name, "wikiqa/train", "wikiqa/test", args.train_steps, 2, pairs, 64, None, where)
             rows[f"{name}@{where}"] = {k: row[k] for k in ("train_pairs_per_s", "seconds_per_step",
                                                             "inference_pairs_per_s")}
     return rows
