@@ -1,25 +1,52 @@
-"""The GPU measurements' code path on the CPU, small (`--gpu-device cpu`): the one command a lent GPU runs
-(pipeline/benchmarks/_inference_gpu.py; `python -m pipeline.benchmarks.inference_speed --gpu-only ...`) must not fail
-there on a path or an import, so CI runs it with the sizes of a smoke test and checks every section is measured."""
+"""The GPU issue's one prepared command, eval/gpu/run.sh, in its smoke form on the CPU (`--smoke`: the GPU benchmark
+with `--gpu-device cpu` at smoke-test sizes): the call a lent GPU runs must not fail there on a path or an import, so CI
+runs it and checks that every section is measured and that the step's JSON lands in $OUT; and `--prepare` makes what
+travels under the 64 MiB a device call carries, with all-MiniLM-L6-v2 loading in fp32 from its fp16 copy."""
 from __future__ import annotations
+
+import json
+import os
+import subprocess
 
 import pytest
 
-from support import needs_shared_data
+from support import REPO, SHARED_DATA, needs_shared_data
+
+SCRIPT = REPO / "eval" / "gpu" / "run.sh"
 
 
 @pytest.mark.slow
 @needs_shared_data
-def test_the_gpu_benchmark_runs_every_section_on_the_cpu(monkeypatch):
-    from pipeline.benchmarks import inference_speed
-
-    recorded = {}
-    monkeypatch.setattr(inference_speed, "record", lambda name, module, argv, payload: recorded.update(payload))
-    assert inference_speed.main(["--gpu-only", "--gpu-device", "cpu", "--dev-queries", "2", "--dev-candidates", "20",
-                                 "--gpu-rounds", "1", "--train-steps", "1", "--gpu-budgets", "4096",
-                                 "--gpu-batch-size", "16", "--threads", "1", "--record", "--output", "smoke"]) == 0
-    gpu = recorded["gpu"]
+def test_the_gpu_script_runs_every_section_on_the_cpu_and_returns_its_json(tmp_path):
+    out = tmp_path / "out"
+    env = os.environ | {"OUT": str(out), "IRPIPE_MIRROR": str(SHARED_DATA), "IRPIPE_CACHE": str(tmp_path / "cache")}
+    subprocess.run(["bash", str(SCRIPT), "--smoke"], env=env, check=True, capture_output=True, timeout=900)
+    steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+    log = (out / "gpu-inference-smoke.log").read_text()
+    assert steps[0]["step"] == "gpu-inference-smoke" and steps[0]["exit"] == 0, log
+    assert steps[1] == {"step": "gpu-wikiqa-monobert", "skipped": True}
+    gpu = json.loads((out / "gpu-inference-smoke.json").read_text())["gpu"]
     assert gpu["device"] == "cpu (smoke test)" and "skipped" not in gpu
     assert {"side_by_side", "token_budgets", "dev_small", "dl_ndcg", "training"} <= gpu.keys()
-    assert gpu["side_by_side"] and gpu["token_budgets"]["4096"] > 0
-    assert gpu["dev_small"]["monobert_seconds"] >= 0 and gpu["training"]
+    assert gpu["token_budgets"]["4096"] > 0 and gpu["training"]
+    assert not (REPO / "eval" / "benchmarks" / "gpu-inference-smoke.json").exists()     # the record removed
+
+
+def test_the_minilm_that_travels_loads_in_fp32_with_the_fp16_rounded_weights(tmp_path, monkeypatch):
+    """`--prepare`'s all-MiniLM-L6-v2 (pipeline/benchmarks/_gpu_carry.py): half the bytes, found where bert.py looks
+    without the package, loaded as fp32 by transformers, each weight the original's fp16 rounding."""
+    import torch
+
+    import pipeline.rerank.bert as bert_module
+    from pipeline.benchmarks._gpu_carry import fp16_copy
+
+    original, _ = bert_module.load_bert("all-MiniLM-L6-v2")
+    fp16_copy(bert_module.bert_folder("all-MiniLM-L6-v2"), tmp_path / "models" / "all-MiniLM-L6-v2")
+    assert (tmp_path / "models" / "all-MiniLM-L6-v2" / "model.safetensors").stat().st_size < 46_000_000
+    monkeypatch.setattr(bert_module, "find_spec", lambda name: None)
+    monkeypatch.setenv("IRPIPE_MIRROR", str(tmp_path))
+    carried, _ = bert_module.load_bert("all-MiniLM-L6-v2")
+    weights = dict(carried.named_parameters())
+    for name, parameter in original.named_parameters():
+        assert weights[name].dtype == torch.float32
+        assert torch.equal(weights[name], parameter.half().float()), name
