@@ -25,9 +25,11 @@ def test_the_gpu_script_runs_every_section_on_the_cpu_and_returns_its_json(tmp_p
     log = (out / "gpu-inference-smoke.log").read_text()
     assert steps[0]["step"] == "gpu-inference-smoke" and steps[0]["exit"] == 0, log
     assert steps[1] == {"step": "gpu-wikiqa-monobert", "skipped": True}
-    gpu = json.loads((out / "gpu-inference-smoke.json").read_text())["gpu"]
-    assert gpu["device"] == "cpu (smoke test)" and "skipped" not in gpu
-    assert {"side_by_side", "token_budgets", "dev_small", "dl_ndcg", "training"} <= gpu.keys()
+    recorded = json.loads((out / "gpu-inference-smoke.json").read_text())
+    gpu = recorded["gpu"]
+    assert gpu["device"] == "cpu (smoke test)" and recorded["gpu_finished"] is True
+    sections = ("side_by_side", "token_budgets", "dev_small", "dl_ndcg", "training")
+    assert [s for s in sections if not gpu.get(s) or "error" in gpu[s]] == [], log
     assert gpu["token_budgets"]["4096"] > 0 and gpu["training"]
     assert not (REPO / "eval" / "benchmarks" / "gpu-inference-smoke.json").exists()     # the record removed
 
@@ -50,3 +52,20 @@ def test_the_minilm_that_travels_loads_in_fp32_with_the_fp16_rounded_weights(tmp
     for name, parameter in original.named_parameters():
         assert weights[name].dtype == torch.float32
         assert torch.equal(weights[name], parameter.half().float()), name
+
+
+@needs_shared_data
+def test_a_failing_section_keeps_the_others_each_recorded_as_it_ends(monkeypatch):
+    from argparse import Namespace
+
+    from pipeline.benchmarks import _inference_gpu as gpu
+
+    for name in ("side_by_side", "budget_sweep", "dev_small", "gpu_vs_cpu"):
+        monkeypatch.setattr(gpu, name, lambda *args, name=name, **kwargs: {"measured": name})
+    monkeypatch.setattr(gpu, "training_speed", lambda *args: 1 / 0)
+    seen = []
+    out = gpu.gpu_measurements(Namespace(gpu_device="cpu", checkpoint=None, max_length=64), None,
+                               lambda so_far: seen.append(list(so_far)))
+    assert out["training"] == {"error": "ZeroDivisionError: division by zero"}
+    assert out["dl_ndcg"] == {"measured": "gpu_vs_cpu"}
+    assert [keys[-1] for keys in seen] == ["side_by_side", "token_budgets", "dev_small", "dl_ndcg", "training"]

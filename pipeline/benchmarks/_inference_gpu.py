@@ -26,6 +26,7 @@ import statistics
 import time
 
 from pipeline.benchmarks._inference_models import cross_encoder, dl_pairs, load_monobert
+from pipeline.log import logger
 
 # Dense bf16 peak FLOP/s (no sparsity), by a piece of torch.cuda.get_device_name(); the first match wins.
 PEAK_BF16 = (("H100 PCIe", 756e12), ("H100", 989e12), ("H200", 989e12), ("GH200", 989e12), ("B200", 2250e12),
@@ -44,7 +45,8 @@ def add_gpu_args(parser) -> None:
     group.add_argument("--train-steps", type=int, default=20, help="timed training steps a model (default 20)")
 
 
-def gpu_measurements(args, cpu_model) -> dict:
+def gpu_measurements(args, cpu_model, partial=lambda out: None) -> dict:
+    """The sections below, each recorded through `partial` as soon as it is measured."""
     import torch
 
     if args.gpu_device != "cpu" and not torch.cuda.is_available():
@@ -59,11 +61,18 @@ def gpu_measurements(args, cpu_model) -> dict:
     smoke = device.type == "cpu"  # the code path, on a few pairs
     _, pairs = dl_pairs("dl19-passage")
     pairs = (pairs + dl_pairs("dl20-passage")[1])[:200 if smoke else None]
-    out["side_by_side"] = side_by_side(model, pairs, device, args, peak)
-    out["token_budgets"] = budget_sweep(model, pairs, device, args)
-    out["dev_small"] = dev_small(model, device, args, pool_size=100 if smoke else None)
-    out["dl_ndcg"] = gpu_vs_cpu(model, cpu_model, device, 2 if smoke else None)
-    out["training"] = training_speed(device, args)
+    sections = {"side_by_side": lambda: side_by_side(model, pairs, device, args, peak),
+                "token_budgets": lambda: budget_sweep(model, pairs, device, args),
+                "dev_small": lambda: dev_small(model, device, args, pool_size=100 if smoke else None),
+                "dl_ndcg": lambda: gpu_vs_cpu(model, cpu_model, device, 2 if smoke else None),
+                "training": lambda: training_speed(device, args)}
+    for key, measure in sections.items():  # one GPU call: a section that fails or is cut off keeps the others'
+        try:
+            out[key] = measure()
+        except Exception as error:  # noqa: BLE001 -- recorded with its type, the call goes on to the next section
+            logger.exception("gpu: %s failed", key)
+            out[key] = {"error": f"{type(error).__name__}: {error}"}
+        partial(out)
     return out
 
 

@@ -272,7 +272,10 @@ def main(argv: list[str] | None = None) -> int:
             payload["quality"] = quality_by_mode(functions, args.quality_modes, partial, args.keep_scores)
             payload["quality_finished"] = True
         _print_cpu(payload)
-    payload["gpu"] = gpu_measurements(args, model)
+    partial = lambda gpu: args.record and record(  # noqa: E731 -- after each section: a cut-off call keeps them
+        args.output, __spec__.name, argv, payload | {"gpu": gpu, "gpu_finished": False})
+    payload["gpu"] = gpu_measurements(args, model, partial)
+    payload["gpu_finished"] = "skipped" not in payload["gpu"]
     print("gpu:", payload["gpu"].get("skipped", "see the JSON"))
     if args.record:
         record(args.output, __spec__.name, argv, payload)
