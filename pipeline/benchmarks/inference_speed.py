@@ -250,6 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     model = load_monobert(args.checkpoint, args.max_length)
     payload = {"cpu": cpu_name(), "threads": args.threads, "torch": torch.__version__,
                "checkpoint": args.checkpoint, "max_length": model.config.max_length, "batch_tokens": args.batch_tokens}
+
+    def keep(**parts) -> None:
+        """Record the payload so far with `parts` (a part still being measured), before the whole is done."""
+        if args.record:
+            record(args.output, __spec__.name, argv, payload | parts)
+
     if not args.gpu_only:
         import sentence_transformers
 
@@ -267,14 +273,13 @@ def main(argv: list[str] | None = None) -> int:
             torch.set_num_threads(args.quality_threads or args.threads)
             payload["quality_threads"] = torch.get_num_threads()
             # recorded after each mode too, with "quality_finished": false, so a slow mode's wait keeps the others'
-            partial = lambda quality: args.record and record(  # noqa: E731
-                args.output, __spec__.name, argv, payload | {"quality": quality, "quality_finished": False})
-            payload["quality"] = quality_by_mode(functions, args.quality_modes, partial, args.keep_scores)
+            payload["quality"] = quality_by_mode(functions, args.quality_modes,
+                                                 lambda quality: keep(quality=quality, quality_finished=False),
+                                                 args.keep_scores)
             payload["quality_finished"] = True
         _print_cpu(payload)
-    partial = lambda gpu: args.record and record(  # noqa: E731 -- after each section: a cut-off call keeps them
-        args.output, __spec__.name, argv, payload | {"gpu": gpu, "gpu_finished": False})
-    payload["gpu"] = gpu_measurements(args, model, partial)
+    # recorded after each section too: a call cut off by the GPU machine's limits keeps what it measured
+    payload["gpu"] = gpu_measurements(args, model, lambda gpu: keep(gpu=gpu, gpu_finished=False))
     payload["gpu_finished"] = "skipped" not in payload["gpu"]
     print("gpu:", payload["gpu"].get("skipped", "see the JSON"))
     if args.record:

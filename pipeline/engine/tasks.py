@@ -188,13 +188,11 @@ def worker_runtime(runtime: Runtime, options: EngineOptions, inference: bool = T
     import torch
 
     from pipeline.rerank.batching import batch_limits
-    from pipeline.rerank.scoring import check_amp, resolve_amp
+    from pipeline.rerank.scoring import resolve_amp
 
     device = runtime.device if runtime.device != "auto" else ("cuda" if options.gpus_per_worker > 0 else "cpu")
     size, tokens = batch_limits(device, runtime.batch_size, runtime.batch_tokens)
-    amp = runtime.amp
-    if check_amp(amp) == "auto":
-        amp = resolve_amp(amp, torch.device(device), inference=inference and not runtime.quantize) or "none"
+    amp = resolve_amp(runtime.amp, torch.device(device), inference=inference and not runtime.quantize) or "none"
     return replace(runtime, batch_size=size, batch_tokens=tokens, amp=amp)
 
 

@@ -65,7 +65,7 @@ def teacher_examples(dataset, options, device, folder: Path | None = None) -> Ex
     qids = [q for q in topics if run.ranking.get(q)][:options.train_queries]                     # topics' order
     source = {"teacher": options.teacher, "weights": teacher_identity(options.teacher),
               "dataset": dataset_fingerprint(dataset), "depth": options.depth, "queries": qids,
-              "amp": options.amp or "none"}
+              "amp": options.scoring_amp}
     labels = saved_targets(folder / TARGETS_FILE, source) if folder is not None else None
     if labels is None:
         labels = teacher_targets(dataset, options, device, topics, run, qids)
@@ -84,8 +84,8 @@ def teacher_targets(dataset, options, device, topics, run, qids: list[str]) -> d
     teacher = teacher_source(options.teacher).load()
     logger.info("teacher %s: scoring %d candidates of %d queries of %s", options.teacher, len(pairs), len(qids),
                 dataset.name)
-    scores = predict(teacher, pairs, options.eval_batch_size, device, options.amp or "none",  # the training's
-                     desc=f"teacher {options.teacher}").scores      # precision, not inference's bf16 on some CPUs
+    scores = predict(teacher, pairs, options.eval_batch_size, device, options.scoring_amp,
+                     desc=f"teacher {options.teacher}").scores
     by_query = scores_by_query(pairs, scores)
     return {q: standardised(by_query[q]) for q in qids if len(by_query[q]) > 1}
 

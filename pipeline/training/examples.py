@@ -252,7 +252,7 @@ class DevSet:
 
         pairs = [replace(p, label=float(self.qrels.get(p.qid, {}).get(p.docid, 0) >= self.rel_level))
                  for p in pairs_of(self.topics, self.run, self.run.texts)]
-        scored = predict(model, pairs, options.eval_batch_size, device, options.amp or "none", with_loss=True,
+        scored = predict(model, pairs, options.eval_batch_size, device, options.scoring_amp, with_loss=True,
                          desc=f"dev {self.name}")  # the training's own precision (none: fp32 on CUDA too)
         scores = scores_by_query(pairs, scored.scores)
         measures = ["AP", "RR@10", "nDCG@10"] + ([options.measure] if options.measure != "loss" else [])

@@ -82,6 +82,12 @@ class TrainOptions:
     # An option added after the first recipes were keyed goes into pipeline/rerank/migrations.py ADDED with the value
     # that trains as before it existed: at that value it stays out of recipe keys (recipe_fields).
 
+    @property
+    def scoring_amp(self) -> str:
+        """The autocast of the training's own scoring (the dev set, a teacher's targets): `amp` as set, else none
+        (fp32) -- never inference's "auto", which is bf16 on some CPUs: the same numbers on every machine."""
+        return self.amp or "none"
+
     def check(self) -> None:
         choice("training", "negatives", self.negatives, NEGATIVES)
         choice("training", "balance", self.balance, BALANCE)
