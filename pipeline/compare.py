@@ -30,6 +30,8 @@ from pipeline.evaluation import (QUERY_SETS, EvalError, QrelsLike, RunLike, as_q
 CORRECTIONS = ("holm", "bonferroni")
 SEED = re.compile(r"\.seed(\d+)(?=\.|$)")  # runs/x.seed2.trec: seed 2 of system runs/x.seed{...}.trec
 FORMATS = ("table", "json", "csv", "markdown")
+PAIRED = "two-sided paired t-test"
+PAIRED_SEED_MEANS = "two-sided paired t-test over per-query seed means"
 
 
 def paired_ttest(values: Mapping[str, float], baseline: Mapping[str, float]) -> float:
@@ -153,23 +155,27 @@ class Comparison:
             text += " A .seed{...} row: each query's score is the mean over those seeds' runs."
         if self.baseline is not None:
             compared = len(self.runs) - 1
-            text += f" p-values: two-sided paired t-test vs {self.baseline}"
+            text += f" p-values: {self.test()} vs {self.baseline}"
             if self.correction:
                 text += f", {self.correction.capitalize()}-corrected over {compared} run{'s' * (compared != 1)}"
             text += "."
         return text
 
+    def test(self) -> str:
+        """The test behind the p-values, in words."""
+        return PAIRED_SEED_MEANS if self.seed_mean else PAIRED
+
     def to_json_lines(self, per_query: bool = False) -> str:
         """One JSON object per run: {"run", "measures", "queries"} (+ "baseline", "p_values", "per_query")."""
         lines = []
         for run in self.runs:
-            obj = {"run": run, "measures": _clean(self.scores[run]), "queries": self.queries[run]}
+            obj = {"run": run, "measures": nan_as_none(self.scores[run]), "queries": self.queries[run]}
             if self.baseline is not None:
                 obj["baseline"] = self.baseline
                 obj["correction"] = self.correction
-                obj["p_values"] = _clean(self.pvalues[run]) if run in self.pvalues else None
+                obj["p_values"] = nan_as_none(self.pvalues[run]) if run in self.pvalues else None
             if per_query:
-                obj["per_query"] = {m: _clean(v) for m, v in self.per_query[run].items()}
+                obj["per_query"] = {m: nan_as_none(v) for m, v in self.per_query[run].items()}
             lines.append(json.dumps(obj, allow_nan=False))
         return "\n".join(lines) + "\n"
 
@@ -226,7 +232,8 @@ class Comparison:
         return self.to_table()
 
 
-def _clean(values: Mapping[str, float]) -> dict[str, float | None]:
+def nan_as_none(values: Mapping[str, float]) -> dict[str, float | None]:
+    """`values` as JSON holds them: None for NaN (an undefined p-value: identical scores) and for None."""
     return {k: None if v is None or math.isnan(v) else v for k, v in values.items()}
 
 
@@ -280,17 +287,26 @@ def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: s
         result.scores[name] = {str(m): float(aggregate[m]) for m in measures}
         result.per_query[name] = table
         result.queries[name] = len(qids)
-    if seed_mean:
-        result = _seed_means(result)
-        baseline = result.baseline
-    if baseline is not None:
-        base = result.per_query[baseline]
-        compared = [name for name in result.runs if name != baseline]
-        raw = {name: {m: paired_ttest(result.per_query[name][m], base[m]) for m in names} for name in compared}
-        for m in names:
-            adjusted = adjust_pvalues({name: raw[name][m] for name in raw}, correction)
-            for name in raw:
-                result.pvalues.setdefault(name, {})[m] = adjusted[name]
+    return fold_seeds(result) if seed_mean else _tested(result)
+
+
+def fold_seeds(comparison: Comparison) -> Comparison:
+    """`comparison` (one row per run) with each system's seeds folded into one row, its per-query scores the means
+    over the seeds, and the p-values of those means against the baseline (the module's docstring)."""
+    return _tested(_seed_means(comparison))
+
+
+def _tested(result: Comparison) -> Comparison:
+    """`result` with the paired t-test of every row against its baseline, corrected as it says (none without one)."""
+    if result.baseline is None:
+        return result
+    base = result.per_query[result.baseline]
+    compared = [name for name in result.runs if name != result.baseline]
+    raw = {name: {m: paired_ttest(result.per_query[name][m], base[m]) for m in result.measures} for name in compared}
+    for m in result.measures:
+        adjusted = adjust_pvalues({name: raw[name][m] for name in raw}, result.correction)
+        for name in raw:
+            result.pvalues.setdefault(name, {})[m] = adjusted[name]
     return result
 
 

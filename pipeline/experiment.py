@@ -252,7 +252,7 @@ def run_experiment(experiment: Experiment, output: str | Path | None = None, res
 
 def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool, dataset,
                     options: EngineOptions) -> dict:
-    from pipeline.compare import compare, plot_differences
+    from pipeline.compare import compare, fold_seeds, nan_as_none, plot_differences
     from pipeline.evaluation import parse_measure
     from pipeline.spec import parse
 
@@ -316,13 +316,13 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
                            ", ".join(f"{result['spread_tolerance'][m]:.4f}" for m in tight), len(experiment.seeds))
     if experiment.baseline:
         plot = plot_differences(comparison, output.with_suffix(".png"))
-        pvalues = {m: None if math.isnan(p) else p for m, p in comparison.pvalues[first].items()}
+        tested = fold_seeds(comparison) if experiment.seeds else comparison  # the seed mean's row, tested per query
+        row = next(name for name in tested.runs if name not in (BASELINE, *beside))  # the experiment's
         result["baseline"] = {"spec": experiment.baseline, "measures": comparison.scores[BASELINE],
-                              "run": str(baseline_output), "pvalues": pvalues,
-                              "plot": str(plot), "table": comparison.to_table()}
+                              "run": str(baseline_output), "pvalues": nan_as_none(tested.pvalues[row]),
+                              "test": tested.test(), "plot": str(plot), "table": tested.to_table()}
         result["beside"] = {label: {"spec": experiment.beside[label], "measures": comparison.scores[label],
-                                    "run": str(path), "pvalues": {m: None if math.isnan(p) else p for m, p in
-                                                                  comparison.pvalues[label].items()}}
+                                    "run": str(path), "pvalues": nan_as_none(tested.pvalues[label])}
                             for label, path in beside.items()}
     result["seconds"] = round(time.perf_counter() - start, 2)
     provenance.record(result, before, comparison, list(outputs))  # date, environment, cost, ...

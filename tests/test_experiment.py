@@ -177,6 +177,34 @@ def test_a_baseline_gives_the_comparison_table_and_the_win_loss_plot(tmp_path, m
 
 
 @pytest.mark.slow
+@needs_shared_data
+def test_a_seeded_experiment_tests_the_seed_mean_against_the_baseline(tmp_path, monkeypatch):
+    """The p-value beside a seed mean pairs each query's mean over the seeds with the baseline's score, not seed 0's
+    run with it (issue 60): recomputed here from the written runs with scipy."""
+    from scipy import stats
+
+    from pipeline.compare import compare
+    from pipeline.data.registry import get_dataset
+
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "exp.yaml").write_text("dataset: cacm\npipeline: bm25(k1={seed}) % 20\nseeds: [1, 3]\n"
+                                       "baseline: bm25() % 20\nmeasures: [AP, P@10]\n")
+    assert main(["-q", "run", str(tmp_path / "exp.yaml"), "--results-dir", str(tmp_path / "results"),
+                 "--output", str(tmp_path / "runs" / "exp.trec")]) == 0
+    result = json.loads((tmp_path / "results" / "exp.json").read_text())
+    runs = {name: read_run(tmp_path / "runs" / f"exp.{name}.trec") for name in ("baseline", "seed1", "seed3")}
+    each = compare(runs, get_dataset("cacm").qrels(), ["AP", "P@10"], baseline="baseline")
+    for measure in ("AP", "P@10"):
+        base, one, three = (each.per_query[name][measure] for name in ("baseline", "seed1", "seed3"))
+        means = [(one[qid] + three[qid]) / 2 for qid in base]
+        expected = stats.ttest_rel(means, list(base.values())).pvalue
+        assert result["baseline"]["pvalues"][measure] == pytest.approx(expected, rel=1e-9)
+        assert abs(result["baseline"]["pvalues"][measure] - each.pvalues["seed1"][measure]) > 0.1  # seed 1's own
+    assert result["baseline"]["test"] == "two-sided paired t-test over per-query seed means"
+    assert "exp.seed{1,3}" in result["baseline"]["table"] and "over per-query seed means" in result["baseline"]["table"]
+
+
+@pytest.mark.slow
 def test_the_main_job_is_the_default_experiment(tmp_path, monkeypatch, capsys):
     from pipeline.commands import run as run_command
     from pipeline.experiment import DEFAULT_EXPERIMENT
