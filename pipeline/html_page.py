@@ -4,7 +4,8 @@ Pyserini's 2CR pages -- a table per dataset, a row per pinned experiment:
     experiment and pipeline | each measure: our seed mean ± sd, the pinned score and its status | the published
     or peer number beside it (eval/references.yaml entries whose `for:` names the experiment) | the exact command,
     with a copy button | cost of the last cold run | last reproduced (date) and environment | per-query wins and
-    losses against the baseline (an inline SVG of the result's `win_loss`), where there is one
+    losses against the baseline (an inline SVG of the result's `win_loss`) and that measure's p-value, its test
+    named, where there is one
 
 and, under each table, the dataset's published numbers that no row claims. No external resource: the page opens
 from disk. `check_in_browser` (pipeline/browser.py) loads it in headless Chromium, fails on a console error and
@@ -16,6 +17,7 @@ import json
 from html import escape
 
 from pipeline import environment, provenance
+from pipeline.compare import PAIRED
 
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}
@@ -165,7 +167,16 @@ def _win_loss(result: dict, width: int = 220, height: int = 70) -> str:
         bars.append(f'<rect x="{i * step:.1f}" y="{y:.1f}" width="{max(step, 0.6):.1f}" height="{size:.1f}" '
                     f'fill="{"#2a9d4b" if delta > 0 else "#c8323c"}"/>')
     label = (f'{record["measure"]}: {record["wins"]} better, {record["losses"]} worse, {record["ties"]} tied of '
-             f'{record["queries"]} queries')
+             f'{record["queries"]} queries' + _pvalue(result.get("baseline") or {}, record["measure"]))
     return (f'<svg class="winloss" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
             f'aria-label="{escape(label)}"><line x1="0" y1="{middle}" x2="{width}" y2="{middle}" stroke="#444" '
             f'stroke-width="0.6"/>{"".join(bars)}</svg><span class="pinned">{escape(label)}; max |Δ| {top:.3f}</span>')
+
+
+def _pvalue(baseline: dict, measure: str) -> str:
+    """The measure's p-value against the baseline with its test, or seed 0's marked as pending a re-run."""
+    pending = (baseline.get("pending") or {}).get(measure)
+    if pending is not None:
+        return f"; p {pending:.2g} ({provenance.PENDING})"
+    p = (baseline.get("pvalues") or {}).get(measure)
+    return "" if p is None else f"; p {p:.2g} ({baseline.get('test') or PAIRED})"

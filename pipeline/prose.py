@@ -19,7 +19,9 @@ A marker is an HTML comment (invisible once rendered) holding YAML, and the tabl
     labels: {baseline: BM25 (baseline), main-job: "ADDAX, seed 0", biencoder: bi-encoder}
 
 Scores are as in the results file, 4 decimals (a seeded experiment's mean ± its sample sd); a p-value is two
-significant digits. A marker naming a result, measure or row that is not there is an InputError naming the file
+significant digits, under a header naming its test (a seeded experiment's: the two-sided paired t-test over
+per-query seed means); a seed-0 p-value that results from before issue 60 hold in `baseline.pending` reads
+"seed-0 only, pending re-run" (eval/seed_mean_pvalues.py). A marker naming a result, measure or row that is not there is an InputError naming the file
 and line of the marker.
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ import yaml
 
 from pipeline.data.files import read_json
 from pipeline.errors import InputError
+from pipeline.provenance import PENDING
 
 START = re.compile(r"^<!-- results\s*$")
 END = "<!-- /results -->"
@@ -91,15 +94,17 @@ def render(spec: dict, results: dict[str, dict], where: tuple[Path, int]) -> lis
         if "baseline" not in found:
             raise InputError(where[0], f"{found['name']} has no baseline to compare with", line=where[1], field="table")
         measures = measures or list(found["measures"])
-        labels = spec.get("labels") or {}
-        lines = [_row(["run", *measures, f"p ({' / '.join(measures)})"]), _row(["---"] * (len(measures) + 2))]
-        others = [(found["name"], found["measures"], found["baseline"]["pvalues"]),
-                  *((label, row["measures"], row["pvalues"]) for label, row in (found.get("beside") or {}).items())]
+        labels, baseline = spec.get("labels") or {}, found["baseline"]
+        test = f"p, {baseline['test']}" if baseline.get("test") else "p"  # results from before issue 60: none named
+        lines = [_row(["run", *measures, f"{test} ({' / '.join(measures)})"]), _row(["---"] * (len(measures) + 2))]
+        others = [(found["name"], found["measures"], baseline["pvalues"], baseline.get("pending") or {}),
+                  *((label, row["measures"], row["pvalues"], {}) for label, row in (found.get("beside") or {}).items())]
         lines.append(_row([str(labels.get("baseline", "baseline")),
-                           *(f"{found['baseline']['measures'][m]:.4f}" for m in measures), ""]))
-        for name, scores, pvalues in others:
+                           *(f"{baseline['measures'][m]:.4f}" for m in measures), ""]))
+        for name, scores, pvalues, pending in others:
             lines.append(_row([str(labels.get(name, name)), *(f"{scores[m]:.4f}" for m in measures),
-                               " / ".join(_pvalue(pvalues.get(m)) for m in measures)]))
+                               " / ".join(f"{_pvalue(pending[m])} ({PENDING})" if m in pending else
+                                          _pvalue(pvalues.get(m)) for m in measures)]))
         return lines
     raise InputError(where[0], f"table must be experiments, seeds or comparison, got {kind!r}", line=where[1],
                      field="table")

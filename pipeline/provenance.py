@@ -17,6 +17,7 @@ and `cost_class(result)` is what `irpipe reproduce` lists: seconds / minutes / h
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 from datetime import datetime, timezone
@@ -30,6 +31,8 @@ from pipeline.log import logger
 WIN_LOSS_POINTS = 400
 CPU_SENSITIVITY = Path(__file__).resolve().parent.parent / "eval" / "benchmarks" / "cpu-sensitivity.yaml"
 UNMEASURED = "unmeasured"
+RECOMPUTE = "python eval/seed_mean_pvalues.py"
+PENDING = "seed-0 only, pending re-run"  # how a `pending` p-value is shown: its seed-mean test needs the runs again
 
 
 def previous(path: Path) -> dict:
@@ -68,6 +71,42 @@ def win_loss(comparison, runs: list[str]) -> dict:
     return {"measure": measure, "queries": len(deltas), "wins": sum(d > 0 for d in deltas),
             "losses": sum(d < 0 for d in deltas), "ties": sum(d == 0 for d in deltas),
             "differences": [round(d, 4) for d in points]}
+
+
+def seed_mean_pvalue(record: dict | None) -> float | None:
+    """The paired t-test of a win_loss record's measure, from its per-query differences (the seed means' minus the
+    baseline's, to 4 decimals; the test pairs them with 0); None where the record keeps quantiles, not every query,
+    or the test is undefined."""
+    from pipeline.compare import paired_ttest
+
+    if not record or len(record["differences"]) != record["queries"]:
+        return None
+    differences = dict(enumerate(record["differences"]))
+    p = paired_ttest(differences, dict.fromkeys(differences, 0.0))
+    return None if math.isnan(p) else p
+
+
+def seed_mean_pvalues(result: dict) -> dict:
+    """A seeded result's `baseline` as a run now writes it, made from one whose p-values are its first seed's
+    run against the baseline (results from before issue 60, their runs not kept): the win_loss measure's
+    p-value made again from its per-query differences, every other measure's seed-0 p-value set apart in
+    `pending` (seed-0 only, pending re-run), the test named."""
+    from pipeline.compare import PAIRED_SEED_MEANS
+
+    baseline = dict(result["baseline"])
+    if not result.get("seeds") or baseline.get("test"):
+        return baseline  # one run, or written by a run since: already the seed mean's
+    record = result.get("win_loss")
+    recomputed = seed_mean_pvalue(record)
+    measure = record["measure"] if recomputed is not None else None
+    seed0 = baseline["pvalues"]
+    baseline["pvalues"] = {m: recomputed if m == measure else None for m in seed0}
+    baseline["test"] = PAIRED_SEED_MEANS
+    baseline["pending"] = {m: p for m, p in seed0.items() if m != measure}
+    if measure:
+        baseline["recomputed"] = (f"{measure} from win_loss (the per-query seed-mean differences, 4 decimals): "
+                                  f"{RECOMPUTE}")
+    return baseline
 
 
 def cost_class(result: dict | None) -> str:

@@ -51,6 +51,17 @@ def test_a_seeds_table_and_a_comparison_table(tmp_path):
                                       "| bi | 0.3150 | 0.7612 | 0.00031 /  |"]
 
 
+def test_a_seeded_comparison_names_its_test_and_marks_seed_0s_pvalues_pending(tmp_path):
+    seeded = {"name": "job", "measures": {"AP": 0.3235, "RR": 0.8353}, "seeds": {"0": {}, "1": {}},
+              "baseline": {"measures": {"AP": 0.2476, "RR": 0.7024}, "pvalues": {"AP": 0.00412, "RR": None},
+                           "test": "two-sided paired t-test over per-query seed means", "pending": {"RR": 0.0372}}}
+    comparison = rewrite(_marked("table: comparison\nexperiment: job\nlabels: {baseline: BM25, job: ADDAX}"),
+                         tmp_path / "x.md", {"job": seeded})
+    assert _table(comparison) == [
+        "| run | AP | RR | p, two-sided paired t-test over per-query seed means (AP / RR) |", "| --- | --- | --- | --- |",
+        "| BM25 | 0.2476 | 0.7024 |  |", "| ADDAX | 0.3235 | 0.8353 | 0.0041 / 0.037 (seed-0 only, pending re-run) |"]
+
+
 @pytest.mark.parametrize("body, field, line", [
     ("table: experiments\nmeasures: [AP]\nrows: {nowhere: x}", "experiment", 3),
     ("table: experiments\nmeasures: [nDCG@10]\nrows: {floor: x}", "measures", 3),

@@ -136,8 +136,22 @@ def test_the_win_loss_plot_draws_a_bar_per_query_that_moved(tmp_path):
     heights = [float(b.attrs["height"]) for b in bars]
     assert heights[0] / heights[1] == pytest.approx(2, abs=0.02) and heights[0] / heights[2] == pytest.approx(4, abs=0.1)
     assert "2 better, 1 worse, 2 tied of 5 queries" in svg.attrs["aria-label"]
+    assert "; p" not in svg.attrs["aria-label"]  # no baseline in the result: no p-value
     cell = tree.all("td", class_="num")[0].content()
     assert "0.5200" in cell and "pinned 0.5000" in cell and "OKISH" in cell
+
+
+@pytest.mark.parametrize("baseline, label", [
+    ({"pvalues": {"AP": 0.0123}}, "; p 0.012 (two-sided paired t-test)"),
+    ({"pvalues": {"AP": 0.0123}, "test": "two-sided paired t-test over per-query seed means"},
+     "; p 0.012 (two-sided paired t-test over per-query seed means)"),
+    ({"pvalues": {"AP": None}, "pending": {"AP": 0.141}}, "; p 0.14 (seed-0 only, pending re-run)"),
+])
+def test_the_win_loss_label_gives_the_pvalue_and_its_test(tmp_path, baseline, label):
+    result = {"dataset": "x", "measures": {"AP": 0.52}, "baseline": {"measures": {"AP": 0.5}, **baseline},
+              "win_loss": {"measure": "AP", "queries": 2, "wins": 1, "losses": 1, "ties": 0, "differences": [0.1, -0.05]}}
+    svg = parse(render_page([_pin(tmp_path, result)], {})).all("svg", class_="winloss")[0]
+    assert svg.attrs["aria-label"] == "AP: 1 better, 1 worse, 0 tied of 2 queries" + label
 
 
 def test_an_experiment_never_run_is_a_row_that_says_so(tmp_path):

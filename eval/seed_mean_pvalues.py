@@ -1,0 +1,37 @@
+"""The p-values of the seeded results against their baselines made the seed mean's (issue 60), without retraining:
+
+    python eval/seed_mean_pvalues.py && irpipe leaderboard --prose && irpipe leaderboard --html
+
+Results written before issue 60 hold, beside each seed mean, the first seed's run against the baseline. The runs
+were not kept; what was kept is `win_loss`: the first measure's per-query differences of the seed means from the
+baseline (4 decimals), every query where there are at most 400. From those the two-sided paired t-test over
+per-query seed means is made again (pipeline/provenance.py `seed_mean_pvalues`); every other measure, and every
+result whose record holds quantiles or nothing, keeps seed 0's p-value in `baseline.pending` ("seed-0 only, pending
+re-run") and none in `baseline.pvalues` until `irpipe run` runs it again. It prints each changed p-value, old and
+new; a result already holding the seed mean's (a later run, or this command before) is left as it is.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.data.files import atomic_write, read_json
+from pipeline.provenance import seed_mean_pvalues
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+for path in sorted(RESULTS.glob("*.json")):
+    result = read_json(path)
+    if "baseline" not in result:
+        continue
+    baseline = seed_mean_pvalues(result)
+    if baseline == result["baseline"]:
+        continue
+    for measure, old in result["baseline"]["pvalues"].items():
+        new = baseline["pvalues"][measure]
+        print(f"{result['name']} {measure}: seed 0 {old if old is None else f'{old:.3g}'} -> "
+              + ("pending re-run" if new is None else f"seed mean {new:.3g}"))
+    result["baseline"] = baseline
+    with atomic_write(path) as out:
+        json.dump(result, out, indent=2)
+        out.write("\n")

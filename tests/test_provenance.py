@@ -1,0 +1,54 @@
+"""Seeded results from before issue 60, whose p-values were the first seed's run against the baseline: the seed
+mean's p-value made again from the recorded per-query differences, the rest marked pending (pipeline/provenance.py,
+eval/seed_mean_pvalues.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from scipy import stats
+
+from pipeline.compare import PAIRED_SEED_MEANS
+from pipeline.provenance import PENDING, RECOMPUTE, seed_mean_pvalue, seed_mean_pvalues
+from support import REPO
+
+DIFFERENCES = [0.5, 0.25, 0.0, 0.0, -0.125]  # seed means minus the baseline, one a query, sorted
+OLD = {"name": "x", "seeds": {"0": {"AP": 0.6}, "1": {"AP": 0.7}}, "measures": {"AP": 0.65, "RR": 0.7},
+       "baseline": {"measures": {"AP": 0.525, "RR": 0.7}, "pvalues": {"AP": 0.9, "RR": 0.04}, "table": "seed rows"},
+       "win_loss": {"measure": "AP", "queries": 5, "wins": 2, "losses": 1, "ties": 2, "differences": DIFFERENCES}}
+
+
+def test_the_seed_mean_pvalue_is_the_paired_test_of_the_recorded_differences():
+    # pairing each difference with 0 is the paired test of the seed means with the baseline: a one-sample t-test
+    assert seed_mean_pvalue(OLD["win_loss"]) == pytest.approx(stats.ttest_1samp(DIFFERENCES, 0).pvalue, rel=1e-12)
+    quantiles = {**OLD["win_loss"], "queries": 6247}  # 400 quantiles of 6,247 queries: not the queries' values
+    assert seed_mean_pvalue(quantiles) is None and seed_mean_pvalue(None) is None
+    assert seed_mean_pvalue({**OLD["win_loss"], "differences": [0.0] * 5}) is None  # no variance: undefined
+
+
+def test_a_seeded_result_gets_the_seed_means_pvalue_and_seed_0s_others_pending():
+    baseline = seed_mean_pvalues(OLD)
+    assert baseline["pvalues"] == {"AP": pytest.approx(stats.ttest_1samp(DIFFERENCES, 0).pvalue), "RR": None}
+    assert baseline["pending"] == {"RR": 0.04} and baseline["test"] == PAIRED_SEED_MEANS
+    assert baseline["recomputed"].startswith("AP from win_loss") and RECOMPUTE in baseline["recomputed"]
+    assert baseline["measures"] == OLD["baseline"]["measures"] and OLD["baseline"]["pvalues"]["AP"] == 0.9  # a copy
+    assert seed_mean_pvalues({**OLD, "baseline": baseline}) == baseline  # made again: the same
+    unrecorded = seed_mean_pvalues({**OLD, "win_loss": None})
+    assert unrecorded["pvalues"] == {"AP": None, "RR": None} and unrecorded["pending"] == {"AP": 0.9, "RR": 0.04}
+    assert "recomputed" not in unrecorded
+    one_run = {key: value for key, value in OLD.items() if key != "seeds"}
+    assert seed_mean_pvalues(one_run) == OLD["baseline"]  # one run's p-value is its own
+
+
+def test_no_committed_seeded_result_shows_seed_0s_pvalue_as_the_seed_means():
+    seeded = [json.loads(path.read_text()) for path in sorted((REPO / "eval" / "results").glob("*.json"))]
+    seeded = [result for result in seeded if result.get("seeds") and "baseline" in result]
+    assert seeded
+    for result in seeded:
+        baseline = result["baseline"]
+        assert baseline.get("test") == PAIRED_SEED_MEANS, f"{result['name']}: run {RECOMPUTE}"
+        for measure, p in baseline["pvalues"].items():
+            assert (p is None) == (measure in baseline.get("pending", {})), (result["name"], measure, PENDING)
+        if "recomputed" in baseline:
+            measure = result["win_loss"]["measure"]
+            assert baseline["pvalues"][measure] == seed_mean_pvalue(result["win_loss"])
