@@ -13,6 +13,8 @@ Fields added to eval/results/<name>.json by `irpipe run` (pipeline/experiment.py
                  per query for a seeded experiment), sorted, as at most WIN_LOSS_POINTS quantiles, with the counts
 
 and `cost_class(result)` is what `irpipe reproduce` lists: seconds / minutes / hours, or unmeasured.
+`seed_mean_pvalues(result)` makes a seeded result from before issue 60 (its p-values the first seed's) hold the seed
+mean's p-value of its win_loss measure, made again from the recorded differences, and the rest as pending a re-run.
 """
 from __future__ import annotations
 
