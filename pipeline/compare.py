@@ -8,7 +8,8 @@ Holm/Bonferroni-corrected), formats for people and programs, and the per-query w
 With `seed_mean=True`, the runs of one system trained with several seeds (names that differ only in `.seedN`,
 as `irpipe run` writes them: runs/x.seed0.trec, runs/x.seed1.trec ...) are one row: each query's score is
 averaged over the seeds first, and the t-test pairs those means query by query -- a test of the systems, not of
-one seed's luck.
+one seed's luck. `fold_seeds(comparison)` does the same to a comparison already made run by run (`irpipe run`
+reports a seeded experiment's p-value so).
 """
 from __future__ import annotations
 
@@ -155,13 +156,13 @@ class Comparison:
             text += " A .seed{...} row: each query's score is the mean over those seeds' runs."
         if self.baseline is not None:
             compared = len(self.runs) - 1
-            text += f" p-values: {self.test()} vs {self.baseline}"
+            text += f" p-values: {self.significance_test()} vs {self.baseline}"
             if self.correction:
                 text += f", {self.correction.capitalize()}-corrected over {compared} run{'s' * (compared != 1)}"
             text += "."
         return text
 
-    def test(self) -> str:
+    def significance_test(self) -> str:
         """The test behind the p-values, in words."""
         return PAIRED_SEED_MEANS if self.seed_mean else PAIRED
 

@@ -320,7 +320,7 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
         row = next(name for name in tested.runs if name not in (BASELINE, *beside))  # the experiment's
         result["baseline"] = {"spec": experiment.baseline, "measures": comparison.scores[BASELINE],
                               "run": str(baseline_output), "pvalues": nan_as_none(tested.pvalues[row]),
-                              "test": tested.test(), "plot": str(plot), "table": tested.to_table()}
+                              "test": tested.significance_test(), "plot": str(plot), "table": tested.to_table()}
         result["beside"] = {label: {"spec": experiment.beside[label], "measures": comparison.scores[label],
                                     "run": str(path), "pvalues": nan_as_none(tested.pvalues[label])}
                             for label, path in beside.items()}

@@ -58,7 +58,8 @@ def test_a_seeded_comparison_names_its_test_and_marks_seed_0s_pvalues_pending(tm
     comparison = rewrite(_marked("table: comparison\nexperiment: job\nlabels: {baseline: BM25, job: ADDAX}"),
                          tmp_path / "x.md", {"job": seeded})
     assert _table(comparison) == [
-        "| run | AP | RR | p, two-sided paired t-test over per-query seed means (AP / RR) |", "| --- | --- | --- | --- |",
+        "| run | AP | RR | p, two-sided paired t-test over per-query seed means (AP / RR) |",
+        "| --- | --- | --- | --- |",
         "| BM25 | 0.2476 | 0.7024 |  |", "| ADDAX | 0.3235 | 0.8353 | 0.0041 / 0.037 (seed-0 only, pending re-run) |"]
 
 

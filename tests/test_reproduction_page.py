@@ -149,7 +149,8 @@ def test_the_win_loss_plot_draws_a_bar_per_query_that_moved(tmp_path):
 ])
 def test_the_win_loss_label_gives_the_pvalue_and_its_test(tmp_path, baseline, label):
     result = {"dataset": "x", "measures": {"AP": 0.52}, "baseline": {"measures": {"AP": 0.5}, **baseline},
-              "win_loss": {"measure": "AP", "queries": 2, "wins": 1, "losses": 1, "ties": 0, "differences": [0.1, -0.05]}}
+              "win_loss": {"measure": "AP", "queries": 2, "wins": 1, "losses": 1, "ties": 0,
+                           "differences": [0.1, -0.05]}}
     svg = parse(render_page([_pin(tmp_path, result)], {})).all("svg", class_="winloss")[0]
     assert svg.attrs["aria-label"] == "AP: 1 better, 1 worse, 0 tied of 2 queries" + label
 
