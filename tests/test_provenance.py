@@ -4,6 +4,9 @@ eval/seed_mean_pvalues.py)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from scipy import stats
@@ -52,3 +55,27 @@ def test_no_committed_seeded_result_shows_seed_0s_pvalue_as_the_seed_means():
         if "recomputed" in baseline:
             measure = result["win_loss"]["measure"]
             assert baseline["pvalues"][measure] == seed_mean_pvalue(result["win_loss"])
+
+
+def _script(results_dir):
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, str(REPO / "eval" / "seed_mean_pvalues.py"), "--results-dir",
+                           str(results_dir)], capture_output=True, text=True, env=environment, timeout=120)
+
+
+def test_the_command_rewrites_old_results_once_and_names_a_broken_file(tmp_path):
+    (tmp_path / "x.json").write_text(json.dumps(OLD, indent=2) + "\n")
+    unseeded = {key: value for key, value in OLD.items() if key != "seeds"}
+    (tmp_path / "y.json").write_text(json.dumps(unseeded, indent=2) + "\n")
+    done = _script(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"x AP: seed 0 0.9 -> seed mean {seed_mean_pvalue(OLD['win_loss']):.3g}\n" \
+                          "x RR: seed 0 0.04 -> pending re-run\n"
+    assert json.loads((tmp_path / "x.json").read_text())["baseline"] == seed_mean_pvalues(OLD)
+    assert json.loads((tmp_path / "y.json").read_text()) == unseeded  # one run: its own p-values
+    again = _script(tmp_path)
+    assert (again.returncode, again.stdout) == (0, "")  # made again: nothing to change
+    (tmp_path / "z.json").write_text('{"name": "z",\n "baseline": }\n')
+    broken = _script(tmp_path)
+    assert broken.returncode == 2 and "Traceback" not in broken.stderr
+    assert broken.stderr.startswith("seed_mean_pvalues: error: ") and "z.json:2: not valid JSON" in broken.stderr
