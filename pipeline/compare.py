@@ -8,8 +8,7 @@ Holm/Bonferroni-corrected), formats for people and programs, and the per-query w
 With `seed_mean=True`, the runs of one system trained with several seeds (names that differ only in `.seedN`,
 as `irpipe run` writes them: runs/x.seed0.trec, runs/x.seed1.trec ...) are one row: each query's score is
 averaged over the seeds first, and the t-test pairs those means query by query -- a test of the systems, not of
-one seed's luck. `fold_seeds(comparison)` does the same to a comparison already made run by run (`irpipe run`
-reports a seeded experiment's p-value so).
+one seed's luck. `fold_seeds(comparison)` does it to a comparison made run by run, as `irpipe run` does.
 """
 from __future__ import annotations
 
@@ -233,8 +232,7 @@ class Comparison:
         return self.to_table()
 
 
-def nan_as_none(values: Mapping[str, float]) -> dict[str, float | None]:
-    """`values` as JSON holds them: None for NaN (an undefined p-value: identical scores) and for None."""
+def nan_as_none(values: Mapping[str, float]) -> dict[str, float | None]:  # JSON's None for NaN (identical scores)
     return {k: None if v is None or math.isnan(v) else v for k, v in values.items()}
 
 
@@ -292,8 +290,7 @@ def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: s
 
 
 def fold_seeds(comparison: Comparison) -> Comparison:
-    """`comparison` (one row per run) with each system's seeds folded into one row, its per-query scores the means
-    over the seeds, and the p-values of those means against the baseline (the module's docstring)."""
+    """`comparison` with each system's seeds one row, scored per query by their mean, and its p-values so."""
     return _tested(_seed_means(comparison))
 
 
