@@ -30,26 +30,30 @@ def problem(owner: str, name: str, message: str) -> ConfigError:
 def choice(owner: str, name: str, value, allowed) -> None:
     """ConfigError unless `value` is one of `allowed`."""
     if value not in allowed:
-        raise problem(owner, name, f"{name}={value!r}; choose one of {', '.join(map(str, allowed))}")
+        import difflib
+
+        close = difflib.get_close_matches(value, list(map(str, allowed)), n=1) if isinstance(value, str) else []
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise problem(owner, name, f"{name}={value!r}; choose one of {', '.join(map(str, allowed))}{hint}")
 
 
 def at_least(owner: str, name: str, value, low, integer: bool = False, optional: bool = False) -> None:
     """ConfigError unless `value` is a finite number (an integer when `integer`) >= `low` (None allowed when
     `optional`)."""
-    _number(owner, name, value, f">= {low}", lambda v: v >= low, integer, optional)
+    in_bounds(owner, name, value, f">= {low}", lambda v: v >= low, integer, optional)
 
 
 def above(owner: str, name: str, value, low, integer: bool = False, optional: bool = False) -> None:
     """ConfigError unless `value` is a finite number (an integer when `integer`) > `low`."""
-    _number(owner, name, value, f"> {low}", lambda v: v > low, integer, optional)
+    in_bounds(owner, name, value, f"> {low}", lambda v: v > low, integer, optional)
 
 
 def between(owner: str, name: str, value, low, high, integer: bool = False, optional: bool = False) -> None:
     """ConfigError unless `value` is a finite number (an integer when `integer`) in [low, high]."""
-    _number(owner, name, value, f"between {low} and {high}", lambda v: low <= v <= high, integer, optional)
+    in_bounds(owner, name, value, f"between {low} and {high}", lambda v: low <= v <= high, integer, optional)
 
 
-def _number(owner: str, name: str, value, bounds: str, within: Callable, integer: bool, optional: bool) -> None:
+def in_bounds(owner: str, name: str, value, bounds: str, within: Callable, integer: bool, optional: bool) -> None:
     if value is None and optional:
         return
     kinds = (int,) if integer else (int, float)

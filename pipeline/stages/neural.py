@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from pipeline.binding import Binding
+from pipeline.declared import check_applies
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 from pipeline.rerank import models
@@ -50,8 +51,8 @@ from pipeline.rerank.scoring import DEVICES, Runtime, check_amp, check_quantize,
     resolve_device
 from pipeline.stages import register, register_model_stages
 from pipeline.stages.rerank import Reranker
-from pipeline.training.options import RUNTIME, SOURCES, TrainOptions, check_namespaces, check_options, \
-    split_options, training_names
+from pipeline.training.options import RUNTIME, SOURCES, TrainOptions, check_namespaces, \
+    resolve_options, split_options, training_names
 from pipeline.training.recipes import Recipe
 from pipeline.validate import at_least, default_of
 
@@ -97,8 +98,10 @@ class NeuralReranker(Reranker):
         for key in self.train_options:
             if train is None:
                 raise ConfigError(f"{name}: {key}= is a training option; it goes with train=DATASET", field=key)
-        make_config(self.model_class.config_class, self.overrides)  # checked now, not after minutes of work
-        check_options(self.train_options)
+        config = make_config(self.model_class.config_class, self.overrides)  # checked now, not after minutes of work
+        check_applies(name, config, self.overrides, {f.name: default_of(f) for f in dataclasses.fields(config)}, {})
+        if train is not None:
+            resolve_options(self.model_class, config, self.train_options, dev=dev is not None)
         self.truncated = 0  # pairs truncated by the last transform
 
     def config(self) -> dict:

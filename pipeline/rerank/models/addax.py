@@ -47,6 +47,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, last_layer, single_inputs, single_lengths
+from pipeline.declared import check_declared, option
 from pipeline.validate import at_least, choice
 from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
@@ -67,13 +68,14 @@ class ADDAXConfig:
     gamma: float = 0.003            # weight of the reconstruction loss L2
     margin: float = 1.0             # triplet hinge margin
     scaled: bool = False            # S / sqrt(d) [R]
-    dropout: float = 0.1            # on the MAGS outputs h
+    dropout: float = option(0.1, "on the MAGS outputs h", at_least=0, below=1)
     codes: str = "tanh"             # scoring codes: "tanh" (tanh(alpha B)) or "sign" (sgn(B))
     ablation: str = "none"          # none | no_mags | no_highway | no_denoiser | attention_only_mags
     reconstruction: str = "detached"  # L2's target H_D: "detached" [R] | "live" (the paper: gradients reach MAGS, BERT)
     init: str = "identity"          # new layers: "identity" [R] (start_as_identity) | "random" (the paper: PyTorch)
 
     def check(self) -> None:
+        check_declared("addax", self)
         choice("addax", "codes", self.codes, ("tanh", "sign"))
         choice("addax", "init", self.init, ("random", "identity"))
         choice("addax", "reconstruction", self.reconstruction, ("live", "detached"))
@@ -82,7 +84,7 @@ class ADDAXConfig:
             at_least("addax", name, getattr(self, name), 3)  # [CLS], one piece, [SEP]
         for name in ("hash_bits", "hash_hidden"):
             at_least("addax", name, getattr(self, name), 1)
-        for name in ("code_sharpness", "delta", "gamma", "margin", "dropout"):
+        for name in ("code_sharpness", "delta", "gamma", "margin"):
             at_least("addax", name, getattr(self, name), 0)
 
 

@@ -28,6 +28,7 @@ from torch import nn
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_forward, cls_pool, mean_pool
+from pipeline.declared import check_declared, option
 from pipeline.validate import at_least, choice
 from pipeline.rerank.model import RerankModel
 from pipeline.rerank.models.monobert import TwoClassOutput
@@ -44,15 +45,15 @@ class KeywordBERTConfig:
     language: str = ""         # "zh" or "en" keyword matching; "": the dictionary's language (zh without one)
     max_length: int = 128      # word pieces of "[CLS] A [SEP] B [SEP]" (the paper's 128)
     fusion: str = "paper"      # "paper": CLS ⊕ h_kw(A) ⊕ h_kw(B) ⊕ k_diff; "code": CLS ⊕ tanh(Linear([h_kw(A); h_kw(B)]))
-    dropout: float = 0.1
+    dropout: float = option(0.1, "on the classifier's input", at_least=0, below=1)
     score: str = "logit"       # "logit": z_rel - z_nonrel; "prob": P(relevant)
 
     def check(self) -> None:
+        check_declared("kwbert", self)
         choice("kwbert", "fusion", self.fusion, ("paper", "code"))
         choice("kwbert", "score", self.score, ("logit", "prob"))
         choice("kwbert", "language", self.language, ("", "zh", "en"))
         at_least("kwbert", "max_length", self.max_length, 5)
-        at_least("kwbert", "dropout", self.dropout, 0)
 
 
 # -- the keyword attention mask, eq. (3) -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_forward, cls_pool, pair_inputs, pair_lengths
+from pipeline.declared import check_declared, option
 from pipeline.validate import at_least, choice
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
@@ -33,15 +34,15 @@ class MonoBERTConfig:
     max_length: int = 256        # word pieces of "[CLS] q [SEP] d [SEP]"
     max_query_length: int = 64   # query pieces kept (at most max_length - 4); the document gets the rest
     pooling: str = "pooler"      # "pooler" (BERT's pooled [CLS], as monoBERT) or "cls" (the raw [CLS] vector)
-    dropout: float = 0.1
+    dropout: float = option(0.1, "on the classifier's input", at_least=0, below=1)
     score: str = "logit"         # "logit": z_rel - z_nonrel; "prob": P(relevant)
 
     def check(self) -> None:
+        check_declared("monobert", self)
         choice("monobert", "pooling", self.pooling, ("pooler", "cls"))
         choice("monobert", "score", self.score, ("logit", "prob"))
         at_least("monobert", "max_length", self.max_length, 5)  # 3 special tokens, a query and a document piece
         at_least("monobert", "max_query_length", self.max_query_length, 1)
-        at_least("monobert", "dropout", self.dropout, 0)
 
 
 class TwoClassOutput:
