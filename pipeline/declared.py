@@ -20,7 +20,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pipeline.validate import choice, in_bounds, problem
+from pipeline.validate import choice, default_of, in_bounds, problem
 
 KEY = "irpipe.option"
 
@@ -72,6 +72,11 @@ class Declaration:
         if self.low is None and self.high is None:
             return ""
         return (("an integer " if self.integer else "") + self.bounds() + (", or none" if self.optional else ""))
+
+    def describe(self) -> str:
+        """One line: allowed values; when it acts: what it is ("" for an undeclared field)."""
+        head = "; ".join(part for part in (self.allowed(), _when_words(self.when) if self.when else "") if part)
+        return f"{head}: {self.help}" if head and self.help else head or self.help
 
     def bounds(self) -> str:
         parts = ([f"{'>' if self.low_open else '>='} {self.low}"] if self.low is not None else []) + \
@@ -131,7 +136,7 @@ def _shown(value) -> str:
 
 
 def _when_words(when: When) -> str:
-    return when.text if when.text.startswith("with ") else f"with {when.text}"
+    return when.text if when.text.startswith(("with ", "without ")) else f"with {when.text}"
 
 
 def option_rows(config_class, defaults: dict | None = None) -> list[tuple[str, Any, str, str, str]]:
@@ -140,9 +145,16 @@ def option_rows(config_class, defaults: dict | None = None) -> list[tuple[str, A
     rows = []
     for f in dataclasses.fields(config_class):
         declaration = f.metadata.get(KEY, Declaration())
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        default = (defaults or {}).get(f.name, default)
+        default = (defaults or {}).get(f.name, default_of(f))
         rows.append((f.name, default, declaration.allowed(),
                      _when_words(declaration.when) if declaration.when else "", declaration.help))
     return rows
+
+
+def markdown_table(config_class, defaults: dict | None = None) -> str:
+    """The option table of a config class (docs/options.md is made of these)."""
+    lines = ["| option | default | allowed | acts | what it is |", "| --- | --- | --- | --- | --- |"]
+    for name, default, allowed, when, help in option_rows(config_class, defaults):
+        cells = [f"`{name}`", f"`{_shown(default) if default != '' else chr(34) * 2}`", allowed, when, help]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines) + "\n"

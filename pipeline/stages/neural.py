@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from pipeline.binding import Binding
-from pipeline.declared import check_applies
+from pipeline.declared import check_applies, declarations, markdown_table
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 from pipeline.rerank import models
@@ -254,10 +254,13 @@ def _options_doc(stage: type[NeuralReranker], groups: dict[str, dict]) -> str:
     titles = {"source": "sources", "config": f"model config ({model.config_class.__name__}; a checkpoint's own values "
               "unless given)", "training": "training (with train=DATASET; this model's defaults)",
               "runtime": "runtime (how it runs; amp and quantize change scores a little)"}
+    declared = {"source": {}, "config": declarations(model.config_class), "training": declarations(TrainOptions),
+                "runtime": {}}
     for group, options in groups.items():
         lines.append(f"  {titles[group]}:")
-        lines += [f"    {k} = {v!r}" + (f"  # {_SOURCE_DOCS[k]}" if group == "source" else "")
-                  for k, v in options.items()]
+        for k, v in options.items():
+            note = _SOURCE_DOCS[k] if group == "source" else declared[group][k].describe() if k in declared[group] else ""
+            lines.append(f"    {k} = {v!r}" + (f"  # {note}" if note else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -269,6 +272,23 @@ def _options_signature(groups: dict[str, dict]) -> inspect.Signature:
                 seen.add(key)
                 parameters.append(inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=default))
     return inspect.Signature(parameters)
+
+
+def options_page() -> str:
+    """docs/options.md: the training options, then each model's config, as declared (pipeline/declared.py)."""
+    parts = ["# Options of the neural stages\n",
+             "Generated from the declarations (pipeline/declared.py) by `python -c \"from pipeline.stages.neural import "
+             "options_page; print(options_page(), end='')\" > docs/options.md`; tests/test_declared.py checks it is "
+             "current. An option given where it does not act (the *acts* column) is refused when the stage is made. "
+             "Runtime options (device, amp, threads, batch_size, batch_tokens, quantize) are in docs/usage.md.\n",
+             "## Training (with `train=DATASET`)\n", markdown_table(TrainOptions)]
+    for name in models.model_names():
+        model = models.model_class(name)
+        parts += [f"\n## `{name}` ({model.config_class.__name__})\n", markdown_table(model.config_class)]
+        if getattr(model, "training_defaults", None):
+            shown = ", ".join(f"{k}={v}" for k, v in model.training_defaults.items())
+            parts.append(f"\nIts training defaults: {shown}.\n")
+    return "\n".join(parts)
 
 
 def reranker_for_model(model: str, **kwargs) -> NeuralReranker:
