@@ -168,22 +168,6 @@ class _Parser:
         except KeyError as error:
             self.fail(str(error), token)
         try:
-            bound = inspect.signature(cls).bind(*args, **kwargs)
-        except TypeError as error:
-            config_class = getattr(getattr(cls, "model_class", None), "config_class", None)
-            retired = [migrations.retired_message(config_class, name) for name in kwargs] if config_class else []
-            if any(retired):  # a model config field retired (pipeline/rerank/migrations.py RETIRED): say so
-                self.fail(next(message for message in retired if message), token)
-            params = list(inspect.signature(cls).parameters)
-            close = [match for name in kwargs if name not in params
-                     for match in difflib.get_close_matches(name, params, n=2)]
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            self.fail(f"{token.text}: {error}{hint} (parameters: {', '.join(params)})", token)
-        for name, value in bound.arguments.items():
-            problem = _kind_problem(inspect.signature(cls).parameters[name], value)
-            if problem:
-                self.fail(f"{token.text}: {name}={value!r}: {problem}", token)
-        try:
             return cls(*args, **kwargs)
         except (ValueError, TypeError, ConfigError) as error:
             message = str(error)                                           # model configs name themselves already
@@ -207,6 +191,28 @@ def parse_scalar(text: str):
 
 
 _KINDS = {"bool": (bool,), "int": (int,), "float": (int, float)}
+
+
+def check_arguments(cls: type, args: tuple, kwargs: dict) -> None:
+    """The one check of a stage's arguments, however it is made (a spec, `ir.<stage>(...)`, a YAML file; called by
+    pipeline/stage.py's metaclass): they bind to its signature (an unknown name: ConfigError with the close ones and
+    every parameter; a retired model field: its message) and fit bool / int / float annotations."""
+    name, signature = cls.name, inspect.signature(cls)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as error:
+        config_class = getattr(getattr(cls, "model_class", None), "config_class", None)
+        retired = [migrations.retired_message(config_class, key) for key in kwargs] if config_class else []
+        if any(retired):  # a model config field retired (pipeline/rerank/migrations.py RETIRED): say so
+            raise ConfigError(next(message for message in retired if message)) from None
+        params = list(signature.parameters)
+        close = [match for key in kwargs if key not in params for match in difflib.get_close_matches(key, params, n=2)]
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"{name}: {error}{hint} (parameters: {', '.join(params)})") from None
+    for key, value in bound.arguments.items():
+        problem = _kind_problem(signature.parameters[key], value)
+        if problem:
+            raise ConfigError(f"{name}: {key}={value!r}: {problem}", field=key)
 
 
 def _kind_problem(parameter: inspect.Parameter, value) -> str | None:

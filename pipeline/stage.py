@@ -17,6 +17,7 @@ first to nothing (its own arguments, the local engine).
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import time
 from typing import ClassVar, Iterable, Sequence, Sized
@@ -34,7 +35,18 @@ class StageError(IrpipeError):
     """A stage was given, or produced, something it cannot work with."""
 
 
-class Stage:
+class _Checked(type):
+    """Every stage is made through one check of its arguments, from a spec, from Python or from a YAML file
+    (pipeline/spec.py `check_arguments`): `ir.bm25(k=0.9)` is the ConfigError that `bm25(k=0.9)` is."""
+
+    def __call__(cls, *args, **kwargs):
+        from pipeline.spec import check_arguments
+
+        check_arguments(cls, args, kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class Stage(metaclass=_Checked):
     name: ClassVar[str] = ""
     needs_run: ClassVar[bool] = False  # rerankers and cutoffs need an input run; retrievers do not
     cacheable: ClassVar[bool] = False  # output depends only on config + fingerprint() + input: cache it
@@ -45,6 +57,8 @@ class Stage:
         super().__init_subclass__(**kwargs)
         if cls.transform is Stage.transform:
             raise TypeError(f"{cls.__name__} must define transform(self, topics, run) -> Run")
+        if "__signature__" not in cls.__dict__:  # what inspect.signature shows, the metaclass's __call__ aside
+            cls.__signature__ = inspect.Signature(list(inspect.signature(cls.__init__).parameters.values())[1:])
 
     # -- the contract -----------------------------------------------------------------------------------
     def transform(self, topics: Topics, run: Run | None) -> Run:

@@ -96,3 +96,17 @@ def test_the_options_page_is_generated_from_the_declarations():
 
     assert (REPO / "docs" / "options.md").read_text() == options_page(), (
         "docs/options.md is stale: regenerate it with the command its first paragraph gives")
+
+
+def test_a_stage_made_in_python_meets_the_specs_argument_check():
+    """Before: `ir.bm25(k=0.9)` was a bare TypeError where the spec suggested k1; now one check (pipeline/stage.py's
+    metaclass) makes both the same ConfigError, and inspect.signature still shows the stage's parameters."""
+    import inspect
+
+    with pytest.raises(ConfigError, match="did you mean k1"):
+        ir.bm25(k=0.9)
+    with pytest.raises(ConfigError, match="did you mean k1"):
+        parse("bm25(k=0.9)")
+    with pytest.raises(ConfigError, match="hits='x': expected an integer"):
+        ir.bm25(hits="x")
+    assert list(inspect.signature(ir.bm25).parameters)[:3] == ["index", "k1", "b"]
