@@ -15,15 +15,12 @@ A bare value means what it means in a `--set KEY=VALUE` flag (`parse_scalar`): `
 """
 from __future__ import annotations
 
-import difflib
 import functools
-import inspect
 import re
 from dataclasses import dataclass
 
 from pipeline.errors import ConfigError, printable
 from pipeline.log import logger
-from pipeline.rerank import migrations
 from pipeline.stage import Stage
 from pipeline.stages import get_stage_class
 
@@ -188,45 +185,6 @@ def parse_scalar(text: str):
         except ValueError:
             pass
     return text
-
-
-_KINDS = {"bool": (bool,), "int": (int,), "float": (int, float)}
-
-
-def check_arguments(cls: type, args: tuple, kwargs: dict) -> None:
-    """The one check of a stage's arguments, however it is made (a spec, `ir.<stage>(...)`, a YAML file; called by
-    pipeline/stage.py's metaclass): they bind to its signature (an unknown name: ConfigError with the close ones and
-    every parameter; a retired model field: its message) and fit bool / int / float annotations."""
-    name, signature = cls.name, inspect.signature(cls)
-    try:
-        bound = signature.bind(*args, **kwargs)
-    except TypeError as error:
-        config_class = getattr(getattr(cls, "model_class", None), "config_class", None)
-        retired = [migrations.retired_message(config_class, key) for key in kwargs] if config_class else []
-        if any(retired):  # a model config field retired (pipeline/rerank/migrations.py RETIRED): say so
-            raise ConfigError(next(message for message in retired if message)) from None
-        params = list(signature.parameters)
-        close = [match for key in kwargs if key not in params for match in difflib.get_close_matches(key, params, n=2)]
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(f"{name}: {error}{hint} (parameters: {', '.join(params)})") from None
-    for key, value in bound.arguments.items():
-        problem = _kind_problem(signature.parameters[key], value)
-        if problem:
-            raise ConfigError(f"{name}: {key}={value!r}: {problem}", field=key)
-
-
-def _kind_problem(parameter: inspect.Parameter, value) -> str | None:
-    """Why `value` does not fit a stage parameter annotated bool / int / float (optionally `| None`), or None."""
-    annotation = str(parameter.annotation).replace(" ", "")
-    optional = annotation.endswith("|None")
-    kinds = _KINDS.get(annotation.removesuffix("|None"))
-    if kinds is None or (value is None and optional) or parameter.kind is inspect.Parameter.VAR_POSITIONAL:
-        return None
-    if kinds == (bool,):
-        return None if isinstance(value, bool) else "expected true or false (booleans are spelled true / false)"
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        return f"expected {'an integer' if kinds == (int,) else 'a number'}"
-    return None
 
 
 def parse(spec: str) -> Stage:

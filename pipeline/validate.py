@@ -16,6 +16,7 @@ before any work. Numbers are finite and never booleans.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from typing import Callable
 
@@ -105,4 +106,21 @@ def field_problem(config_class: type, name: str, value) -> str | None:
         return None
     if not same_kind(value, default):
         return f"{name}={value!r} should be of type {type(default).__name__}, like the default {default!r}"
+    return None
+
+
+_KINDS = {"bool": (bool,), "int": (int,), "float": (int, float)}
+
+
+def annotation_problem(parameter: inspect.Parameter, value) -> str | None:
+    """Why `value` does not fit a stage parameter annotated bool / int / float (optionally `| None`), or None."""
+    annotation = str(parameter.annotation).replace(" ", "")
+    optional = annotation.endswith("|None")
+    kinds = _KINDS.get(annotation.removesuffix("|None"))
+    if kinds is None or (value is None and optional) or parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+        return None
+    if kinds == (bool,):
+        return None if isinstance(value, bool) else "expected true or false (booleans are spelled true / false)"
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        return f"expected {'an integer' if kinds == (int,) else 'a number'}"
     return None
