@@ -74,9 +74,9 @@ class ADDAXConfig:
     codes: str = option("tanh", "scoring codes: tanh(alpha B) or sgn(B)", choices=("tanh", "sign"))
     ablation: str = option("none", "the paper's ablations", choices=ABLATIONS)
     reconstruction: str = option("detached", "L2's target H_D: detached [R] | live (the paper: gradients reach MAGS, "
-                                 "BERT)", choices=("detached", "live"))
+                                 "BERT)", choices=("live", "detached"))
     init: str = option("identity", "new layers: identity [R] (start_as_identity) | random (the paper: PyTorch)",
-                       choices=("identity", "random"))
+                       choices=("random", "identity"))
 
     def check(self) -> None:
         check_declared("addax", self)

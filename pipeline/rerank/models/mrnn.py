@@ -85,7 +85,7 @@ class MRNNConfig:
     pooling: str = option("identity", "POOL after PReLU: identity [R] | max (stride 1, window ws)",
                           choices=("identity", "max"))
     summary: str = option("mean", "T: mean over features [R] | sum (paper): after BN + PReLU the sum is ~0.3 s, which "
-                          "saturates the softmax of eq. (3) (one-hot aw, no gradient)", choices=("mean", "sum"))
+                          "saturates the softmax of eq. (3) (one-hot aw, no gradient)", choices=("sum", "mean"))
     doc_attention: str = option("fixed", "fixed: FC over the document axis padded to max_doc_length (paper) [R] | "
                                 "length_free: a per-position scalar affine map [R]", choices=("fixed", "length_free"))
     attention_init: str = option("identity", "the FC of eq. (6) starts as the identity (dot-product attention) [R] | "
@@ -93,7 +93,7 @@ class MRNNConfig:
     attention_logits: str = option("distance", "e of eq. (5): distance [R]: (|q_i|^2 - |q_i - d_j|^2) / sqrt(s), "
                                    "attention on the positions nearest in eq. (8) | scaled (dot / sqrt(s)) | dot "
                                    "(paper: its one-hot attention lands on loud, unrelated positions; eval/MRNN.md)",
-                                   choices=("distance", "scaled", "dot"))
+                                   choices=("dot", "scaled", "distance"))
     init: str = option("random", "random (PyTorch's defaults) | identity [R]: the untrained network is the nearest-"
                        "word distance of its inputs, sum_i min_j |e_q,i - e_d,j| (softly): block 1 an orthonormal "
                        "projection (w -> s), every PReLU the identity (BN is, in evaluation, from its initial "
