@@ -15,15 +15,12 @@ A bare value means what it means in a `--set KEY=VALUE` flag (`parse_scalar`): `
 """
 from __future__ import annotations
 
-import difflib
 import functools
-import inspect
 import re
 from dataclasses import dataclass
 
 from pipeline.errors import ConfigError, printable
 from pipeline.log import logger
-from pipeline.rerank import migrations
 from pipeline.stage import Stage
 from pipeline.stages import get_stage_class
 
@@ -168,22 +165,6 @@ class _Parser:
         except KeyError as error:
             self.fail(str(error), token)
         try:
-            bound = inspect.signature(cls).bind(*args, **kwargs)
-        except TypeError as error:
-            config_class = getattr(getattr(cls, "model_class", None), "config_class", None)
-            retired = [migrations.retired_message(config_class, name) for name in kwargs] if config_class else []
-            if any(retired):  # a model config field retired (pipeline/rerank/migrations.py RETIRED): say so
-                self.fail(next(message for message in retired if message), token)
-            params = list(inspect.signature(cls).parameters)
-            close = [match for name in kwargs if name not in params
-                     for match in difflib.get_close_matches(name, params, n=2)]
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            self.fail(f"{token.text}: {error}{hint} (parameters: {', '.join(params)})", token)
-        for name, value in bound.arguments.items():
-            problem = _kind_problem(inspect.signature(cls).parameters[name], value)
-            if problem:
-                self.fail(f"{token.text}: {name}={value!r}: {problem}", token)
-        try:
             return cls(*args, **kwargs)
         except (ValueError, TypeError, ConfigError) as error:
             message = str(error)                                           # model configs name themselves already
@@ -204,23 +185,6 @@ def parse_scalar(text: str):
         except ValueError:
             pass
     return text
-
-
-_KINDS = {"bool": (bool,), "int": (int,), "float": (int, float)}
-
-
-def _kind_problem(parameter: inspect.Parameter, value) -> str | None:
-    """Why `value` does not fit a stage parameter annotated bool / int / float (optionally `| None`), or None."""
-    annotation = str(parameter.annotation).replace(" ", "")
-    optional = annotation.endswith("|None")
-    kinds = _KINDS.get(annotation.removesuffix("|None"))
-    if kinds is None or (value is None and optional) or parameter.kind is inspect.Parameter.VAR_POSITIONAL:
-        return None
-    if kinds == (bool,):
-        return None if isinstance(value, bool) else "expected true or false (booleans are spelled true / false)"
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        return f"expected {'an integer' if kinds == (int,) else 'a number'}"
-    return None
 
 
 def parse(spec: str) -> Stage:

@@ -17,6 +17,8 @@ first to nothing (its own arguments, the local engine).
 from __future__ import annotations
 
 import copy
+import difflib
+import inspect
 import math
 import time
 from typing import ClassVar, Iterable, Sequence, Sized
@@ -27,14 +29,46 @@ from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError, IrpipeError
 from pipeline.log import logger
-from pipeline.validate import at_least, choice, problem
+from pipeline.rerank import migrations
+from pipeline.validate import annotation_problem, at_least, choice, problem
 
 
 class StageError(IrpipeError):
     """A stage was given, or produced, something it cannot work with."""
 
 
-class Stage:
+def check_arguments(cls: type, args: tuple, kwargs: dict) -> None:
+    """The one check of a stage's arguments, however it is made (a spec, `ir.<stage>(...)`, a YAML file; called by
+    pipeline/stage.py's metaclass): they bind to its signature (an unknown name: ConfigError with the close ones and
+    every parameter; a retired model field: its message) and fit bool / int / float annotations."""
+    name, signature = cls.name, inspect.signature(cls)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as error:
+        config_class = getattr(getattr(cls, "model_class", None), "config_class", None)
+        retired = [migrations.retired_message(config_class, key) for key in kwargs] if config_class else []
+        if any(retired):  # a model config field retired (pipeline/rerank/migrations.py RETIRED): say so
+            raise ConfigError(next(message for message in retired if message)) from None
+        params = list(signature.parameters)
+        close = [match for key in kwargs if key not in params for match in difflib.get_close_matches(key, params, n=2)]
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"{name}: {error}{hint} (parameters: {', '.join(params)})") from None
+    for key, value in bound.arguments.items():
+        problem = annotation_problem(signature.parameters[key], value)
+        if problem:
+            raise ConfigError(f"{name}: {key}={value!r}: {problem}", field=key)
+
+
+class _Checked(type):
+    """Every stage is made through one check of its arguments, from a spec, from Python or from a YAML file
+    (`check_arguments`): `ir.bm25(k=0.9)` is the ConfigError that `bm25(k=0.9)` is."""
+
+    def __call__(cls, *args, **kwargs):
+        check_arguments(cls, args, kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class Stage(metaclass=_Checked):
     name: ClassVar[str] = ""
     needs_run: ClassVar[bool] = False  # rerankers and cutoffs need an input run; retrievers do not
     cacheable: ClassVar[bool] = False  # output depends only on config + fingerprint() + input: cache it
@@ -45,6 +79,8 @@ class Stage:
         super().__init_subclass__(**kwargs)
         if cls.transform is Stage.transform:
             raise TypeError(f"{cls.__name__} must define transform(self, topics, run) -> Run")
+        if "__signature__" not in cls.__dict__:  # what inspect.signature shows, the metaclass's __call__ aside
+            cls.__signature__ = inspect.Signature(list(inspect.signature(cls.__init__).parameters.values())[1:])
 
     # -- the contract -----------------------------------------------------------------------------------
     def transform(self, topics: Topics, run: Run | None) -> Run:

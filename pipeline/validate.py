@@ -16,6 +16,7 @@ before any work. Numbers are finite and never booleans.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from typing import Callable
 
@@ -30,26 +31,30 @@ def problem(owner: str, name: str, message: str) -> ConfigError:
 def choice(owner: str, name: str, value, allowed) -> None:
     """ConfigError unless `value` is one of `allowed`."""
     if value not in allowed:
-        raise problem(owner, name, f"{name}={value!r}; choose one of {', '.join(map(str, allowed))}")
+        import difflib
+
+        close = difflib.get_close_matches(value, list(map(str, allowed)), n=1) if isinstance(value, str) else []
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise problem(owner, name, f"{name}={value!r}; choose one of {', '.join(map(str, allowed))}{hint}")
 
 
 def at_least(owner: str, name: str, value, low, integer: bool = False, optional: bool = False) -> None:
     """ConfigError unless `value` is a finite number (an integer when `integer`) >= `low` (None allowed when
     `optional`)."""
-    _number(owner, name, value, f">= {low}", lambda v: v >= low, integer, optional)
+    in_bounds(owner, name, value, f">= {low}", lambda v: v >= low, integer, optional)
 
 
 def above(owner: str, name: str, value, low, integer: bool = False, optional: bool = False) -> None:
     """ConfigError unless `value` is a finite number (an integer when `integer`) > `low`."""
-    _number(owner, name, value, f"> {low}", lambda v: v > low, integer, optional)
+    in_bounds(owner, name, value, f"> {low}", lambda v: v > low, integer, optional)
 
 
 def between(owner: str, name: str, value, low, high, integer: bool = False, optional: bool = False) -> None:
     """ConfigError unless `value` is a finite number (an integer when `integer`) in [low, high]."""
-    _number(owner, name, value, f"between {low} and {high}", lambda v: low <= v <= high, integer, optional)
+    in_bounds(owner, name, value, f"between {low} and {high}", lambda v: low <= v <= high, integer, optional)
 
 
-def _number(owner: str, name: str, value, bounds: str, within: Callable, integer: bool, optional: bool) -> None:
+def in_bounds(owner: str, name: str, value, bounds: str, within: Callable, integer: bool, optional: bool) -> None:
     if value is None and optional:
         return
     kinds = (int,) if integer else (int, float)
@@ -101,4 +106,21 @@ def field_problem(config_class: type, name: str, value) -> str | None:
         return None
     if not same_kind(value, default):
         return f"{name}={value!r} should be of type {type(default).__name__}, like the default {default!r}"
+    return None
+
+
+_KINDS = {"bool": (bool,), "int": (int,), "float": (int, float)}
+
+
+def annotation_problem(parameter: inspect.Parameter, value) -> str | None:
+    """Why `value` does not fit a stage parameter annotated bool / int / float (optionally `| None`), or None."""
+    annotation = str(parameter.annotation).replace(" ", "")
+    optional = annotation.endswith("|None")
+    kinds = _KINDS.get(annotation.removesuffix("|None"))
+    if kinds is None or (value is None and optional) or parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+        return None
+    if kinds == (bool,):
+        return None if isinstance(value, bool) else "expected true or false (booleans are spelled true / false)"
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        return f"expected {'an integer' if kinds == (int,) else 'a number'}"
     return None

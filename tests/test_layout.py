@@ -13,7 +13,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "pipeline"
 # Low to high: a unit (a package or module right under pipeline/) imports from its own layer and lower ones only.
 LAYERS = [
-    {"errors", "log", "validate", "java", "environment"},  # the base: errors, logging, option checks, the JVM, the environment
+    {"errors", "log", "validate", "declared", "java", "environment"},  # the base: errors, logging, option checks and
+                                                  # declarations, the JVM, the environment
     {"data"},                                     # formats and the dataset registry: files only
     {"retrieve"},                                 # Lucene: indexes, search, keyword dictionaries
     {"rerank"},                                   # models, the BERT backbone, checkpoints, stores, scoring

@@ -37,7 +37,8 @@ from pathlib import Path
 from pipeline.benchmarks import run_main
 from pipeline.benchmarks._question_ranking import MEASURES, Ranking, ranking_of
 from pipeline.data.files import atomic_write
-from pipeline.training.options import BALANCE
+from pipeline.declared import declarations
+from pipeline.training.options import TrainOptions
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEMS = {  # name: (model, training options beyond the shared ones, model fields beyond the shared ones)
@@ -221,7 +222,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=64)
-    parser.add_argument("--balance", choices=BALANCE, default="none",
+    parser.add_argument("--balance", choices=declarations(TrainOptions)["balance"].choices, default="none",
                         help="the pair classifier's training pairs: length-balanced or not (pipeline/training/examples.py)")
     parser.add_argument("--negatives-per-positive", type=int, default=1)
     parser.add_argument("--replace-ratio", type=float, default=0.1)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from pipeline.binding import Binding
+from pipeline.declared import check_applies, declarations, markdown_table
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 from pipeline.rerank import models
@@ -50,8 +51,8 @@ from pipeline.rerank.scoring import DEVICES, Runtime, check_amp, check_quantize,
     resolve_device
 from pipeline.stages import register, register_model_stages
 from pipeline.stages.rerank import Reranker
-from pipeline.training.options import RUNTIME, SOURCES, TrainOptions, check_namespaces, check_options, \
-    split_options, training_names
+from pipeline.training.options import RUNTIME, SOURCES, TrainOptions, check_namespaces, \
+    resolve_options, split_options, training_names
 from pipeline.training.recipes import Recipe
 from pipeline.validate import at_least, default_of
 
@@ -97,8 +98,10 @@ class NeuralReranker(Reranker):
         for key in self.train_options:
             if train is None:
                 raise ConfigError(f"{name}: {key}= is a training option; it goes with train=DATASET", field=key)
-        make_config(self.model_class.config_class, self.overrides)  # checked now, not after minutes of work
-        check_options(self.train_options)
+        config = make_config(self.model_class.config_class, self.overrides)  # checked now, not after minutes of work
+        check_applies(name, config, self.overrides, {f.name: default_of(f) for f in dataclasses.fields(config)}, {})
+        if train is not None:
+            resolve_options(self.model_class, config, self.train_options, dev=dev is not None)
         self.truncated = 0  # pairs truncated by the last transform
 
     def config(self) -> dict:
@@ -251,10 +254,13 @@ def _options_doc(stage: type[NeuralReranker], groups: dict[str, dict]) -> str:
     titles = {"source": "sources", "config": f"model config ({model.config_class.__name__}; a checkpoint's own values "
               "unless given)", "training": "training (with train=DATASET; this model's defaults)",
               "runtime": "runtime (how it runs; amp and quantize change scores a little)"}
+    declared = {"source": {}, "config": declarations(model.config_class), "training": declarations(TrainOptions),
+                "runtime": {}}
     for group, options in groups.items():
         lines.append(f"  {titles[group]}:")
-        lines += [f"    {k} = {v!r}" + (f"  # {_SOURCE_DOCS[k]}" if group == "source" else "")
-                  for k, v in options.items()]
+        for k, v in options.items():
+            note = _SOURCE_DOCS[k] if group == "source" else declared[group][k].describe() if k in declared[group] else ""
+            lines.append(f"    {k} = {v!r}" + (f"  # {note}" if note else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -266,6 +272,23 @@ def _options_signature(groups: dict[str, dict]) -> inspect.Signature:
                 seen.add(key)
                 parameters.append(inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=default))
     return inspect.Signature(parameters)
+
+
+def options_page() -> str:
+    """docs/options.md: the training options, then each model's config, as declared (pipeline/declared.py)."""
+    parts = ["# Options of the neural stages\n",
+             "Generated from the declarations (pipeline/declared.py) by `python -c \"from pipeline.stages.neural import "
+             "options_page; print(options_page(), end='')\" > docs/options.md`; tests/test_declared.py checks it is "
+             "current. An option given where it does not act (the *acts* column) is refused when the stage is made. "
+             "Runtime options (device, amp, threads, batch_size, batch_tokens, quantize) are in docs/usage.md.\n",
+             "## Training (with `train=DATASET`)\n", markdown_table(TrainOptions)]
+    for name in models.model_names():
+        model = models.model_class(name)
+        parts += [f"\n## `{name}` ({model.config_class.__name__})\n", markdown_table(model.config_class)]
+        if getattr(model, "training_defaults", None):
+            shown = ", ".join(f"{k}={v}" for k, v in model.training_defaults.items())
+            parts.append(f"\nIts training defaults: {shown}.\n")
+    return "\n".join(parts)
 
 
 def reranker_for_model(model: str, **kwargs) -> NeuralReranker:

@@ -47,7 +47,7 @@ class RecipeIdentity:
         config = make_config(model_class.config_class, dict(overrides or {}))
         if isinstance(options, TrainOptions):
             options = dataclasses.asdict(options)
-        options = resolve_options(model_class, config, options)
+        options = resolve_options(model_class, config, options, dev=dev is not None)
         return cls(model, model_class, options, config, get_dataset(train),
                    get_dataset(dev) if dev is not None else None)
 

@@ -21,12 +21,9 @@ from dataclasses import dataclass
 
 from pipeline.errors import ConfigError
 from pipeline.rerank import migrations
-from pipeline.validate import at_least, choice, field_problem
+from pipeline.declared import When, check_applies, check_declared, field_is, given_in_context, option
+from pipeline.validate import default_of, field_problem
 
-NEGATIVES = ("labelled", "bm25", "keyword", "random")
-BALANCE = ("none", "length")
-OPTIMIZERS = ("adamw", "adam", "sgd")
-SCHEDULES = ("linear", "plateau", "constant")
 RUNTIME_OPTIONS = ("device", "eval_batch_size", "threads")  # how, not what: neither in recipe keys nor resume checks
 # The runtime namespace of a neural stage: how the model runs (pipeline/rerank/scoring.py Runtime). `amp` is here
 # too although an explicit one joins a recipe's key: training in half precision computes another model.
@@ -35,50 +32,93 @@ SOURCES = ("ckpt", "train", "dev", "index", "store")  # where a neural stage's m
 SHARED = ("seed",)  # in the model config and the training options at once (both take it)
 
 
+def _dev_measure(owner: str, value: str) -> None:
+    """A dev measure ir-measures parses (one measure), or "loss"."""
+    if value == "loss":
+        return
+    from pipeline.errors import IrpipeError
+    from pipeline.evaluation import parse_measure
+
+    try:
+        parse_measure(value)
+    except IrpipeError as error:  # an unknown name (with close ones) or a measure that is not one
+        raise ConfigError(f"{owner}: measure={value!r}: {error} (or measure=loss)", field="measure") from None
+
+
+def _keyword_dictionary_used(options, _context) -> bool:
+    return options.negatives == "keyword" or (options.negatives in SAMPLED and options.replace_ratio > 0)
+
+
+SAMPLED = ("keyword", "random")  # negatives drawn from the data's texts (pipeline/training/negatives.py)
+_SAMPLED = field_is("negatives", *SAMPLED)
+_KEYWORD = field_is("negatives", "keyword")
+_SGD, _LINEAR, _PLATEAU = field_is("optimizer", "sgd"), field_is("schedule", "linear"), field_is("schedule", "plateau")
+_DEV = given_in_context("dev", "a dev set (dev=DATASET)")
+_TEACHER = When("with teacher=MODEL", lambda options, _: bool(options.teacher))
+_LABELS = When("without teacher= (labels are read)", lambda options, _: not options.teacher)
+
+
 @dataclass
 class TrainOptions:
-    """Training hyper-parameters; the defaults suit fine-tuning a BERT cross-encoder."""
+    """Training hyper-parameters; the defaults suit fine-tuning a BERT cross-encoder. Each field is declared once
+    (pipeline/declared.py): bounds or choices, and when it acts; `check()` and the option tables read that."""
 
-    epochs: int = 3
-    lr: float = 2e-5
-    train_batch_size: int = 16
-    seed: int = 0
-    negatives: str = "labelled"      # labelled | bm25 | keyword | random (sampled: pipeline/training/negatives.py)
-    depth: int = 100                 # bm25 negatives and dev runs without shipped candidates: hits per query
-    negatives_per_positive: int = 1  # "pairs" sampling: negatives drawn per positive each epoch; keyword | random
-                                     # negatives: sampled negatives per positive (once, before training)
-    negatives_dict: str = ""         # keyword negatives / replacement: the keyword dictionary (preset or TSV)
-    alpha: float = 0.6               # keyword negatives: BM25(q, Q) / BM25(q, q) below this
-    beta: float = 0.2                # keyword negatives: keyword non-overlap ratio above this
-    replace_ratio: float = 0.0       # keyword replacement: share of the queries with a keyword that get one more
-                                     # negative, the query with a keyword swapped for another of its domain
-    min_rel: int | None = None       # label >= min_rel is positive; None: the dataset's rel_level
-    train_queries: int | None = None  # keep only the first N training queries (budgets, smoke tests)
-    teacher: str = ""                # distillation: a pretrained model's name or a checkpoint folder whose scores of
-                                     # the training candidates are the targets, no qrels read (training/distill.py)
-    teacher_group: int = 8           # distillation: candidates of one query compared by one listwise KL term
-    balance: str = "none"            # none | length: as many positives as negatives in each length tenth (examples.py)
-    optimizer: str = "adamw"         # adamw | adam | sgd
-    weight_decay: float = 0.01       # on matrices only (not biases, norms)
-    momentum: float = 0.9            # sgd
-    nesterov: bool = False           # sgd
-    schedule: str = "linear"         # linear: warm-up then linear decay per step; plateau: x factor per epoch; constant
-    warmup: float = 0.1              # linear: fraction of all steps spent warming up
-    plateau_factor: float = 0.5
-    plateau_patience: int = 2
-    measure: str = "AP"              # dev measure that picks the best epoch (ir-measures name), or "loss"
-    patience: int | None = None      # stop after this many epochs without a better dev score; None: never
-    keep_start: bool = False         # score the untrained model on dev first ("epoch 0"): it is the checkpoint kept
-                                     # unless an epoch beats it (a start that ranks well already: init=identity)
-    max_grad_norm: float | None = 1.0
-    eval_batch_size: int = 64
-    bucket: int = 50                 # sort pairs by length within windows of this many batches (1: off): less padding
+    epochs: int = option(3, "passes over the training examples", at_least=1, integer=True)
+    lr: float = option(2e-5, "learning rate", at_least=0)
+    train_batch_size: int = option(16, "examples (or groups) a training batch", at_least=1, integer=True)
+    seed: int = option(0, "seeds sampling, shuffling and initialisation", integer=True)
+    negatives: str = option("labelled", "where negatives come from (sampled ones: pipeline/training/negatives.py)",
+                            choices=("labelled", "bm25", *SAMPLED))
+    depth: int = option(100, "hits per query: bm25 negatives, keyword search, dev runs without shipped candidates",
+                        at_least=1, integer=True)
+    negatives_per_positive: int = option(1, '"pairs" sampling: negatives drawn per positive each epoch; sampled '
+                                         "negatives: per positive, once before training", at_least=1, integer=True)
+    negatives_dict: str = option("", "the keyword dictionary (preset or TSV) of keyword negatives or replacement",
+                                 when=When("with negatives=keyword, or negatives=random and replace_ratio > 0",
+                                           _keyword_dictionary_used))
+    alpha: float = option(0.6, "keyword negatives: BM25(q, Q) / BM25(q, q) below this", at_least=0, when=_KEYWORD,
+                          elsewhere="ADDAX's code sharpness, once also called alpha, is code_sharpness=")
+    beta: float = option(0.2, "keyword negatives: keyword non-overlap ratio above this", at_least=0, at_most=1,
+                         when=_KEYWORD)
+    replace_ratio: float = option(0.0, "keyword replacement: share of the queries with a keyword that get one more "
+                                  "negative, a keyword swapped for another of its domain", at_least=0, at_most=1,
+                                  when=_SAMPLED)
+    min_rel: int | None = option(None, "label >= min_rel is positive; none: the dataset's rel_level", at_least=0,
+                                 integer=True, optional=True, when=_LABELS)
+    train_queries: int | None = option(None, "keep only the first N training queries (budgets, smoke tests)",
+                                       at_least=1, integer=True, optional=True)
+    teacher: str = option("", "distillation: a pretrained model's name or a checkpoint folder whose scores of the "
+                          "training candidates are the targets; no qrels read (training/distill.py)")
+    teacher_group: int = option(8, "distillation: candidates of one query in one listwise KL term", at_least=2,
+                                integer=True, when=_TEACHER)
+    balance: str = option("none", "length: as many positives as negatives in each length tenth (examples.py)",
+                          choices=("none", "length"))
+    optimizer: str = option("adamw", "", choices=("adamw", "adam", "sgd"))
+    weight_decay: float = option(0.01, "on matrices only (not biases, norms)", at_least=0)
+    momentum: float = option(0.9, "SGD momentum", at_least=0, below=1, when=_SGD)
+    nesterov: bool = option(False, "SGD with Nesterov momentum", when=_SGD)
+    schedule: str = option("linear", "linear: warm-up then linear decay per step; plateau: x plateau_factor when dev "
+                           "stalls; constant", choices=("linear", "plateau", "constant"))
+    warmup: float = option(0.1, "fraction of all steps spent warming up", at_least=0, at_most=1, when=_LINEAR)
+    plateau_factor: float = option(0.5, "the learning rate's factor on a plateau", above=0, at_most=1, when=_PLATEAU)
+    plateau_patience: int = option(2, "epochs without a better dev score before the factor", at_least=0,
+                                   integer=True, when=_PLATEAU)
+    measure: str = option("AP", 'dev measure that picks the best epoch (ir-measures name), or "loss"',
+                          check=_dev_measure, when=_DEV)
+    patience: int | None = option(None, "stop after this many epochs without a better dev score; none: never",
+                                  at_least=1, integer=True, optional=True, when=_DEV)
+    keep_start: bool = option(False, 'score the untrained model on dev first ("epoch 0"): kept unless an epoch '
+                              "beats it (a start that ranks well already: init=identity)", when=_DEV)
+    max_grad_norm: float | None = option(1.0, "gradient clipping; none: off", at_least=0, optional=True)
+    eval_batch_size: int = option(64, "dev scoring batch size", at_least=1, integer=True)
+    bucket: int = option(50, "sort pairs by length within windows of this many batches (1: off): less padding",
+                         at_least=1, integer=True)
     device: str = "auto"
     amp: str | None = None           # bf16 | fp16 autocast
-    threads: int | None = None       # torch CPU threads; None: torch's default (all cores). On a busy machine 1 can be
-                                     # several times faster than 2 (threads wait for each other at every op)
-    deterministic: bool = False      # torch.use_deterministic_algorithms and a fixed thread count (threads, or 1):
-                                     # the same weights on every run of one machine; see `make_deterministic`
+    threads: int | None = option(None, "torch CPU threads; none: torch's default (all cores)", at_least=1,
+                                 integer=True, optional=True)
+    deterministic: bool = option(False, "torch.use_deterministic_algorithms and a fixed thread count (threads, or "
+                                 "1): the same weights on every run of one machine; see `make_deterministic`")
     # An option added after the first recipes were keyed goes into pipeline/rerank/migrations.py ADDED with the value
     # that trains as before it existed: at that value it stays out of recipe keys (recipe_fields).
 
@@ -89,27 +129,12 @@ class TrainOptions:
         return self.amp or "none"
 
     def check(self) -> None:
-        choice("training", "negatives", self.negatives, NEGATIVES)
-        choice("training", "balance", self.balance, BALANCE)
-        choice("training", "optimizer", self.optimizer, OPTIMIZERS)
-        choice("training", "schedule", self.schedule, SCHEDULES)
-        for name in ("epochs", "train_batch_size", "depth", "negatives_per_positive", "eval_batch_size", "bucket"):
-            at_least("training", name, getattr(self, name), 1)
-        at_least("training", "teacher_group", self.teacher_group, 2)
+        """Every field within its declaration, then the rules between fields."""
+        check_declared("training", self)
         if self.teacher and (self.negatives not in ("labelled", "bm25") or self.balance != "none"):
             raise ConfigError(f"training: teacher={self.teacher} scores the dataset's candidates and reads no labels; "
                               f"negatives={self.negatives}, balance={self.balance} would sample by labels",
                               field="teacher")
-        for name in ("threads", "train_queries", "min_rel", "patience"):
-            at_least("training", name, getattr(self, name), 0 if name == "min_rel" else 1, optional=True)
-        for name in ("lr", "weight_decay", "momentum", "warmup", "plateau_factor", "alpha", "beta", "replace_ratio"):
-            at_least("training", name, getattr(self, name), 0)
-        at_least("training", "max_grad_norm", self.max_grad_norm, 0, optional=True)
-        for name in ("alpha", "beta"):  # a ratio that samples nothing would be a setting silently without effect
-            if self.negatives != "keyword" and getattr(self, name) != getattr(TrainOptions, name):
-                raise ConfigError(f"training: {name}={getattr(self, name)} is a threshold of keyword negatives; it "
-                                  f"acts with negatives=keyword only (negatives={self.negatives}). ADDAX's code "
-                                  "sharpness, once also called alpha, is code_sharpness=", field=name)
 
 
 def check_options(values: dict) -> TrainOptions:
@@ -123,12 +148,17 @@ def check_options(values: dict) -> TrainOptions:
     return options
 
 
-def resolve_options(model_cls: type, config, given: dict | None = None) -> TrainOptions:
-    """TrainOptions defaults <- model class `training_defaults` <- the config's SHARED fields (`seed`) <- `given`."""
-    values = dict(getattr(model_cls, "training_defaults", {}))
-    values.update({f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name in SHARED})
-    values.update(given or {})
-    return check_options(values)
+def resolve_options(model_cls: type, config, given: dict | None = None, dev: bool | None = None) -> TrainOptions:
+    """TrainOptions defaults <- model class `training_defaults` <- the config's SHARED fields (`seed`) <- `given`;
+    an option of `given` that would act on nothing here (momentum without SGD, patience without a dev set when `dev`
+    says whether one is given, ...) is refused (pipeline/declared.py `check_applies`)."""
+    baseline = {f.name: default_of(f) for f in dataclasses.fields(TrainOptions)}
+    baseline.update(getattr(model_cls, "training_defaults", {}))
+    baseline.update({f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name in SHARED})
+    given = dict(given or {})
+    options = check_options(baseline | given)
+    check_applies("training", options, given, baseline, {} if dev is None else {"dev": dev})
+    return options
 
 
 def training_names() -> set[str]:

@@ -271,5 +271,5 @@ def test_config_errors():
         make_config(ADDAXConfig, {"reconstruction": "off"})
     with pytest.raises(ConfigError, match="codes='binary'"):
         make_config(ADDAXConfig, {"codes": "binary"})
-    with pytest.raises(ConfigError, match="max_doc_length=2; expected a number >= 3"):
+    with pytest.raises(ConfigError, match="max_doc_length=2; expected an integer >= 3"):
         make_config(ADDAXConfig, {"max_doc_length": 2})

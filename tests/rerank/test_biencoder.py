@@ -82,5 +82,5 @@ def test_in_batch_loss_uses_the_positives_only(tiny_bert):
 def test_config_errors_name_the_field():
     from pipeline.rerank.config import make_config
 
-    with pytest.raises(ConfigError, match="biencoder: max_length=2; expected a number >= 3"):
+    with pytest.raises(ConfigError, match="biencoder: max_length=2; expected an integer >= 3"):
         make_config(BiEncoderConfig, {"max_length": 2})

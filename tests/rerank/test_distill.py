@@ -152,7 +152,7 @@ def test_a_checkpoint_teachers_weights_key_the_recipe(teacher, tiny_bert, tiny_q
 
 
 def test_bad_teacher_options_fail_before_training(tiny_bert, tiny_qa, tmp_path):
-    with pytest.raises(ConfigError, match="teacher_group=1; expected a number >= 2"):
+    with pytest.raises(ConfigError, match="teacher_group=1; expected an integer >= 2"):
         check_options({"teacher": "biencoder", "teacher_group": 1})
     with pytest.raises(ConfigError, match="reads no labels; negatives=random"):
         check_options({"teacher": "biencoder", "negatives": "random"})

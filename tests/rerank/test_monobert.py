@@ -70,5 +70,5 @@ def test_config_and_folder_errors(tmp_path):
     with pytest.raises(ConfigError, match="monobert: pooling='mean'; choose one of pooler, cls") as caught:
         make_config(MonoBERTConfig, {"pooling": "mean"})
     assert caught.value.field == "pooling"
-    with pytest.raises(ConfigError, match="max_length=4; expected a number >= 5"):
+    with pytest.raises(ConfigError, match="max_length=4; expected an integer >= 5"):
         make_config(MonoBERTConfig, {"max_length": 4})

@@ -248,7 +248,7 @@ def test_examples_with_bm25_negatives_on_dl19(shared_data):
 def test_bad_options_fail_before_training(tiny_bert, tiny_qa, tmp_path):
     with pytest.raises(ConfigError, match="optimizer='lamb'; choose one of adamw, adam, sgd"):
         check_options({"optimizer": "lamb"})
-    with pytest.raises(ConfigError, match="threads=0; expected a number >= 1"):
+    with pytest.raises(ConfigError, match="threads=0; expected an integer >= 1"):
         check_options({"threads": 0})
     with pytest.raises(ConfigError, match="has no field 'epoch'"):
         _train(tiny_bert, tiny_qa, tmp_path / "x", options={"epoch": 2})

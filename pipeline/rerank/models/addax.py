@@ -47,7 +47,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, last_layer, single_inputs, single_lengths
-from pipeline.validate import at_least, choice
+from pipeline.declared import check_declared, option
 from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
 from pipeline.rerank.losses import pairwise_hinge
@@ -57,33 +57,29 @@ ABLATIONS = ("none", "no_mags", "no_highway", "no_denoiser", "attention_only_mag
 
 @dataclass
 class ADDAXConfig:
-    bert: str = DEFAULT_BERT        # a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)
-    max_query_length: int = 32      # L_Q: word pieces of "[CLS] q [SEP]"; W1' has L_Q rows
-    max_doc_length: int = 128       # L_D: word pieces of "[CLS] d [SEP]"; W1 has L_D rows (180 for MS MARCO)
-    hash_bits: int = 300            # h, code length
-    hash_hidden: int = 512          # the denoiser's hidden width
-    code_sharpness: float = 5.0     # alpha of the codes tanh(alpha B), eq. (8) (was `alpha`: migrations.RENAMED)
-    delta: float = 1e-6             # weight of the sign loss L1
-    gamma: float = 0.003            # weight of the reconstruction loss L2
-    margin: float = 1.0             # triplet hinge margin
-    scaled: bool = False            # S / sqrt(d) [R]
-    dropout: float = 0.1            # on the MAGS outputs h
-    codes: str = "tanh"             # scoring codes: "tanh" (tanh(alpha B)) or "sign" (sgn(B))
-    ablation: str = "none"          # none | no_mags | no_highway | no_denoiser | attention_only_mags
-    reconstruction: str = "detached"  # L2's target H_D: "detached" [R] | "live" (the paper: gradients reach MAGS, BERT)
-    init: str = "identity"          # new layers: "identity" [R] (start_as_identity) | "random" (the paper: PyTorch)
+    bert: str = option(DEFAULT_BERT, "a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)")
+    max_query_length: int = option(32, 'L_Q: word pieces of "[CLS] q [SEP]"; W1\' has L_Q rows', at_least=3,
+                                   integer=True)
+    max_doc_length: int = option(128, 'L_D: word pieces of "[CLS] d [SEP]"; W1 has L_D rows (180 for MS MARCO)',
+                                 at_least=3, integer=True)
+    hash_bits: int = option(300, "h, code length", at_least=1, integer=True)
+    hash_hidden: int = option(512, "the denoiser's hidden width", at_least=1, integer=True)
+    code_sharpness: float = option(5.0, "alpha of the codes tanh(alpha B), eq. (8) (was `alpha`: migrations.RENAMED)",
+                                   at_least=0)
+    delta: float = option(1e-6, "weight of the sign loss L1", at_least=0)
+    gamma: float = option(0.003, "weight of the reconstruction loss L2", at_least=0)
+    margin: float = option(1.0, "triplet hinge margin", at_least=0)
+    scaled: bool = option(False, "S / sqrt(d) [R]")
+    dropout: float = option(0.1, "on the MAGS outputs h", at_least=0, below=1)
+    codes: str = option("tanh", "scoring codes: tanh(alpha B) or sgn(B)", choices=("tanh", "sign"))
+    ablation: str = option("none", "the paper's ablations", choices=ABLATIONS)
+    reconstruction: str = option("detached", "L2's target H_D: detached [R] | live (the paper: gradients reach MAGS, "
+                                 "BERT)", choices=("live", "detached"))
+    init: str = option("identity", "new layers: identity [R] (start_as_identity) | random (the paper: PyTorch)",
+                       choices=("random", "identity"))
 
     def check(self) -> None:
-        choice("addax", "codes", self.codes, ("tanh", "sign"))
-        choice("addax", "init", self.init, ("random", "identity"))
-        choice("addax", "reconstruction", self.reconstruction, ("live", "detached"))
-        choice("addax", "ablation", self.ablation, ABLATIONS)
-        for name in ("max_query_length", "max_doc_length"):
-            at_least("addax", name, getattr(self, name), 3)  # [CLS], one piece, [SEP]
-        for name in ("hash_bits", "hash_hidden"):
-            at_least("addax", name, getattr(self, name), 1)
-        for name in ("code_sharpness", "delta", "gamma", "margin", "dropout"):
-            at_least("addax", name, getattr(self, name), 0)
+        check_declared("addax", self)
 
 
 class MAGS(nn.Module):

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, last_layer, mean_pool, single_inputs, single_lengths
-from pipeline.validate import at_least
+from pipeline.declared import check_declared, option
 from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
 from pipeline.rerank.losses import in_batch_softmax
@@ -27,13 +27,14 @@ from pipeline.rerank.losses import in_batch_softmax
 
 @dataclass
 class BiEncoderConfig:
-    bert: str = DEFAULT_BERT     # a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)
-    max_length: int = 256        # word pieces of "[CLS] text [SEP]", query and document alike
-    scale: float = 20.0          # fine-tuning: softmax over scale * cos (sentence-transformers' MNRL default)
+    bert: str = option(DEFAULT_BERT, "a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)")
+    max_length: int = option(256, 'word pieces of "[CLS] text [SEP]", query and document alike', at_least=3,
+                             integer=True)
+    scale: float = option(20.0, "fine-tuning: softmax over scale * cos (sentence-transformers' MNRL default)",
+                          at_least=0)
 
     def check(self) -> None:
-        at_least("biencoder", "max_length", self.max_length, 3)
-        at_least("biencoder", "scale", self.scale, 0)
+        check_declared("biencoder", self)
 
 
 @register_model

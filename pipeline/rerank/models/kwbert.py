@@ -28,7 +28,7 @@ from torch import nn
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_forward, cls_pool, mean_pool
-from pipeline.validate import at_least, choice
+from pipeline.declared import check_declared, option
 from pipeline.rerank.model import RerankModel
 from pipeline.rerank.models.monobert import TwoClassOutput
 from pipeline.rerank.models import register_model
@@ -37,22 +37,21 @@ from pipeline.rerank.models._kwbert_inputs import SIDE_A, SIDE_B, KeywordInputs
 
 @dataclass
 class KeywordBERTConfig:
-    bert: str = DEFAULT_BERT   # a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)
-    bert_sha256: str = ""      # the sha256 of `bert`'s tensors, pinned: another backbone is refused (bert.py)
-    bert_recipe: str = ""      # or the recipe irpipe pretrain-mlm made it by, pinned (bert.py)
-    dict: str = ""             # keyword dictionary (preset name or TSV); "": topic keywords for A only, none for B
-    language: str = ""         # "zh" or "en" keyword matching; "": the dictionary's language (zh without one)
-    max_length: int = 128      # word pieces of "[CLS] A [SEP] B [SEP]" (the paper's 128)
-    fusion: str = "paper"      # "paper": CLS ⊕ h_kw(A) ⊕ h_kw(B) ⊕ k_diff; "code": CLS ⊕ tanh(Linear([h_kw(A); h_kw(B)]))
-    dropout: float = 0.1
-    score: str = "logit"       # "logit": z_rel - z_nonrel; "prob": P(relevant)
+    bert: str = option(DEFAULT_BERT, "a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)")
+    bert_sha256: str = option("", "the sha256 of `bert`'s tensors, pinned: another backbone is refused (bert.py)")
+    bert_recipe: str = option("", "or the recipe irpipe pretrain-mlm made it by, pinned (bert.py)")
+    dict: str = option("", 'keyword dictionary (preset name or TSV); "": topic keywords for A only, none for B')
+    language: str = option("", 'keyword matching; "": the dictionary\'s language (zh without one)',
+                           choices=("", "zh", "en"))
+    max_length: int = option(128, 'word pieces of "[CLS] A [SEP] B [SEP]" (the paper\'s 128)', at_least=5,
+                             integer=True)
+    fusion: str = option("paper", "paper: CLS + h_kw(A) + h_kw(B) + k_diff; code: CLS + tanh(Linear([h_kw(A); "
+                         "h_kw(B)]))", choices=("paper", "code"))
+    dropout: float = option(0.1, "on the classifier's input", at_least=0, below=1)
+    score: str = option("logit", "logit: z_rel - z_nonrel; prob: P(relevant)", choices=("logit", "prob"))
 
     def check(self) -> None:
-        choice("kwbert", "fusion", self.fusion, ("paper", "code"))
-        choice("kwbert", "score", self.score, ("logit", "prob"))
-        choice("kwbert", "language", self.language, ("", "zh", "en"))
-        at_least("kwbert", "max_length", self.max_length, 5)
-        at_least("kwbert", "dropout", self.dropout, 0)
+        check_declared("kwbert", self)
 
 
 # -- the keyword attention mask, eq. (3) -------------------------------------------------------------------------------

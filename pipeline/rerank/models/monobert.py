@@ -20,28 +20,26 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_forward, cls_pool, pair_inputs, pair_lengths
-from pipeline.validate import at_least, choice
+from pipeline.declared import check_declared, option
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
 
 
 @dataclass
 class MonoBERTConfig:
-    bert: str = DEFAULT_BERT     # a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)
-    bert_sha256: str = ""        # the sha256 of `bert`'s tensors, pinned: another backbone is refused (bert.py)
-    bert_recipe: str = ""        # or the recipe irpipe pretrain-mlm made it by, pinned (bert.py)
-    max_length: int = 256        # word pieces of "[CLS] q [SEP] d [SEP]"
-    max_query_length: int = 64   # query pieces kept (at most max_length - 4); the document gets the rest
-    pooling: str = "pooler"      # "pooler" (BERT's pooled [CLS], as monoBERT) or "cls" (the raw [CLS] vector)
-    dropout: float = 0.1
-    score: str = "logit"         # "logit": z_rel - z_nonrel; "prob": P(relevant)
+    bert: str = option(DEFAULT_BERT, "a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)")
+    bert_sha256: str = option("", "the sha256 of `bert`'s tensors, pinned: another backbone is refused (bert.py)")
+    bert_recipe: str = option("", "or the recipe irpipe pretrain-mlm made it by, pinned (bert.py)")
+    max_length: int = option(256, 'word pieces of "[CLS] q [SEP] d [SEP]"', at_least=5, integer=True)
+    max_query_length: int = option(64, "query pieces kept (at most max_length - 4); the document gets the rest",
+                                   at_least=1, integer=True)
+    pooling: str = option("pooler", "pooler: BERT's pooled [CLS], as monoBERT; cls: the raw [CLS] vector",
+                          choices=("pooler", "cls"))
+    dropout: float = option(0.1, "on the classifier's input", at_least=0, below=1)
+    score: str = option("logit", "logit: z_rel - z_nonrel; prob: P(relevant)", choices=("logit", "prob"))
 
     def check(self) -> None:
-        choice("monobert", "pooling", self.pooling, ("pooler", "cls"))
-        choice("monobert", "score", self.score, ("logit", "prob"))
-        at_least("monobert", "max_length", self.max_length, 5)  # 3 special tokens, a query and a document piece
-        at_least("monobert", "max_query_length", self.max_query_length, 1)
-        at_least("monobert", "dropout", self.dropout, 0)
+        check_declared("monobert", self)
 
 
 class TwoClassOutput:
