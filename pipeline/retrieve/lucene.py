@@ -128,7 +128,7 @@ def held_documents(index_dir: str | Path) -> Iterator[tuple[int, Callable[[str],
     """(how many documents the index holds, holds(docid): whether it holds that id, one term lookup), the index
     closed after the block: for checking a build (pipeline/retrieve/index.py), not for search."""
     with java.java_errors(f"cannot open the Lucene index {index_dir}", _DAMAGED):
-        reader = _open_reader(Path(index_dir))
+        reader = _open_reader(Path(index_dir).absolute())  # Java's own working folder may differ from Python's
     term = java.autoclass("org.apache.lucene.index.Term")
     try:
         yield reader.numDocs(), lambda docid: reader.docFreq(term("id", docid)) > 0
