@@ -9,9 +9,10 @@ search again. Caching is on inside `using(StageCache(...))` and off elsewhere (`
 Two processes that need the same missing entry at once (`fill`): one computes it, under the entry's lock
 (pipeline/data/locks.py), and publishes it whole (atomic_write); the other waits, then reads it back. An entry is
 gzip, whose CRC-32 and length are checked on every read: a damaged one (a flipped byte, a truncated file) is
-removed and recomputed -- the result of a fault-free run, never a wrong one. An entry the cache cannot take (a full,
-read-only or forbidden disk) is a warning: the computed run goes on to the next stage and to its output file (kept
-under recovered/ when that write fails too, pipeline/data/outputs.py), and is computed again next time.
+removed and recomputed -- the result of a fault-free run, never a wrong one. An entry the cache cannot take once
+its stage has computed (the disk filled, or went read-only) is a warning: the computed run goes on to the next stage
+and to its output file (kept under recovered/ when that write fails too, pipeline/data/outputs.py), and is computed
+again next time. A cache read-only from the start stops the run before the stage computes (the entry's lock).
 """
 from __future__ import annotations
 
