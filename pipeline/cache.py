@@ -9,7 +9,10 @@ search again. Caching is on inside `using(StageCache(...))` and off elsewhere (`
 Two processes that need the same missing entry at once (`fill`): one computes it, under the entry's lock
 (pipeline/data/locks.py), and publishes it whole (atomic_write); the other waits, then reads it back. An entry is
 gzip, whose CRC-32 and length are checked on every read: a damaged one (a flipped byte, a truncated file) is
-removed and recomputed -- the result of a fault-free run, never a wrong one.
+removed and recomputed -- the result of a fault-free run, never a wrong one. An entry the cache cannot take once
+its stage has computed (the disk filled, or went read-only) is a warning: the computed run goes on to the next stage
+and to its output file (kept under recovered/ when that write fails too, pipeline/data/outputs.py), and is computed
+again next time. A cache read-only from the start stops the run before the stage computes (the entry's lock).
 """
 from __future__ import annotations
 
@@ -23,10 +26,11 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from pipeline.data import reuse
-from pipeline.data.files import atomic_write, cache_root
+from pipeline.data.files import atomic_write, cache_root, output_error
 from pipeline.data.locks import file_lock
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
+from pipeline.errors import OutputError
 from pipeline.log import logger
 
 
@@ -60,7 +64,7 @@ class StageCache:
                 if run is None:
                     self.misses += 1
                     run = compute()
-                    self.put(key, stage, run)
+                    self._store(key, stage, run)
                     reuse.made(key)
                     return run, True
         self.hits += 1
@@ -81,6 +85,15 @@ class StageCache:
             path.unlink(missing_ok=True)  # a damaged entry is recomputed, never trusted
             return None
         return run
+
+    def _store(self, key: str, stage, run: Run) -> None:
+        """`put`, or a warning naming the entry and why it cannot be written: a finished stage is never lost to
+        its cache."""
+        try:
+            self.put(key, stage, run)
+        except (OSError, OutputError) as error:
+            reason = output_error(self._path(key), error) or f"{self._path(key)}: {error}"
+            logger.warning("stage cache: %r: its output is not stored (%s); the run goes on without it", stage, reason)
 
     def put(self, key: str, stage, run: Run) -> None:
         with atomic_write(self._path(key), "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as handle:

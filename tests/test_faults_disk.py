@@ -155,6 +155,43 @@ def _pairs(folder: Path, count: int) -> Path:
     return folder
 
 
+def _rerank_with_a_full_cache(tmpfs, tmp_path, capsys, monkeypatch, output_on_the_cache: bool):
+    """`irpipe run overlap()` on labelled pairs (their texts: no index, no Java), its cache on a full tmpfs, and
+    the same run without the cache: (exit code, stderr, the cache, the run file asked for, the uncached run)."""
+    data = _pairs(tmp_path / "qa", 12)
+    argv = ["run", "overlap()", "--dataset", data, "--output"]
+    uncached = tmp_path / "uncached" / "run.trec"  # the run's tag is its file's name
+    assert irpipe(capsys, *argv, uncached, "--no-cache", "--results-dir", tmp_path / "r0")[0] == 0
+    cache = tmpfs("cache", free=0)
+    monkeypatch.setenv("IRPIPE_CACHE", str(cache))
+    output = (cache if output_on_the_cache else tmp_path) / "runs" / "run.trec"
+    code, _, err = irpipe(capsys, *argv, output, "--results-dir", tmp_path / "r1")
+    assert "Traceback" not in err and "stage cache: overlap(idf=True): its output is not stored (" in err, err
+    assert f"{cache / 'stages'}/" in err and "cannot write: No space left on device" in err
+    return code, err, cache, output, uncached.read_text()
+
+
+def test_a_rerank_whose_cache_entry_cannot_be_stored_still_writes_its_run(tmpfs, tmp_path, capsys, monkeypatch):
+    """A full cache: the stage's entry is not stored, which is said, and the run is written, the uncached run's.
+    Before: exit 2 naming the entry once the scoring was done, and no run (issue 60)."""
+    code, err, cache, output, uncached = _rerank_with_a_full_cache(tmpfs, tmp_path, capsys, monkeypatch, False)
+    assert code == 0 and output.read_text() == uncached, err
+    assert not [name for name in left(cache) if name.rsplit("/", 1)[-1].startswith(".")]  # no scratch left
+
+
+def test_a_rerank_on_a_full_disk_keeps_its_run_under_recovered(tmpfs, tmp_path, capsys, monkeypatch):
+    """The cache and the run file on one full disk: the entry is not stored, the run file cannot be written either,
+    and the run is kept (under the system's temporary folder, the cache being full) with the `cp` to run. Before:
+    exit 2 naming the stage's entry, and nothing kept."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    code, err, _, output, uncached = _rerank_with_a_full_cache(tmpfs, tmp_path, capsys, monkeypatch, True)
+    [kept] = (tmp_path / "tmp" / "irpipe-recovered").iterdir()
+    assert code == 2 and kept.read_text() == uncached
+    assert f"irpipe run: error: {output}: cannot write: No space left on device" in err
+    assert f"the computed run is kept in {kept}: copy it from there (cp {kept} {output})" in err
+
+
 @pytest.mark.slow
 def test_training_on_a_full_disk_resumes_once_there_is_space(tmpfs, tmp_path, capsys):
     """Two epochs of a tiny monobert into a 26 MB tmpfs: epoch 1 (its best checkpoint, 5 MB, and its state, 14 MB)

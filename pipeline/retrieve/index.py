@@ -7,11 +7,13 @@ a temporary name and renamed into place, and `irpipe-index.json` beside it recor
 count and the settings.
 
 A repeated document id is refused (search would return that document twice per query), naming the line of its
-second occurrence, unless `duplicates="keep-first"`. Ctrl-C or SIGTERM stops the Anserini child (and reaps it:
-the signals are held while it is being started, so there always is a handle to stop it by) and removes the scratch
-folder; a scratch folder whose process was killed outright is swept by the next build beside it. A full, read-only
-or forbidden disk -- met by the part files or by Anserini (its log says so) -- is an OutputError (exit 2) naming the
-index, the scratch folder removed.
+second occurrence, unless `duplicates="keep-first"`; so is, before Anserini starts, a document longer than its JSON
+reader accepts. A document with no text, which Anserini leaves out, is said and not counted; after Anserini, the
+index must hold every other document given (else no index is kept): pipeline/retrieve/index_checks.py. Ctrl-C or
+SIGTERM stops the Anserini child (and reaps it: the signals are held while it is being started, so there always is
+a handle to stop it by) and removes the scratch folder; a scratch folder whose process was killed outright is swept
+by the next build beside it. A full, read-only or forbidden disk -- met by the part files or by Anserini (its log
+says so) -- is an OutputError (exit 2) naming the index, the scratch folder removed.
 """
 from __future__ import annotations
 
@@ -42,8 +44,10 @@ from pipeline.data.files import (INDEX_METADATA, atomic_write, cache_root, outpu
                                  scratch_prefix, sweep_stale)
 from pipeline.data import reuse as cache_reuse  # (build_index has a `reuse` flag of its own)
 from pipeline.data.locks import file_lock
-from pipeline.errors import ConfigError, InputError, IrpipeError
+from pipeline.errors import ConfigError, InputError
 from pipeline.log import logger, peak_rss_mib, progress
+from pipeline.retrieve.index_checks import (ANSERINI_ERROR, IndexingError, Locate, check_indexed, check_lengths,
+                                            is_blank, warn_empty)
 from pipeline.retrieve.lucene import SEGMENTERS, LuceneIndex
 
 CHUNK_DOCS = 200_000
@@ -61,15 +65,13 @@ DEFAULT_CHINESE_TERMS = "jieba"
 LANGUAGES = ("en", "zh", "ar", "bn", "de", "es", "fa", "fi", "fr", "hi", "id", "ja", "ko", "ru", "sw", "te", "th")
 
 
-class IndexingError(IrpipeError):
-    """Anserini's IndexCollection failed; the message carries the end of its log."""
-
-
-def _write_parts(docs: Iterable[dict], folder: Path, segment: Callable[[str], str] | None = None) -> array:
+def _write_parts(docs: Iterable[dict], folder: Path, source: str, locate: Locate | None = None,
+                 segment: Callable[[str], str] | None = None) -> tuple[array, dict[int, str]]:
     """Stream docs into part-NNNNN.jsonl files; returns a 64-bit hash of each document id, in order (8 bytes a
-    document, for the duplicate check). With `segment`, the indexed `contents` is the segmented text and the
-    original is kept in the stored raw record as `text`."""
-    hashes, part, handle = array("q"), 0, None
+    document, for the duplicate check), and the ids of the documents with no text by position. With `segment`, the
+    indexed `contents` is the segmented text and the original is kept in the stored raw record as `text`. A document
+    too long for Anserini is an InputError (check_lengths)."""
+    hashes, blank, part, handle = array("q"), {}, 0, None
     try:
         for doc in progress(docs, desc="reading documents", unit="doc"):
             if len(hashes) % CHUNK_DOCS == 0:
@@ -80,12 +82,15 @@ def _write_parts(docs: Iterable[dict], folder: Path, segment: Callable[[str], st
             record = {"id": doc["id"], "contents": doc["contents"]}
             if segment is not None:
                 record = {"id": doc["id"], "contents": segment(doc["contents"]), "text": doc["contents"]}
+            check_lengths(record, len(hashes), source, locate, segment is not None)
+            if is_blank(record):
+                blank[len(hashes)] = doc["id"]
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
             hashes.append(hash(doc["id"]))
     finally:
         if handle:
             handle.close()
-    return hashes
+    return hashes, blank
 
 
 def _repeated_ids(parts: Path, hashes: array) -> list[tuple[str, int, int]]:
@@ -126,13 +131,12 @@ def _drop_documents(parts: Path, positions: set[int]) -> None:
             part.write_text("".join(kept), encoding="utf-8")
 
 
-def _check_duplicates(parts: Path, hashes: array, duplicates: str, source: str,
-                      locate: Callable[[int], tuple[Path, int]] | None) -> int:
+def _check_duplicates(parts: Path, hashes: array, duplicates: str, source: str, locate: Locate | None) -> set[int]:
     """Refuse repeated document ids (search would return such a document twice per query), naming the second
-    occurrence; with duplicates="keep-first", drop the later ones with a warning. Returns the documents kept."""
+    occurrence; with duplicates="keep-first", drop the later ones with a warning. Returns the positions dropped."""
     repeats = _repeated_ids(parts, hashes)
     if not repeats:
-        return len(hashes)
+        return set()
     doc_id, first, again = repeats[0]
     if duplicates != "keep-first":
         what = f"document id {doc_id!r} occurs again ({len(repeats)} later occurrence(s) of repeated ids in all)"
@@ -142,15 +146,18 @@ def _check_duplicates(parts: Path, hashes: array, duplicates: str, source: str,
             raise InputError(file, f"{what}; first on line {first_line}" +
                              (f" of {first_file}" if first_file != file else "") + f": {hint}", line, "id")
         raise InputError(source, f"{what}: documents {first + 1} and {again + 1}: {hint}", field="id")
-    _drop_documents(parts, {position for _, _, position in repeats})
+    dropped = {position for _, _, position in repeats}
+    _drop_documents(parts, dropped)
     logger.warning("%s: %d document(s) with a repeated id left out (kept the first occurrence), e.g. %r",
                    source, len(repeats), doc_id)
-    return len(hashes) - len(repeats)
+    return dropped
 
 
 def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretokenized: bool,
-                  store_positions: bool, store_docvectors: bool, store_raw: bool, memory_buffer: int) -> int:
-    """Run IndexCollection in a child JVM whose heap is bounded by the RAM buffer; returns its peak RSS in MB."""
+                  store_positions: bool, store_docvectors: bool, store_raw: bool,
+                  memory_buffer: int) -> tuple[int, str | None]:
+    """Run IndexCollection in a child JVM whose heap is bounded by the RAM buffer; returns its peak RSS in MB and the
+    first error it logged about a document or part file it skipped (None: none)."""
     command = [str(java.java_executable()), *java.jvm_options(), f"-Xmx{2 * memory_buffer + 512}m", "-cp", str(java.anserini_jar()),
                "io.anserini.index.IndexCollection", "-collection", "JsonCollection",
                "-generator", "DefaultLuceneDocumentGenerator", "-input", str(parts), "-index", str(target),
@@ -162,7 +169,7 @@ def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretok
         command += ["-language", language]
     logger.debug("running %s", " ".join(command))
     tail: deque[str] = deque(maxlen=30)
-    child = None
+    child, skipped = None, None
     try:
         with _signals_held():  # a Ctrl-C or SIGTERM while Popen runs is raised once `child` is set, so it is stopped
             child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -170,6 +177,7 @@ def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretok
         with child.stdout:
             for line in child.stdout:
                 tail.append(line.rstrip())
+                skipped = skipped or next(iter(ANSERINI_ERROR.findall(line)), None)
                 # Anserini reports its progress per input file ("... files completed, N documents indexed")
                 level = logging.INFO if _PROGRESS.search(line) else logging.DEBUG
                 logger.log(level, "anserini: %s", line.rstrip().split(" - ", 1)[-1])
@@ -186,7 +194,7 @@ def _run_anserini(parts: Path, target: Path, threads: int, language: str, pretok
             if reason in log:
                 raise OSError(number, f"Anserini could not write the index: {reason}")
         raise IndexingError(f"Anserini IndexCollection failed (exit {child.returncode}):\n" + "\n".join(tail))
-    return usage.ru_maxrss // 1024
+    return usage.ru_maxrss // 1024, skipped
 
 
 @contextlib.contextmanager
@@ -234,7 +242,7 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
                 pretokenized: bool = False, store_positions: bool = True, store_docvectors: bool = True,
                 store_raw: bool = True, overwrite: bool = False, memory_buffer: int = 1024,
                 segmenter: str | None = None, duplicates: str = "refuse",
-                locate: Callable[[int], tuple[Path, int]] | None = None, reuse: bool = False) -> dict:
+                locate: Locate | None = None, reuse: bool = False) -> dict:
     """Index `docs` ({"id", "contents"} dicts, streamed) into `index_dir`; returns the recorded metadata.
 
     `segmenter="jieba"` indexes jieba-segmented text pre-tokenized (whitespace analyzer); searches then segment
@@ -269,13 +277,18 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
             with tempfile.TemporaryDirectory(prefix=scratch_prefix(SCRATCH), dir=index_dir.parent) as scratch:
                 parts, target = Path(scratch) / "parts", Path(scratch) / "index"
                 parts.mkdir()
-                hashes = _write_parts(docs, parts, segment)
+                hashes, blank = _write_parts(docs, parts, source, locate, segment)
                 if not hashes:
                     raise ConfigError(f"no documents to index from {source}")
-                count = _check_duplicates(parts, hashes, duplicates, source, locate)
+                dropped = _check_duplicates(parts, hashes, duplicates, source, locate)
+                empty = [doc_id for position, doc_id in blank.items() if position not in dropped]
+                count = len(hashes) - len(dropped) - len(empty)
+                if empty:
+                    warn_empty(source, empty, count)
                 logger.info("indexing %d documents with Anserini (%d threads)", count, threads)
-                java_peak_mb = _run_anserini(parts, target, threads, language, pretokenized, store_positions,
-                                             store_docvectors, store_raw, memory_buffer)
+                java_peak_mb, skipped = _run_anserini(parts, target, threads, language, pretokenized,
+                                                      store_positions, store_docvectors, store_raw, memory_buffer)
+                check_indexed(target, count, _part_records(parts), dropped, source, locate, skipped)
                 metadata = {"source": source, "documents": count, "language": language, "pretokenized": pretokenized,
                             "store_positions": store_positions, "store_docvectors": store_docvectors,
                             "store_raw": store_raw,
@@ -286,6 +299,8 @@ def build_index(docs: Iterable[dict], index_dir: str | Path, source: str, thread
                             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
                 if segmenter is not None:
                     metadata["segmenter"] = segmenter
+                if empty:
+                    metadata["empty_documents"] = len(empty)  # given, with no text: not in the index
                 with atomic_write(target / INDEX_METADATA) as out:
                     json.dump(metadata, out, indent=2)
                 if index_dir.exists():

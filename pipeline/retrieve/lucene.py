@@ -20,12 +20,13 @@ and the search and read-back are the same as above. Indexes built from jieba-seg
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
 import threading
 from pathlib import Path
-from typing import Callable, Mapping, Sequence, TypeVar
+from typing import Callable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -115,6 +116,26 @@ def _hit_renderer(score, docid):
 _DAMAGED = "it is damaged or incomplete: rebuild it with `irpipe index ... --overwrite`"
 
 
+def _open_reader(path: Path):
+    """Lucene's DirectoryReader over the index folder `path` (inside `java.java_errors`)."""
+    directory = java.autoclass("org.apache.lucene.store.FSDirectory").open(
+        java.autoclass("java.nio.file.Paths").get(str(path)))
+    return java.autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+
+
+@contextlib.contextmanager
+def held_documents(index_dir: str | Path) -> Iterator[tuple[int, Callable[[str], bool]]]:
+    """(how many documents the index holds, holds(docid): whether it holds that id, one term lookup), the index
+    closed after the block: for checking a build (pipeline/retrieve/index.py), not for search."""
+    with java.java_errors(f"cannot open the Lucene index {index_dir}", _DAMAGED):
+        reader = _open_reader(Path(index_dir).absolute())  # Java's own working folder may differ from Python's
+    term = java.autoclass("org.apache.lucene.index.Term")
+    try:
+        yield reader.numDocs(), lambda docid: reader.docFreq(term("id", docid)) > 0
+    finally:
+        reader.close()
+
+
 class LuceneIndex:
     """An opened Lucene index (Anserini layout): analyzer, reader and one IndexSearcher per (k1, b)."""
 
@@ -141,9 +162,7 @@ class LuceneIndex:
             self._query_generator = java.autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
             self._analyze = java.autoclass("io.anserini.analysis.AnalyzerUtils").analyze
             self._list_to_string = java.autoclass("java.util.Objects").toString
-            paths = java.autoclass("java.nio.file.Paths")
-            directory = java.autoclass("org.apache.lucene.store.FSDirectory").open(paths.get(str(self.path)))
-            self._reader = java.autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+            self._reader = _open_reader(self.path)
             sort_field = java.autoclass("org.apache.lucene.search.SortField")
             by_id = sort_field("id", java.autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL)
             self._sort = java.autoclass("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE, by_id)
