@@ -13,7 +13,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "pipeline"
 # Low to high: a unit (a package or module right under pipeline/) imports from its own layer and lower ones only.
 LAYERS = [
-    {"errors", "log", "validate", "declared", "java", "environment"},  # the base: errors, logging, option checks and
+    {"version", "errors", "log", "validate", "declared", "java", "environment"},  # the base: errors, logging, option checks and
                                                   # declarations, the JVM, the environment
     {"data"},                                     # formats and the dataset registry: files only
     {"retrieve"},                                 # Lucene: indexes, search, keyword dictionaries
@@ -111,6 +111,15 @@ def test_imports_go_down_the_layers():
                     for module, targets in import_graph().items() if module != "pipeline" for target in targets
                     if target != "pipeline" and LAYER_OF[_unit(target)] > LAYER_OF[_unit(module)])
     assert upward == []
+
+
+@pytest.mark.slow
+def test_no_module_imports_the_front_door():
+    """pipeline/__init__.py is the top (`import pipeline as ir`); what a module needs of it lives lower (the version in
+    pipeline/version.py). Before: rerank/checkpoint.py, training/loop.py, training/identity.py, experiment.py and
+    cli.py imported `__version__` from it."""
+    assert sorted(module for module, targets in import_graph().items() if module != "pipeline" and
+                  "pipeline" in targets) == []
 
 
 @pytest.mark.slow

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline import __version__
+from pipeline.version import __version__
 from pipeline.data.files import atomic_write, cache_root, file_sha256, json_digest
 from pipeline.errors import ConfigError, UnknownNameError
 from pipeline.log import logger
