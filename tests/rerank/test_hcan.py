@@ -286,7 +286,8 @@ def test_a_checkpoint_saved_before_newer_fields_loads_as_it_was_trained(tmp_path
     import json
     import logging
 
-    from pipeline.rerank.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from pipeline.errors import CheckpointError
+    from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
 
     model = build(external_features=True, overlap_mode="stopwords")
     folder = save_checkpoint(model, tmp_path / "old")
@@ -319,7 +320,8 @@ def test_a_retired_field_loads_at_the_value_computed_now_and_is_refused_otherwis
     import json
     import logging
 
-    from pipeline.rerank.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from pipeline.errors import CheckpointError
+    from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
     from pipeline.rerank.config import make_config
     from pipeline.rerank.migrations import retired
     from pipeline.spec import parse

@@ -133,7 +133,7 @@ def test_missing_url_field_and_bad_configs_fail_at_once():
 
 
 def test_assets_round_trip(tmp_path):
-    from pipeline.rerank.checkpoint import CheckpointError
+    from pipeline.errors import CheckpointError
 
     model = build(char_trigrams=True, with_url=True)
     model.save_assets(tmp_path)

@@ -166,7 +166,7 @@ def save_inputs(directory: Path, vocab: Vocabulary, idf: IdfTable, trigrams: Voc
 
 def load_inputs(config: HCANConfig, directory: Path, idf_order: int) -> tuple[Vocabulary, IdfTable, Vocabulary | None]:
     """What `save_inputs` wrote: the vocabulary, the IDF tables (up to `idf_order`-grams) and the trigrams."""
-    from pipeline.rerank.checkpoint import CheckpointError
+    from pipeline.errors import CheckpointError
 
     paths = [Path(directory) / name for name in ("vocab.txt", "idf.tsv", "trigrams.txt")[:2 + config.trigrams]]
     for path in paths:

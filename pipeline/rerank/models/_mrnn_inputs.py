@@ -94,7 +94,7 @@ class MRNNInputs:
 
     @classmethod
     def load_assets(cls, config: MRNNConfig, directory: Path):
-        from pipeline.rerank.checkpoint import CheckpointError
+        from pipeline.errors import CheckpointError
 
         if config.embeddings == CONTEXTUAL:
             return cls(config, None, None, *bert_from_assets(directory))
