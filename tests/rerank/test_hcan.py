@@ -10,7 +10,8 @@ import torch.nn.functional as F
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.model import Batch
-from pipeline.rerank.models.hcan import HCAN, CoAttention, HCANConfig, relevance_matching
+from pipeline.rerank.models.hcan import HCAN, HCANConfig
+from pipeline.rerank.models.hcan.network import CoAttention, relevance_matching
 from pipeline.rerank.overlap import code_overlap_features, stopword_overlap_features
 from pipeline.rerank.text import tokenize
 from support import make_pairs

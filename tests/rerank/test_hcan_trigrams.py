@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.models.hcan import HCAN, HCANConfig
-from pipeline.rerank.models._hcan_inputs import MAX_QUERY_TRIGRAMS, MAX_URL_TRIGRAMS, char_trigrams, url_text
+from pipeline.rerank.models.hcan.inputs import MAX_QUERY_TRIGRAMS, MAX_URL_TRIGRAMS, char_trigrams, url_text
 from pipeline.rerank.pairs import Pair
 
 QUERIES = ["water shortages", "tony mendez", "water shortages", "Kerry"]
