@@ -17,8 +17,7 @@ stages) are in pipeline/api.py; `ir.Run` and `ir.Topics` are the currency every 
 Importing the package is cheap: a name is imported on first use (torch with a neural stage, the JVM when Lucene is
 first needed: see `pipeline.java`).
 """
-__version__ = "0.1.0"
-
+from pipeline.version import __version__  # noqa: F401  (setup.cfg reads it from pipeline/version.py)
 from pipeline.data.runs import Run  # noqa: E402,F401
 from pipeline.data.topics import Topics  # noqa: E402,F401
 

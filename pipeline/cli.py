@@ -13,7 +13,8 @@ import signal
 import sys
 import traceback
 
-from pipeline import __version__, log
+from pipeline import log
+from pipeline.version import __version__
 from pipeline.data.files import output_error
 from pipeline.errors import IrpipeError
 

@@ -58,8 +58,13 @@ def _version(name: str) -> str | None:
 
 def _git() -> dict:
     """The commit of the checkout irpipe runs from, and whether its tracked files have changes (None: not a
-    checkout, e.g. an installed package, or no git)."""
+    checkout whose top is the package's parent, e.g. an installed package, even inside another project's git tree,
+    or no git)."""
     try:
+        top = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                             timeout=10)
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != REPO:  # a venv inside another git tree:
+            return {"commit": None, "dirty": None}                            # its commit is not irpipe's
         commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"], capture_output=True,
                                 text=True, timeout=10)
         if commit.returncode != 0:

@@ -29,6 +29,16 @@ class InputError(IrpipeError):
         super().__init__(printable(f"{where}{what}: {message}"))  # a path, field or value quoted as it was: escaped
 
 
+class ModelFolderError(InputError):
+    """A model folder that cannot be loaded: names the file (and field) at fault. (CheckpointError is one.)"""
+
+
+class CheckpointError(ModelFolderError):
+    """A checkpoint folder that cannot be loaded: names the file (and the field or tensor) at fault. Here, at the
+    ground floor, so that a model's own files can raise it without importing pipeline/rerank/checkpoint.py (which
+    imports the model registry)."""
+
+
 class OutputError(IrpipeError):
     """A file that cannot be written (read-only folder, full disk, no permission): names the file and what to do."""
 

@@ -50,7 +50,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pipeline import __version__, provenance
+from pipeline import provenance
+from pipeline.version import __version__
 from pipeline.data import reuse
 from pipeline.data.files import atomic_write, load_yaml
 from pipeline.data.outputs import check_writable

@@ -28,7 +28,6 @@ from pathlib import Path
 from pipeline import environment
 from pipeline.data import reuse
 from pipeline.data.files import load_yaml
-from pipeline.log import logger
 
 WIN_LOSS_POINTS = 400
 CPU_SENSITIVITY = Path(__file__).resolve().parent.parent / "eval" / "benchmarks" / "cpu-sensitivity.yaml"
@@ -147,8 +146,3 @@ def environment_notes(before: dict, result: dict, spec: str) -> list[str]:
         notes.append("the last recorded run's environment was not recorded: nothing to compare with")
     notes += [f"known to move with the CPU's kernels -- {note}" for note in cpu_notes(spec)]
     return notes
-
-
-def log_notes(name: str, notes: list[str]) -> None:
-    for note in notes:
-        logger.warning("%s: %s", name, note)

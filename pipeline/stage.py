@@ -4,7 +4,8 @@ Retrievers ignore the input run, rerankers read it. Operators are defined here a
 
     a >> b    Compose: b reranks what a retrieved (nested compositions flatten)
     s % k     keep the top k hits per query (a Cutoff stage composed after s)
-    a + b     Fusion: reciprocal rank fusion (default) or weighted score fusion
+    a + b     Fusion: the sum of the two runs' scores, as PyTerrier's + (rrf(a, b): reciprocal rank fusion;
+              fusion(a, b, method=weighted, ...): weighted, normalised scores)
 
 Every stage has a registry `name` and a `config()` dict; `repr` prints it in the spec grammar
 (`bm25(k1=0.9, b=0.4) % 100`), and equality/hash follow it, so pipelines print, compare and key caches.

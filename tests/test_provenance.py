@@ -79,3 +79,21 @@ def test_the_command_rewrites_old_results_once_and_names_a_broken_file(tmp_path)
     broken = _script(tmp_path)
     assert broken.returncode == 2 and "Traceback" not in broken.stderr
     assert broken.stderr.startswith("seed_mean_pvalues: error: ") and "z.json:2: not valid JSON" in broken.stderr
+
+
+def test_the_commit_recorded_is_irpipes_own_not_that_of_a_git_tree_around_an_installed_package(tmp_path, monkeypatch):
+    """A package installed into a venv inside another project's git checkout sits in that tree: its commit is not
+    irpipe's and is not recorded (before: it was)."""
+    import subprocess
+
+    from pipeline import environment
+
+    outer = tmp_path / "project"
+    (outer / ".venv" / "site-packages").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(outer)], check=True)
+    subprocess.run(["git", "-C", str(outer), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "x"], check=True)
+    monkeypatch.setattr(environment, "REPO", (outer / ".venv" / "site-packages").resolve())
+    assert environment._git() == {"commit": None, "dirty": None}
+    monkeypatch.setattr(environment, "REPO", outer.resolve())
+    assert environment._git()["commit"] and environment._git()["dirty"] is False

@@ -35,7 +35,8 @@ def probe_scores(train: str, dataset: str, embeddings: str = "contextual", batch
     import torch
 
     from pipeline.data.registry import get_dataset
-    from pipeline.rerank.models.hcan import HCAN, HCANConfig, relevance_matching
+    from pipeline.rerank.models.hcan import HCAN, HCANConfig
+    from pipeline.rerank.models.hcan.network import relevance_matching
     from pipeline.rerank.pairs import pairs_of, scores_by_query
 
     test_set = get_dataset(dataset)

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 Ranking = dict[str, list[tuple[str, float]]]
 
 TOPIC_COLUMNS = ("qid", "query")
-RUN_COLUMNS = ("qid", "docno", "score", "rank")
 WHERE = "DataFrame"
 
 

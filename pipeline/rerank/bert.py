@@ -123,7 +123,7 @@ def bert_from_assets(directory: Path, pooler: bool = False):
     """(BertModel with fresh weights, tokenizer) from a checkpoint's bert/ folder; the caller loads the weights."""
     from transformers import BertConfig, BertModel
 
-    from pipeline.rerank.checkpoint import CheckpointError
+    from pipeline.errors import CheckpointError
 
     folder = Path(directory) / ASSETS
     if not (folder / "config.json").is_file():

@@ -39,14 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline import __version__
+from pipeline.version import __version__
 from pipeline.data.files import atomic_write, cache_root, file_sha256, json_digest
-from pipeline.errors import ConfigError, UnknownNameError
+from pipeline.errors import CheckpointError, ConfigError, UnknownNameError
 from pipeline.log import logger
 from pipeline.rerank import hf_folders, migrations, models
 from pipeline.rerank.config import config_to_dict, make_config
 from pipeline.rerank.hf_cache import model_folder
-from pipeline.rerank.hf_folders import ModelFolderError
 from pipeline.rerank.integrity import tensors_digest, transformers_meaning
 
 if TYPE_CHECKING:
@@ -55,10 +54,6 @@ if TYPE_CHECKING:
 FORMAT = 1
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-
-
-class CheckpointError(ModelFolderError):
-    """A checkpoint folder that cannot be loaded: names the file (and the field or tensor) at fault."""
 
 
 # -- the model and its config from config.json -----------------------------------------------------------------

@@ -36,7 +36,7 @@ import shutil
 from pathlib import Path
 
 from pipeline.data.files import atomic_write, write_by_path
-from pipeline.errors import InputError
+from pipeline.errors import ModelFolderError
 from pipeline.log import logger
 
 # irpipe's keys in config.json (checkpoint.py): every other key is the transformers config's
@@ -52,10 +52,6 @@ _TYPES = {"Transformer": "sentence_transformers.base.modules.transformer.Transfo
           "Dense": "sentence_transformers.base.modules.dense.Dense",
           "Pooling": "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
           "Normalize": "sentence_transformers.base.modules.normalize.Normalize"}
-
-
-class ModelFolderError(InputError):
-    """A model folder that cannot be loaded: names the file (and field) at fault. (CheckpointError is one.)"""
 
 
 # -- out: the checkpoint as a transformers / sentence-transformers folder ------------------------------------------

@@ -41,9 +41,6 @@ from torch import nn
 
 from pipeline.rerank.pairs import Pair
 
-SAMPLINGS = ("pointwise", "pairs", "queries", "positives")
-
-
 @dataclass
 class Batch:
     """Model inputs for a list of pairs, how many were truncated, and (training, dev loss) labels and groups."""

@@ -26,11 +26,10 @@ from pipeline.log import logger
 from pipeline.rerank.batching import PREFETCH, batch_cuts, batch_limits, in_input_order, length_order, run_batches
 from pipeline.rerank.model import Batch, RerankModel
 from pipeline.rerank.pairs import Pair
-from pipeline.rerank.quantize import BASES, TokenInt8Linear, parse_scheme, quantize_linears
+from pipeline.rerank.quantize import TokenInt8Linear, parse_scheme, quantize_linears
 
 AMP_DTYPES = ("bf16", "fp16")
 AMP_CHOICES = ("auto", "none", *AMP_DTYPES)   # auto: bf16 on CUDA and on a CPU with native bf16, else none
-QUANTIZE = tuple(BASES)   # and a scheme keeping layers in fp32: int8-channel:ffn-out (pipeline/rerank/quantize.py)
 DEVICES = ("auto", "cpu", "cuda")
 
 

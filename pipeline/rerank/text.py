@@ -60,7 +60,7 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
-# -- character trigrams (HCAN's tweet branches, pipeline/rerank/models/_hcan_inputs.py) -----------------------------
+# -- character trigrams (HCAN's tweet branches, pipeline/rerank/models/hcan/inputs.py) -----------------------------
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*://")
 
 

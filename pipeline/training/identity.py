@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline import __version__
+from pipeline.version import __version__
 from pipeline.data.registry import get_dataset
 from pipeline.rerank import models
 from pipeline.rerank.config import config_to_dict, make_config, recipe_fields

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from pipeline import __version__
+from pipeline.version import __version__
 from pipeline.data.files import atomic_write, writing
 from pipeline.errors import ConfigError, OutputError
 from pipeline.log import logger, progress

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline.rerank.checkpoint import CheckpointError, load_checkpoint, read_checkpoint_config, save_checkpoint
+from pipeline.errors import CheckpointError
+from pipeline.rerank.checkpoint import load_checkpoint, read_checkpoint_config, save_checkpoint
 from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
 from pipeline.rerank.scoring import predict
 from support import make_pairs

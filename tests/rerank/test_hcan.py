@@ -10,7 +10,8 @@ import torch.nn.functional as F
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.model import Batch
-from pipeline.rerank.models.hcan import HCAN, CoAttention, HCANConfig, relevance_matching
+from pipeline.rerank.models.hcan import HCAN, HCANConfig
+from pipeline.rerank.models.hcan.network import CoAttention, relevance_matching
 from pipeline.rerank.overlap import code_overlap_features, stopword_overlap_features
 from pipeline.rerank.text import tokenize
 from support import make_pairs
@@ -286,7 +287,8 @@ def test_a_checkpoint_saved_before_newer_fields_loads_as_it_was_trained(tmp_path
     import json
     import logging
 
-    from pipeline.rerank.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from pipeline.errors import CheckpointError
+    from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
 
     model = build(external_features=True, overlap_mode="stopwords")
     folder = save_checkpoint(model, tmp_path / "old")
@@ -319,7 +321,8 @@ def test_a_retired_field_loads_at_the_value_computed_now_and_is_refused_otherwis
     import json
     import logging
 
-    from pipeline.rerank.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from pipeline.errors import CheckpointError
+    from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
     from pipeline.rerank.config import make_config
     from pipeline.rerank.migrations import retired
     from pipeline.spec import parse

@@ -1,5 +1,5 @@
 """HCAN with contextual inputs (embeddings=contextual): a frozen BERT's last-layer states of each sentence as the
-word vectors, a word the mean of its pieces (pipeline/rerank/models/hcan.py, _hcan_inputs.py WordPieces), memoised
+word vectors, a word the mean of its pieces (pipeline/rerank/models/hcan/, inputs.py WordPieces), memoised
 per sentence by the code MRNN's contextual features use (pipeline/rerank/memo.py frozen_token_features)."""
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.models.hcan import HCAN, HCANConfig
-from pipeline.rerank.models._hcan_inputs import MAX_QUERY_TRIGRAMS, MAX_URL_TRIGRAMS, char_trigrams, url_text
+from pipeline.rerank.models.hcan.inputs import MAX_QUERY_TRIGRAMS, MAX_URL_TRIGRAMS, char_trigrams, url_text
 from pipeline.rerank.pairs import Pair
 
 QUERIES = ["water shortages", "tony mendez", "water shortages", "Kerry"]
@@ -133,7 +133,7 @@ def test_missing_url_field_and_bad_configs_fail_at_once():
 
 
 def test_assets_round_trip(tmp_path):
-    from pipeline.rerank.checkpoint import CheckpointError
+    from pipeline.errors import CheckpointError
 
     model = build(char_trigrams=True, with_url=True)
     model.save_assets(tmp_path)

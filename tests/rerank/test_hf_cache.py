@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from pipeline.data.runs import read_run
-from pipeline.rerank.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from pipeline.errors import CheckpointError
+from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
 from support import irpipe
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -156,7 +156,8 @@ def test_the_packaged_minilm_folder_is_the_zero_shot_biencoder(tmp_path, capsys,
 def test_a_trained_monobert_folder_is_a_crossencoder_with_the_same_scores(tmp_path, capsys, tiny_bert, pairs_folder):
     from sentence_transformers import CrossEncoder
 
-    from pipeline.rerank.checkpoint import CheckpointError, load_checkpoint
+    from pipeline.errors import CheckpointError
+    from pipeline.rerank.checkpoint import load_checkpoint
 
     code, _, err = irpipe(capsys, "train", "monobert", "--train", pairs_folder, "--output", tmp_path / "mono", "--epochs",
                        "2", "--threads", "1", "--lr", "1e-3", "--set", f"bert={tiny_bert}", "--set", "max_length=64")
@@ -203,7 +204,8 @@ def test_a_monobert_folder_saved_again_by_sentence_transformers_loads_once_irpip
         tmp_path, minilm, pairs_folder):
     from sentence_transformers import CrossEncoder
 
-    from pipeline.rerank.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from pipeline.errors import CheckpointError
+    from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
     from pipeline.rerank.hf_folders import IRPIPE_KEYS
     from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
     from pipeline.rerank.scoring import predict

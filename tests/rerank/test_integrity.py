@@ -17,7 +17,8 @@ from pipeline.data import files
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.errors import InputError
-from pipeline.rerank.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from pipeline.errors import CheckpointError
+from pipeline.rerank.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
 from pipeline.stage import Stage
 

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from pipeline.rerank.models.mrnn import DocumentAwareQueryAttention, MRNNConfig, MultiResolutionAttention, NgramBlock
+from pipeline.rerank.models.mrnn import MRNNConfig
+from pipeline.rerank.models.mrnn.network import DocumentAwareQueryAttention, MultiResolutionAttention, NgramBlock
 
 S = 1 / (1 + math.e ** -1)  # softmax([1, 0])[0] = e / (e + 1) = 0.7311
 

@@ -1,4 +1,5 @@
-"""The model registry: one file per neural reranker model in this package; the file's name is the model's name.
+"""The model registry: one file per neural reranker model in this package, or one small package for a model with
+inputs of its own (hcan/, mrnn/: config, inputs, network); the file's (package's) name is the model's name.
 
 A model file declares itself once, with `@register_model` on its `RerankModel` subclass (whose `name` must equal
 the file's name). Stage names (`hcan(...)` in a spec), `irpipe train MODEL`, checkpoint loading, `irpipe encode`
@@ -39,7 +40,7 @@ def register_model(cls: type["RerankModel"]) -> type["RerankModel"]:
     pipeline/stages/neural.py), a training target (`irpipe train <name>`) and a checkpoint kind."""
     if not cls.name:
         raise TypeError(f"{cls.__name__} needs a `name` to be registered")
-    module = cls.__module__.rpartition(".")[2]
+    module = cls.__module__.removeprefix(f"{__name__}.").split(".")[0]  # the model file, or the model's package
     if cls.name != module:
         raise TypeError(f"{cls.__name__}.name is {cls.name!r}; it must be the model file's name {module!r}")
     _MODELS[cls.name] = cls

@@ -7,7 +7,7 @@ Shapes: B pairs, n query tokens, m candidate tokens, T either, E embedding width
 L = max_query_length. Padding (id 0) is masked in every softmax (-inf), pooling and LSTM (packed sequences):
 appending padding to a query or candidate does not change its score (tests/rerank/test_hcan.py).
 
-The network is all in this file, in this order; the equation numbers are those of docs/models.md §1, and the
+The network is all in this file (its config in config.py, its inputs from texts in inputs.py), in this order; the equation numbers are those of docs/models.md §1, and the
 comments beside the code cite them:
 
     U^l = Dropout(ReLU(Conv1d(U^{l-1})))               (B, T, F)   (1) level l of the deep encoder, U^0 = E (B, T, E)
@@ -21,7 +21,7 @@ comments beside the code cite them:
 
 Constants of the authors' code (jinfengr/hcan) that were options here until 2026-11-27 (pipeline/rerank/migrations.py
 RETIRED): conv kernel 2 (`KERNEL`), and the trigram inputs' `TRIGRAM_DIM` / `TRIGRAM_KERNEL` here and lengths in
-_hcan_inputs.py. The code's variants rm_mode=code (max pooling only), sm_mode=code (ReLU(H), max + mean over the
+inputs.py. The code's variants rm_mode=code (max pooling only), sm_mode=code (ReLU(H), max + mean over the
 BiLSTM's outputs) and idf_stat=cf (collection-frequency IDF) went with them: no experiment used them.
 
 Options of the authors' code, off by default as there:
@@ -29,7 +29,7 @@ Options of the authors' code, off by default as there:
   (pipeline/rerank/overlap.py) join the MLP input.
 - `char_trigrams` / `with_url` are the code's tweet-search inputs: relevance matching of the query's character
   trigrams against the candidate's text and its URL (TrigramMatching here).
-How texts become these inputs is in _hcan_inputs.py beside this file.
+How texts become these inputs is in inputs.py beside this file.
 
 Relevance-matching variants (the defaults are those of docs/models.md §1):
 - `rm_softmax="padded"` is the authors' code, which masks nothing: a short query's padded rows take part in the
@@ -48,7 +48,7 @@ Resolutions beyond docs/models.md §1:
 - the vocabulary, IDF collection and embedding choices are in pipeline/rerank/text.py and HCANConfig;
 - `embeddings="contextual"` (not in the paper, whose inputs are static word2vec): E is the frozen BERT's last-layer
   states of each sentence (the packaged all-MiniLM-L6-v2 unless `bert` names one), a word the mean of its pieces'
-  states (_hcan_inputs.py WordPieces), computed once per sentence by the code of MRNN's contextual features
+  states (inputs.py WordPieces), computed once per sentence by the code of MRNN's contextual features
   (pipeline/rerank/memo.py frozen_token_features). The BERT is no table of this model: `freeze_embeddings`,
   `pretrained_vocab` and `embedding_dim` do not apply, and the checkpoint keeps its weights and bert/ folder."""
 from __future__ import annotations
@@ -69,78 +69,10 @@ from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.models import register_model
 from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, save_bert_assets
 from pipeline.rerank.memo import TextMemo, frozen_token_features
-from pipeline.rerank.models._hcan_inputs import (CONTEXTUAL, MAX_QUERY_TRIGRAMS, WordPieces, load_inputs, pair_batch,
-                                                 save_inputs, training_inputs)
-from pipeline.rerank.text import SOURCES, IdfTable, Vocabulary
-from pipeline.declared import check_declared, field_is, option
-from pipeline.rerank.overlap import OVERLAP_FEATURES
-
-# -- config -----------------------------------------------------------------------------------------------------------
-# Constants of the authors' code (jinfengr/hcan), options until 2026-11-27 (migrations.RETIRED kernel, trigram_dim,
-# trigram_kernel); the trigram lengths are in _hcan_inputs.py
-KERNEL = 2          # the code's conv kernel of the word encoder: level l of deep / wide covers (l+1)-grams
-TRIGRAM_DIM = 50    # the code's trigram embedding width
-TRIGRAM_KERNEL = 4  # the code's conv kernel over character trigrams
-
-
-@dataclass
-class HCANConfig:
-    embeddings: str = option("glove", "word vectors (paper: 300-d word2vec; not available here); contextual: the "
-                             "frozen BERT's last-layer states of each sentence (E = H)", choices=(*SOURCES, CONTEXTUAL))
-    bert: str = option("", 'a BERT folder; "" = the packaged all-MiniLM-L6-v2',
-                       when=field_is("embeddings", "bert", CONTEXTUAL))
-    embedding_dim: int = option(0, "0 = the table's width, fixed when the vocabulary is built (word2vec/random: 300)",
-                                at_least=0, integer=True)
-    pretrained_vocab: int = option(100_000, "also admit the table's first N words (GloVe: most frequent first): words "
-                                   "of the test set unseen in a small training set keep their own pretrained vector",
-                                   at_least=0, integer=True)
-    freeze_embeddings: bool = option(False, "the paper trains them; the padding row stays zero either way")
-    encoder: str = option("deep", "deep (all paper tables) | wide | contextual", choices=("deep", "wide", "contextual"))
-    levels: int = option(4, "N conv levels used (the authors' code builds 5 and never uses the last)", at_least=1,
-                         integer=True)
-    filters: int = option(128, "F: the code's default (its README says 256)", at_least=1, integer=True)
-    dropout: float = option(0.3, "", at_least=0, below=1)
-    max_query_length: int = option(100, "RM features are per query position: the classifier's width depends on it",
-                                   at_least=1, integer=True)
-    max_doc_length: int = option(100, "", at_least=1, integer=True)
-    rm_softmax: str = option("query", "the code normalises over the query axis; one sentence of the paper row-wise; "
-                             "padded: over the query axis with max_query_length - n zero logits (the code masks "
-                             "nothing, so its padded query rows compete); raw: S itself",
-                             choices=("query", "context", "padded", "raw"))
-    rm_similarity: str = option("dot", "S = U_q U_c^T (paper); cosine: of L2-normalised rows (not in paper or code)",
-                                choices=("dot", "cosine"))
-    sm_hidden: int = option(150, "d, both directions together", at_least=1, integer=True)
-    rm_only: bool = False
-    sm_only: bool = False
-    external_features: bool = option(False, "the code's --ext: + 4 word-overlap features before the MLP")
-    overlap_mode: str = option("code", "code: the code's compute_overlap_feat (unigram, IDF unigram, bigram, IDF "
-                               "bigram shares); stopwords: ours before (word / IDF shares, all and non-stop words)",
-                               choices=tuple(OVERLAP_FEATURES), when=field_is("external_features", True))
-    char_trigrams: bool = option(False, "+ query vs candidate-text character trigrams (the code's model_option "
-                                 "complete)")
-    with_url: bool = option(False, "+ query vs candidate-URL trigrams (doc_fields['url']; the code's twitter setting)")
-    loss: str = option("nll", "nll: pointwise NLL of P(relevant) [C]; hinge: pairwise, on the logit z_1 - z_0",
-                       choices=("nll", "hinge"))
-    margin: float = option(1.0, "hinge margin", at_least=0, when=field_is("loss", "hinge"))
-    seed: int = option(0, "unknown-word rows and word2vec (`hcan(seed=N)` also seeds the training run)", integer=True)
-
-    def check(self) -> None:
-        check_declared("hcan", self)
-        if self.rm_only and self.sm_only:
-            raise ConfigError("hcan: rm_only and sm_only exclude each other (that would leave no features)",
-                              field="sm_only")
-        if self.sm_only and self.trigrams:
-            raise ConfigError("hcan: char_trigrams and with_url are relevance matching, which sm_only turns off",
-                              field="sm_only")
-        if (self.encoder == "contextual" and self.filters % 2) or self.sm_hidden % 2:
-            raise ConfigError("hcan: filters (contextual encoder) and sm_hidden must be even: F/2, d/2 per direction",
-                              field="sm_hidden")
-
-    @property
-    def trigrams(self) -> bool:
-        """Whether any character-trigram branch is on (the model then has a trigram vocabulary)."""
-        return self.char_trigrams or self.with_url
-
+from pipeline.rerank.models.hcan.config import CONTEXTUAL, KERNEL, TRIGRAM_DIM, TRIGRAM_KERNEL, HCANConfig
+from pipeline.rerank.models.hcan.inputs import (MAX_QUERY_TRIGRAMS, WordPieces, load_inputs, pair_batch, save_inputs,
+                                              training_inputs)
+from pipeline.rerank.text import IdfTable, Vocabulary
 
 # -- helpers ----------------------------------------------------------------------------------------------------------
 def run_lstm(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor):
@@ -272,7 +204,7 @@ class SemanticMatching(nn.Module):
         return torch.cat([h_n[0], h_n[1]], 1)                              # (B, d)  (7) forward end, backward start
 
 
-# -- character-trigram branches (the trigrams as text: _hcan_inputs.py) -----------------------------------------------
+# -- character-trigram branches (the trigrams as text: inputs.py) -----------------------------------------------
 class TrigramMatching(nn.Module):
     """One branch: the query's trigrams against a sequence's (the text's or the URL's), on levels 0..N of an
     encoder of its own (kernel TRIGRAM_KERNEL); embedded (B, n3, D), (B, s3, D) + masks -> (B, (N+1) x 2 x L_3)
@@ -353,7 +285,7 @@ class HCAN(RerankModel):
     def idf_order(c: HCANConfig) -> int:
         return 1 if c.encoder == "contextual" else c.levels + 1  # contextual: unigram IDF at every level
 
-    # -- building, saving, inputs: from texts (_hcan_inputs.py) -------------------------------------------------------
+    # -- building, saving, inputs: from texts (inputs.py) -------------------------------------------------------
     @classmethod
     def from_training_data(cls, config: HCANConfig, queries: list[str], docs: list[str],
                            doc_fields: list = ()) -> "HCAN":
@@ -384,7 +316,7 @@ class HCAN(RerankModel):
 
     def prepare(self, pairs: list[Pair]) -> Batch:
         """Token ids padded to the batch's longest (<= max lengths), per-level IDF weights of query positions, the
-        overlap features and the trigram ids of the branches turned on (_hcan_inputs.pair_batch)."""
+        overlap features and the trigram ids of the branches turned on (inputs.pair_batch)."""
         return pair_batch(pairs, self.vocab, self.idf, self.trigram_vocab, self.config, self.pieces)
 
     # -- the network --------------------------------------------------------------------------------------------------

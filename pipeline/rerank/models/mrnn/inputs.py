@@ -1,4 +1,4 @@
-"""MRNN's inputs and caches, private to pipeline/rerank/models/mrnn.py (which has the config, the layers and the
+"""MRNN's inputs and caches, beside the network (network.py: the layers and the
 equations, docs/models.md §2). `MRNNInputs` is a mixin of the model: everything here reads or fills the model's
 own state (its vocabulary or tokenizer, its frozen BERT, its two memories) but computes none of the equations.
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -31,12 +30,9 @@ from pipeline.rerank.bert import (bert_from_assets, check_positions, load_bert, 
                                   single_inputs)
 from pipeline.rerank.memo import TextMemo, frozen_token_features
 from pipeline.rerank.model import Batch, Pair
+from pipeline.rerank.models.mrnn.config import CONTEXTUAL, MRNNConfig
 from pipeline.rerank.text import IdfTable, Vocabulary, embedding_matrix, tokenize, word_table
 
-if TYPE_CHECKING:
-    from pipeline.rerank.models.mrnn import MRNNConfig
-
-CONTEXTUAL = "contextual"  # frozen BERT token features: the closest thing here to the paper's BERT/ELMo features
 
 
 def input_idf(token_lists: list[list[str]], ids: dict[str, int], size: int) -> torch.Tensor:
@@ -94,7 +90,7 @@ class MRNNInputs:
 
     @classmethod
     def load_assets(cls, config: MRNNConfig, directory: Path):
-        from pipeline.rerank.checkpoint import CheckpointError
+        from pipeline.errors import CheckpointError
 
         if config.embeddings == CONTEXTUAL:
             return cls(config, None, None, *bert_from_assets(directory))

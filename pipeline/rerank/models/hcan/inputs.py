@@ -1,11 +1,11 @@
-"""HCAN's inputs, private to pipeline/rerank/models/hcan.py (which has the network): from the training texts to the
+"""HCAN's inputs, beside its network (network.py) and config (config.py): from the training texts to the
 vocabularies, IDF tables and initial embeddings a model is built with (saved beside its weights), and from pairs
 to the tensors of `HCAN.forward`: word ids, per-level IDF weights of query positions, the four overlap features of
 external_features (pipeline/rerank/overlap.py) and the character trigrams of the authors' tweet-search setting.
 
 Character trigrams (jinfengr/hcan, dataset "twitter"). Besides the word-level matching of docs/models.md §1, the
 authors' code (model_option "complete", with_url for the twitter datasets) matches the query's character trigrams
-against two more sequences, each a relevance-matching branch of its own (TrigramMatching in hcan.py):
+against two more sequences, each a relevance-matching branch of its own (TrigramMatching in network.py):
 - `char_trigrams`: the candidate's text as character trigrams;
 - `with_url`: the candidate's URL (`Pair.doc_fields["url"]`) as character trigrams.
 A text reads (`char_trigrams`, pipeline/rerank/text.py) as "#" + text + "#" (lower-cased, accents dropped to
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 import torch
@@ -36,15 +36,12 @@ from pipeline.errors import ConfigError
 from pipeline.log import logger
 from pipeline.rerank.bert import pad_rows
 from pipeline.rerank.model import Batch
+from pipeline.rerank.models.hcan.config import CONTEXTUAL, HCANConfig
 from pipeline.rerank.overlap import OVERLAP_FEATURES
 from pipeline.rerank.pairs import Pair
 from pipeline.rerank.text import (IdfTable, Vocabulary, char_trigrams, embedding_matrix, tokenize, url_text,
                                   word_table)
 
-if TYPE_CHECKING:
-    from pipeline.rerank.models.hcan import HCANConfig
-
-CONTEXTUAL = "contextual"  # embeddings: the frozen BERT's token states of each sentence (as MRNN's contextual inputs)
 URL_FIELD = "url"
 # the code's lengths, in trigrams
 MAX_QUERY_TRIGRAMS = 100  # RM width per trigram level, as max_query_length (the code's: the longest training query,
@@ -166,7 +163,7 @@ def save_inputs(directory: Path, vocab: Vocabulary, idf: IdfTable, trigrams: Voc
 
 def load_inputs(config: HCANConfig, directory: Path, idf_order: int) -> tuple[Vocabulary, IdfTable, Vocabulary | None]:
     """What `save_inputs` wrote: the vocabulary, the IDF tables (up to `idf_order`-grams) and the trigrams."""
-    from pipeline.rerank.checkpoint import CheckpointError
+    from pipeline.errors import CheckpointError
 
     paths = [Path(directory) / name for name in ("vocab.txt", "idf.tsv", "trigrams.txt")[:2 + config.trigrams]]
     for path in paths:
