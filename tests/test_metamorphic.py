@@ -15,8 +15,9 @@ Bounds. Every stage that does not run a neural model gives the same floats bit f
 `FP32_BOUND` in fp32 on one CPU: its pairs are scored in length-sorted batches that mix queries
 (pipeline/rerank/batching.py), and MKL picks its GEMM kernel by the row count of a batch, so the same pair's
 score moves in the last bits of an fp32 (measured 3e-8 on the tiny monobert: 26 of 60 pairs differ, scored alone
-against all at once; HCAN's last Linear(50, 2) gives other bits to a row put elsewhere in the same batch; MRNN
-computes each text's feature maps packed with the batch's other texts). Under bf16 autocast (`amp=bf16`) each
+against all at once; HCAN's last Linear(50, 2) gives other bits to a row put elsewhere in the same batch, and its
+other layers to a batch of another size or padding; MRNN computes each text's feature maps packed with the batch's
+other texts). Under bf16 autocast (`amp=bf16`) each
 matmul rounds to bf16's 8-bit mantissa (a step of 2^-7 relative, at most), so such a last-bit difference can turn
 into a bf16 step of an activation, carried through the layers: `BF16_BOUND`, 4 steps of the run's largest score.
 """
@@ -34,7 +35,6 @@ from pipeline.data.registry import get_dataset
 from pipeline.data.runs import Run, read_run
 from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
-from pipeline.experiment import run_pipeline
 from pipeline.retrieve.keyword_dictionary import Keyword, KeywordDictionary
 from pipeline.spec import parse
 from support import irpipe, needs_shared_data, save_tiny_bert
@@ -71,7 +71,7 @@ def _write_collection(folder, with_run: bool):
 
 
 @pytest.fixture(scope="module")
-def collections(tmp_path_factory):
+def tiny_collections(tmp_path_factory):
     """(the collection, the same with shipped candidates, the collection's folder), with an IRPIPE_CACHE of their
     own (the index)."""
     root = tmp_path_factory.mktemp("metamorphic")
@@ -89,7 +89,7 @@ def dictionary(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory, collections):
+def checkpoints(tmp_path_factory, tiny_collections):
     """name -> a checkpoint folder of each neural model at a tiny size (seeded)."""
     from pipeline.rerank.checkpoint import save_checkpoint
     from pipeline.rerank.models.addax import ADDAX, ADDAXConfig
@@ -101,8 +101,8 @@ def checkpoints(tmp_path_factory, collections):
 
     root = tmp_path_factory.mktemp("tiny-models")
     bert = str(save_tiny_bert(root / "bert", layers=2))
-    queries = list(collections[0].topics().queries.values())
-    docs = [doc["contents"] for doc in collections[0].docs()]
+    queries = list(tiny_collections[0].topics().queries.values())
+    docs = [doc["contents"] for doc in tiny_collections[0].docs()]
     makers = {
         "monobert": lambda: MonoBERT(MonoBERTConfig(bert=bert, max_length=48)),
         "kwbert": lambda: KeywordBERT(KeywordBERTConfig(bert=bert, max_length=48)),
@@ -177,15 +177,15 @@ SHIPPED = ["candidates()", "candidates() % 4", "overlap(idf=true)", "candidates(
 
 
 @pytest.mark.parametrize("spec", PLAIN)
-def test_retrieval_and_plain_reranking_give_each_query_the_same_scores_bit_for_bit(spec, collections, dictionary):
-    tiny = collections[0]
+def test_retrieval_and_plain_reranking_give_each_query_the_same_scores_bit_for_bit(spec, tiny_collections, dictionary):
+    tiny = tiny_collections[0]
     stage = parse(spec.format(dict=dictionary)).bind(tiny)
     assert_same_scores(relations(stage, tiny.topics(), None))
 
 
 @pytest.mark.parametrize("spec", SHIPPED)
-def test_shipped_candidates_give_each_query_the_same_scores_bit_for_bit(spec, collections):
-    shipped = collections[1]
+def test_shipped_candidates_give_each_query_the_same_scores_bit_for_bit(spec, tiny_collections):
+    shipped = tiny_collections[1]
     candidates = shipped.run()
     stage = parse(spec).bind(Binding(shipped, None, candidates))
     assert_same_scores(relations(stage, shipped.topics(), candidates))
@@ -201,11 +201,11 @@ def _by_hand(topics: Topics, run: Run, texts: dict[str, str], documents: list[st
             for qid, hits in run.ranking.items()}
 
 
-def test_overlap_takes_the_collections_idf_and_its_cache_key_names_which(collections):
+def test_overlap_takes_the_collections_idf_and_its_cache_key_names_which(tiny_collections):
     """The index's N and df (its 40 documents; each word here gives an index term no other word gives: `coal`, or
     `citi` of `city`), or the table of the distinct texts of every shipped candidate, as the formula
     says by hand; the stage's cache fingerprint names the source."""
-    tiny, shipped, _ = collections
+    tiny, shipped, _ = tiny_collections
     retrieved = parse("bm25() % 8").bind(tiny)(tiny.topics())
     texts = {doc["id"]: doc["contents"] for doc in tiny.docs()}
     overlap = parse("overlap(idf=true)").bind(tiny)
@@ -239,9 +239,9 @@ NEURAL = {"monobert": "bm25() % 5 >> monobert({model})", "biencoder": "bm25() % 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NEURAL)
 @pytest.mark.parametrize("amp", ["none", "bf16"], ids=["fp32", "bf16"])
-def test_neural_models_give_each_query_the_same_scores_within_the_bound(name, amp, collections, checkpoints,
+def test_neural_models_give_each_query_the_same_scores_within_the_bound(name, amp, tiny_collections, checkpoints,
                                                                          dictionary):
-    tiny = collections[0]
+    tiny = tiny_collections[0]
     spec = NEURAL[name].format(model=f"ckpt={checkpoints[name]}, amp={amp}, threads=1", dict=dictionary)
     found = relations(parse(spec).bind(tiny), tiny.topics(), None)
     scale = max(1.0, *(abs(score) for scores in found["all"].values() for score in scores.values()))
@@ -264,8 +264,9 @@ def through_entry_points(spec: str, dataset, folder, capsys) -> dict[str, dict]:
     assert code == 0, err
     assert read_run(folder / "cli.trec").ranking == read_run(whole.write(folder / "api.trec")).ranking
     transformer = IrpipeTransformer(spec, dataset=data, cache=False)
-    pt.Experiment([transformer], data.topics().to_frame(), qrels_frame(data.qrels()), eval_metrics=parse_measures(["AP"], data.rel_level),
-                  names=["batched"], batch_size=8, save_dir=str(folder), save_mode="overwrite")
+    pt.Experiment([transformer], data.topics().to_frame(), qrels_frame(data.qrels()),
+                  eval_metrics=parse_measures(["AP"], data.rel_level), names=["batched"], batch_size=8,
+                  save_dir=str(folder), save_mode="overwrite")
     saved = pt.io.read_results(str(folder / "batched.res.gz"))
     experiment = {qid: dict(zip(hits.docno, hits.score.astype(float))) for qid, hits in saved.groupby("qid")}
     return {"ir.run": per_query(whole), "pt.Experiment(batch_size=8)": experiment}
@@ -275,9 +276,10 @@ def through_entry_points(spec: str, dataset, folder, capsys) -> dict[str, dict]:
 @pytest.mark.parametrize("spec, bound", [
     ("fusion(bm25() % 8, bm25() % 8 >> overlap(), method=weighted, norm=zscore)", 0.0),
     ("bm25() % 5 >> monobert({monobert}, amp=none, threads=1)", FP32_BOUND)], ids=["overlap", "monobert"])
-def test_every_entry_point_gives_each_query_the_same_scores(spec, bound, collections, checkpoints, tmp_path, capsys):
+def test_every_entry_point_gives_each_query_the_same_scores(spec, bound, tiny_collections, checkpoints, tmp_path,
+                                                            capsys):
     spec = spec.format(monobert=f"ckpt={checkpoints['monobert']}")
-    found = through_entry_points(spec, collections[2], tmp_path, capsys)
+    found = through_entry_points(spec, tiny_collections[2], tmp_path, capsys)
     assert_same_scores({"all": found["ir.run"], **found}, bound)
 
 
