@@ -94,8 +94,9 @@ class Overlap(Reranker):
         shipped = dataset.run() if dataset is not None and "run" in dataset.provides else None
         if shipped is not None and shipped.ranking and not missing_texts(shipped):
             return WordStatistics.of_texts(_candidate_texts(shipped, shipped.texts), dataset.name)
-        if binding.dataset_index() is not None:
-            return _index_statistics(binding.dataset_index())
+        index = binding.dataset_index()
+        if index is not None:
+            return _index_statistics(index)
         if binding.candidates is not None:
             texts = self._texts.of(binding.candidates)
             return WordStatistics.of_texts(_candidate_texts(binding.candidates, texts), "the run it was bound to")
