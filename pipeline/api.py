@@ -85,7 +85,7 @@ def Experiment(pipelines, dataset, measures, names=None, baseline: int | str | S
         >>> print(table.to_table())                          # doctest: +NORMALIZE_WHITESPACE
         run      queries      AP  AP p-value
         bm25          52  0.3114           -
-        overlap       52  0.2249      0.0005
+        overlap       52  0.2195      0.0003
         queries: 52 -- every judged query in the qrels; a query missing from a run scores 0 (trec_eval -c).
         Tied scores (overlap: 64 queries) are ordered as trec_eval orders them, docid descending; pt.Experiment's
         RR@k (ir-measures' msmarco provider) orders them otherwise, so its number can differ. p-values: two-sided

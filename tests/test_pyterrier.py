@@ -57,11 +57,14 @@ def test_bm25_then_a_reranker_in_pyterrier_is_irpipes_pipeline(tiny):
 
 def test_a_reranker_takes_a_result_frame_with_texts_and_no_score():
     """A PyTerrier result frame (qid, query, docno, text; no score, no rank): candidates in frame order, texts
-    from `text`, no dataset needed; the texts come back out."""
+    from `text`, no dataset needed; the texts come back out. IDF-weighted overlap needs a collection for its IDF
+    (a dataset or an index), which such a frame is not: refused when the transformer is made."""
     frame = pd.DataFrame({"qid": ["q1", "q1", "q1", "q2"], "query": ["coal mine"] * 3 + ["blue sky"],
                           "docno": ["a", "b", "c", "a"],
                           "text": ["nothing here", "a coal mine in wales", "coal dust", "nothing here"]})
-    out = IrpipeTransformer("overlap()", cache=False)(frame)
+    with pytest.raises(ConfigError, match=r"overlap\(idf=true\) takes its IDF from a collection"):
+        IrpipeTransformer("overlap(idf=true)", cache=False)
+    out = IrpipeTransformer("overlap(idf=false)", cache=False)(frame)
     assert list(out.columns) == ["qid", "docno", "score", "rank", "query", "text"]
     assert list(out[out.qid == "q1"].docno) == ["b", "c", "a"]
     from pipeline.data.topics import Topics
@@ -69,7 +72,7 @@ def test_a_reranker_takes_a_result_frame_with_texts_and_no_score():
     topics = Topics({"q1": "coal mine", "q2": "blue sky"})
     run = Run({"q1": [("a", -1.0), ("b", -2.0), ("c", -3.0)], "q2": [("a", -1.0)]},
               dict(zip(frame.docno, frame.text)))
-    assert Run.from_frame(out).ranking == Overlap()(topics, run).ranking
+    assert Run.from_frame(out).ranking == Overlap(idf=False)(topics, run).ranking
     assert dict(zip(out.docno, out.text)) == dict(zip(frame.docno, frame.text))
 
 
@@ -91,7 +94,7 @@ def test_irpipe_stages_keep_the_frames_other_columns(tiny):
 
     texts = pd.DataFrame({"qid": ["q1", "q1"], "query": ["coal mine"] * 2, "docno": ["a", "b"], "feature": [1, 2],
                           "text": ["nothing here", "a coal mine in wales"]})
-    out = IrpipeTransformer("overlap()", cache=False)(texts)  # its own text column kept beside the given ones
+    out = IrpipeTransformer("overlap(idf=false)", cache=False)(texts)  # its text column kept beside the given ones
     assert list(out.columns) == ["qid", "docno", "score", "rank", "query", "text", "feature"]
     assert dict(zip(out.docno, out.feature)) == {"a": 1, "b": 2}
 

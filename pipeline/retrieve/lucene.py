@@ -149,6 +149,7 @@ class LuceneIndex:
         self.language = language or self.metadata.get("language", "en")
         self._lock = threading.Lock()
         self._simple_searcher = None  # Anserini's SimpleSearcher, for stored documents and other languages only
+        self._term = None  # Lucene's Term class, loaded on first use (doc_freq)
         with java.java_errors(f"cannot open the Lucene index {self.path}", _DAMAGED):
             # SimpleSearcher's analyzers, without SimpleSearcher: loading that class costs ~1.4 s and its
             # constructor ~0.5 s, more than a thousand 10-hit CACM queries (2026-11-27)
@@ -186,6 +187,12 @@ class LuceneIndex:
     @property
     def num_docs(self) -> int:
         return self._reader.numDocs()
+
+    def doc_freq(self, term: str) -> int:
+        """How many documents hold the index term `term` (an analysed term, e.g. from `analyze`) in `contents`."""
+        if self._term is None:
+            self._term = java.autoclass("org.apache.lucene.index.Term")
+        return self._reader.docFreq(self._term("contents", term))
 
     def _searcher(self, k1: float, b: float):
         with self._lock:

@@ -18,7 +18,7 @@ from pipeline.binding import Binding
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
-from pipeline.rerank.overlap import overlap_scores
+from pipeline.rerank.overlap import WordStatistics, overlap_scores
 from pipeline.rerank.pairs import CandidateTexts, Pair, missing_texts, pairs_of, scores_by_query
 from pipeline.data.files import read_index_metadata
 from pipeline.stage import Stage
@@ -67,9 +67,11 @@ class Reranker(Stage):
 
 @register
 class Overlap(Reranker):
-    """Word overlap (`idf=false`) or IDF-weighted word overlap (`idf=true`) of query and candidate."""
+    """Word overlap (`idf=false`) or IDF-weighted word overlap (`idf=true`) of query and candidate; the IDF is the
+    collection's, fixed at bind (pipeline/rerank/overlap.py says which collection, when)."""
 
     name = "overlap"
+    _statistics: WordStatistics | None = None  # resolved by bind (idf=true)
 
     def __init__(self, idf: bool = True, index: str | None = None):
         if not isinstance(idf, bool):
@@ -79,5 +81,43 @@ class Overlap(Reranker):
     def config(self) -> dict:
         return {"idf": self.idf} | ({"index": self.index} if self.index else {})
 
+    def resolve(self, binding: Binding) -> None:
+        super().resolve(binding)
+        self._statistics = self.statistics(binding) if self.idf else None
+
+    def statistics(self, binding: Binding) -> WordStatistics:
+        """The collection's N and df: `index=DIR`'s; else the table over a dataset's shipped candidate texts; else
+        the dataset's index; else the table over the texts of the run known at bind."""
+        if self.index:
+            return _index_statistics(self.index)
+        dataset = binding.dataset
+        shipped = dataset.run() if dataset is not None and "run" in dataset.provides else None
+        if shipped is not None and shipped.ranking and not missing_texts(shipped):
+            return WordStatistics.of_texts(_candidate_texts(shipped, shipped.texts), dataset.name)
+        index = binding.dataset_index()
+        if index is not None:
+            return _index_statistics(index)
+        if binding.candidates is not None:
+            texts = self._texts.of(binding.candidates)
+            return WordStatistics.of_texts(_candidate_texts(binding.candidates, texts), "the run it was bound to")
+        raise ConfigError("overlap(idf=true) takes its IDF from a collection, and has none: run it on a dataset, "
+                          "give it an index (overlap(index=DIR)), or use overlap(idf=false)", field="idf")
+
+    def fingerprint(self) -> str:
+        """The index texts come from, and (idf=true) the collection the IDF is taken from."""
+        source = f"\x1fidf: {self._statistics.source}" if self._statistics is not None else ""
+        return super().fingerprint() + source
+
     def score(self, pairs: list[Pair]) -> list[float]:
-        return overlap_scores([p.query for p in pairs], [p.text for p in pairs], self.idf)
+        return overlap_scores([p.query for p in pairs], [p.text for p in pairs], self._statistics)
+
+
+def _index_statistics(path: str) -> WordStatistics:
+    from pipeline.retrieve.index import open_index
+
+    return WordStatistics.of_index(open_index(path), json.dumps(read_index_metadata(path), sort_keys=True))
+
+
+def _candidate_texts(run: Run, texts: dict[str, str]) -> list[str]:
+    """The texts of the candidates of `run` (each docid once)."""
+    return [texts[docid] for docid in dict.fromkeys(d for hits in run.ranking.values() for d, _ in hits)]
