@@ -16,11 +16,12 @@ LAYERS = [
     {"version", "errors", "log", "validate", "declared", "java", "environment"},  # the base: errors, logging, option checks and
                                                   # declarations, the JVM, the environment
     {"data"},                                     # formats and the dataset registry: files only
+    {"engine"},                                   # where work runs (local, Ray): shards, actors, resumable jobs
     {"retrieve"},                                 # Lucene: indexes, search, keyword dictionaries
     {"rerank"},                                   # models, the BERT backbone, checkpoints, stores, scoring
     {"evaluation", "trec_eval"},                  # ir-measures; trec_eval's flags and output over them
     {"training"},                                 # examples, negatives, the loop, recipes
-    {"cache", "engine", "binding"},               # the stage cache; where work runs; what a pipeline is bound to
+    {"cache", "binding"},                         # the stage cache; what a pipeline is bound to
     {"stage", "stages"},                          # the algebra, and the stages (bind resolves, transform computes)
     {"spec", "compare", "experiment", "experiment_inputs", "tune", "leaderboard", "pyterrier", "api",  # specs, experiments, tables, PyTerrier,
      "provenance", "reproduce", "html_page", "browser", "prose"},  # the Python front door; reproductions and their page

@@ -116,7 +116,7 @@ def _topics_file(work: Path, topics, name: str | None = None) -> Path:
 
 
 def _ray_search(work: Path, index: Path, topics, options) -> tuple[Path, dict]:
-    from pipeline.engine.tasks import search_on_cluster
+    from pipeline.retrieve.on_cluster import search_on_cluster
     from pipeline.stages.bm25 import BM25
 
     stage = BM25(str(index), hits=TOP_K_FULL, threads=1)
@@ -238,7 +238,7 @@ def _ratios(rows: list[dict], threads: int) -> dict:
 
 
 def _rerank(args, work: Path, index: Path, topics, local_run, ray_options: dict, result: dict) -> None:
-    from pipeline.engine.tasks import score_on_cluster
+    from pipeline.rerank.on_cluster import score_on_cluster
     from pipeline.rerank.checkpoint import save_checkpoint
     from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
     from pipeline.rerank.pairs import CandidateTexts, pairs_of
@@ -270,7 +270,7 @@ def _rerank(args, work: Path, index: Path, topics, local_run, ray_options: dict,
 
 
 def _encode(args, work: Path, collection: Path, ray_options: dict, result: dict) -> None:
-    from pipeline.engine.tasks import encode_on_cluster
+    from pipeline.rerank.on_cluster import encode_on_cluster
     from pipeline.stages.neural import reranker_class
 
     documents = []

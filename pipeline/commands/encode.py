@@ -124,7 +124,7 @@ def main(args: argparse.Namespace) -> int:
     token = ENCODE_COMMAND.set(encode_command(args))
     try:
         if options.kind == "ray":
-            from pipeline.engine.tasks import encode_on_cluster
+            from pipeline.rerank.on_cluster import encode_on_cluster
 
             manifest, _ = encode_on_cluster(args.output, stage.source, stage.runtime(), stage.model_digest(),
                                             _documents(args), args.dtype, args.shard_size, options)

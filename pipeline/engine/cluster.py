@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from pipeline.engine import EngineOptions
+from pipeline.engine.jobs import InOrder, JobFolder
 from pipeline.errors import EngineError, IrpipeError, MissingResourceError
 from pipeline.log import logger, peak_rss_mib, progress
 
@@ -114,7 +115,7 @@ def _init(ray, address: str | None, options: EngineOptions, common: dict) -> Non
 
 class ShardWorker:
     """One actor: sets its task up once (loads the model; the search index opens on first use), then runs shards.
-    A task is an object with `setup(threads)` and `run(payload) -> (result, items)` (pipeline/engine/tasks.py)."""
+    A task is an object with `setup(threads)` and `run(payload) -> (result, items)` (pipeline/retrieve/on_cluster.py, pipeline/rerank/on_cluster.py)."""
 
     def __init__(self, task, threads: int):
         import ray
@@ -254,3 +255,27 @@ def _log_rates(stats: list[WorkerStats], what: str, unit: str) -> None:
         if worker.shards:
             logger.info("%s: worker %d: %d shards, %d %s in %.1f s, %.1f %s/s", what, number, worker.shards,
                         worker.items, unit, worker.seconds, worker.rate(), unit)
+
+
+def merged_shards(options: EngineOptions, task, count: int, payload: Callable[[int], object], job: JobFolder,
+                  merge: Callable[[int, object], None], what: str, unit: str) -> dict:
+    """`run_shards` with each result saved in `job` and merged (`merge(number, result)`) in shard order the moment
+    the shards before it are in (those an earlier run finished read back in their turn). The stats add the
+    arrival order and `tail_seconds`: the wall time from the last result's arrival to the end of the merge."""
+    merger, arrived, last = InOrder(merge, job.load), [], [time.perf_counter()]
+
+    def done(number: int) -> bool:
+        if job.done(number):
+            merger.skip(number)
+            return True
+        return False
+
+    def save(number: int, result) -> None:
+        arrived.append(number)
+        last[0] = time.perf_counter()
+        job.save(number, result)
+        merger.add(number, result)
+
+    stats = run_shards(options, task, count, payload, done, save, what, unit)
+    merger.finish(count)
+    return stats | {"arrived": arrived, "tail_seconds": round(time.perf_counter() - last[0], 3)}

@@ -1,6 +1,6 @@
 """The one batched inference path of every model: cross-encoder scoring (`predict`, pipeline/rerank/scoring.py),
 the dev evaluation of training, document and query encoding and scoring from a store (pipeline/rerank/store.py),
-and the ray engine's shards of them (pipeline/engine/tasks.py).
+and the ray engine's shards of them (pipeline/rerank/on_cluster.py).
 
     lengths = model.input_lengths(pairs)                  # padded positions each item takes (word pieces)
     order = length_order(lengths)                         # longest first, ties in input order

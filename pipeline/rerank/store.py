@@ -58,7 +58,7 @@ from pipeline.rerank.pairs import Pair
 from pipeline.rerank.batching import PREFETCH, batch_cuts, batch_limits, in_input_order, length_order, run_batches
 from pipeline.rerank.scoring import autocast, resolve_amp
 
-DTYPES = {"fp16": np.float16, "fp32": np.float32}  # pipeline/engine/tasks.py: a resumed float store's dims
+DTYPES = {"fp16": np.float16, "fp32": np.float32}  # pipeline/rerank/on_cluster.py: a resumed float store's dims
 CODEC_SAMPLE = 2048
 # the `irpipe encode` command (less --output) that a new store records, set by pipeline/commands/encode.py for the
 # local and the ray engine's path alike: a damaged shard's error gives it, with --output, as the rerun

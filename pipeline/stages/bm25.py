@@ -96,7 +96,7 @@ class BM25(Stage):
     # -- compute -------------------------------------------------------------------------------------------------
     def transform(self, topics: Topics, run: Run | None) -> Run:
         if self._cluster is not None:
-            from pipeline.engine.tasks import search_on_cluster
+            from pipeline.retrieve.on_cluster import search_on_cluster
 
             return search_on_cluster(self.for_worker(), topics, self._cluster)[0]
         return Run(self.search(self._lucene, topics), tag=self.run_tag())

@@ -176,7 +176,7 @@ class NeuralReranker(Reranker):
     # -- compute -------------------------------------------------------------------------------------------------
     def score(self, pairs: list[Pair]) -> list[float]:
         if self._cluster is not None:  # the ray engine: shards of the pairs on a cluster's workers
-            from pipeline.engine.tasks import score_on_cluster
+            from pipeline.rerank.on_cluster import score_on_cluster
 
             scores, self.truncated, _ = score_on_cluster(self.source, self.runtime(), self.model_digest(), pairs,
                                                          self._cluster)

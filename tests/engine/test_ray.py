@@ -174,7 +174,7 @@ def test_a_slow_shard_arriving_late_changes_nothing(cacm_index, cacm_topics_file
     are merged as their turn comes; the run is the local run, to the last bit of every score, and so is its file."""
     from pipeline.data.topics import read_topics
     from pipeline.engine import EngineOptions
-    from pipeline.engine.tasks import search_on_cluster
+    from pipeline.retrieve.on_cluster import search_on_cluster
     from pipeline.stages.bm25 import BM25
 
     topics = read_topics(cacm_topics_file)
@@ -204,7 +204,7 @@ def test_two_shards_go_to_two_workers(cacm_index, cacm_topics_file):
     before, as it was given its IN_FLIGHT shards before the second got any). Each reports its peak memory."""
     from pipeline.data.topics import read_topics
     from pipeline.engine import EngineOptions
-    from pipeline.engine.tasks import search_on_cluster
+    from pipeline.retrieve.on_cluster import search_on_cluster
     from pipeline.stages.bm25 import BM25
 
     topics = read_topics(cacm_topics_file)
@@ -321,7 +321,7 @@ def test_an_interrupted_job_resumes(wikiqa_subset, tmp_path, cluster, caplog):
 def test_a_search_worker_does_not_import_torch():
     """What a search worker's actor unpickles (the task, the BM25 stage) and runs: no torch, whose import was 2.3 s
     of every search worker's start."""
-    loaded = subprocess.run([sys.executable, "-c", "import sys, pipeline.engine.cluster, pipeline.engine.tasks, "
+    loaded = subprocess.run([sys.executable, "-c", "import sys, pipeline.engine.cluster, pipeline.retrieve.on_cluster, "
                              "pipeline.stages.bm25; print('torch' in sys.modules)"],
                             cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "False"

@@ -173,7 +173,7 @@ def test_encodings_come_back_in_input_order(tiny_bert):
 
 
 def test_the_ray_engine_shards_whole_batches():
-    from pipeline.engine.tasks import batch_shards
+    from pipeline.rerank.on_cluster import batch_shards
 
     order = list(range(10))
     cuts = [slice(0, 3), slice(3, 5), slice(5, 9), slice(9, 10)]

@@ -203,7 +203,7 @@ def test_ray_workers_get_the_drivers_amp_not_their_own_cpus(monkeypatch):
     get that precision, not what "auto" would be on their CPUs (a worker without native bf16 would run fp32)."""
     import pipeline.rerank.scoring as scoring
     from pipeline.engine import EngineOptions
-    from pipeline.engine.tasks import worker_runtime
+    from pipeline.rerank.on_cluster import worker_runtime
     from pipeline.rerank.scoring import Runtime
 
     cpu, gpus = EngineOptions("ray"), EngineOptions("ray", gpus_per_worker=1)

@@ -1,9 +1,8 @@
-"""What the ray engine runs: BM25 search, cross-encoder scoring and document encoding. Each is a task that
-`ShardWorker` actors set up once and run shard by shard (pipeline/engine/cluster.py), and a driver function that
-cuts the work into shards in a fixed order and merges their results in the local order:
+"""Cross-encoder scoring and document encoding on the ray engine (pipeline/engine/: `run_shards`, `merged_shards`).
+Workers get what they need to load a model again (its `ModelSource`: a checkpoint folder, a trained recipe's
+included, or a pretrained model's name and config); texts come with the pairs (resolved on the driver), so a
+scoring or encoding worker starts no JVM.
 
-    search_on_cluster   the topics in file order, `shard_queries` to a shard; each worker opens the same Lucene
-                        index read-only (shared storage, or a copy at the same path on every node)
     score_on_cluster    the pairs in `predict`'s length order, cut into its batches (`scoring_batches`: the same
                         word-piece lengths, batch_size and batch_tokens), whole batches to a shard: every batch a
                         worker scores is the very batch a local run scores (padding, and so the float rounding,
@@ -11,35 +10,22 @@ cuts the work into shards in a fixed order and merges their results in the local
                         once for this (its tokenizer counts the word pieces)
     encode_on_cluster   `irpipe encode`'s store shards, one Ray shard each, written into the store as they come
 
-Workers get what they need to load a model again (its `ModelSource`: a checkpoint folder, a trained recipe's
-included, or a pretrained model's name and config) or a retriever stage unbound but for its index, which each
-worker binds (opens) once and then searches shard after shard. Texts come with the pairs (resolved on the
-driver), so a scoring or encoding worker starts no JVM.
+The tasks live here, beside the scoring and the store they run, so that the engine sits below rerank/.
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
-import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import Iterable
 
-import numpy as np
-
-from pipeline.data.runs import Run
-from pipeline.data.topics import Topics
 from pipeline.engine import EngineOptions
-from pipeline.engine.cluster import run_shards
-from pipeline.engine.jobs import InOrder, JobFolder
-
-if TYPE_CHECKING:  # not imported at run time: a search worker would import torch with them (2.3 s of its start)
-    from pipeline.rerank.checkpoint import ModelSource
-    from pipeline.rerank.pairs import Pair
-    from pipeline.rerank.scoring import Runtime
-
-RESULT_FORMAT = "packed-1"  # of a search shard's job file (`pack_run`): in the job's key, so no older file is read
+from pipeline.engine.cluster import merged_shards, run_shards
+from pipeline.engine.jobs import JobFolder
+from pipeline.rerank.checkpoint import ModelSource
+from pipeline.rerank.pairs import Pair
+from pipeline.rerank.scoring import Runtime
 
 
 class _ModelTask:
@@ -75,86 +61,6 @@ class EncodeTask(_ModelTask):
         rows = encode_shard(self.model, texts, self.dtype, self.runtime.batch_size, self.device, self.runtime.amp,
                             batch_tokens=self.runtime.batch_tokens)
         return rows, len(texts)
-
-
-class SearchTask:
-    """A retriever stage, unbound but for its index (`for_worker()`), bound (its index opened) once per worker."""
-
-    def __init__(self, stage):
-        self.stage = stage
-
-    def setup(self, threads: int) -> None:
-        from pipeline import java
-
-        java.limit_processors(threads)  # the worker's CPUs, not the machine's: its JIT and GC threads too
-        self.stage = self.stage.bind()  # the index opens, and the worker's one JVM starts, once
-
-    def run(self, topics: Topics) -> tuple[dict, int]:
-        return pack_run(self.stage.transform(topics, None)), len(topics)
-
-
-def pack_run(run: Run) -> dict:
-    """A shard's run as a few flat values (JSON-ready): a 100-query shard of top-1000 lists is 100,000 tuples, which
-    Ray would pickle and the driver unpickle and write one by one; as flat lists and the scores' float64 bytes it
-    crosses in one piece, and its job file is written in 21 ms instead of 620-1340 (measured on a loaded 2-core
-    machine; the tuples as JSON through `json.dump`)."""
-    hits = list(run.ranking.values())
-    scores = np.fromiter((score for ranked in hits for _, score in ranked), np.float64, sum(map(len, hits)))
-    return {"tag": run.tag, "qids": list(run.ranking), "counts": [len(ranked) for ranked in hits],
-            "docids": [docid for ranked in hits for docid, _ in ranked],
-            "scores": base64.b64encode(scores.astype("<f8").tobytes()).decode("ascii")}
-
-
-def unpack_run(packed: dict) -> Iterator[tuple[str, list[tuple[str, float]]]]:
-    """(qid, [(docid, score), ...]) of a `pack_run` result, in its order; the scores are the very doubles packed."""
-    scores = np.frombuffer(base64.b64decode(packed["scores"]), "<f8").tolist()
-    docids, start = packed["docids"], 0
-    for qid, count in zip(packed["qids"], packed["counts"]):
-        yield qid, list(zip(docids[start:start + count], scores[start:start + count]))
-        start += count
-
-
-def search_on_cluster(stage, topics: Topics, options: EngineOptions) -> tuple[Run, dict]:
-    """`stage.transform(topics, None)` (a retriever, unbound but for its index) over shards of the topics; the run
-    in topics order, merged shard by shard as they come (`InOrder`)."""
-    qids = list(topics.queries)
-    shards = [qids[start:start + options.shard_queries] for start in range(0, len(qids), options.shard_queries)]
-    job = JobFolder(stage.name, [repr(stage), stage.fingerprint(), topics.fingerprint(), options.shard_queries,
-                                 RESULT_FORMAT])
-    ranking, tags = {}, []
-
-    def merge(number: int, result: dict) -> None:
-        ranking.update(unpack_run(result))
-        tags.append(result["tag"])
-
-    stats = merged_shards(options, SearchTask(stage), len(shards), lambda number: topics.subset(shards[number]), job,
-                          merge, stage.name, "queries")
-    job.remove()
-    return Run(ranking, tag=tags[-1] if tags else stage.name), stats
-
-
-def merged_shards(options: EngineOptions, task, count: int, payload: Callable[[int], object], job: JobFolder,
-                  merge: Callable[[int, object], None], what: str, unit: str) -> dict:
-    """`run_shards` with each result saved in `job` and merged (`merge(number, result)`) in shard order the moment
-    the shards before it are in (those an earlier run finished read back in their turn). The stats add the
-    arrival order and `tail_seconds`: the wall time from the last result's arrival to the end of the merge."""
-    merger, arrived, last = InOrder(merge, job.load), [], [time.perf_counter()]
-
-    def done(number: int) -> bool:
-        if job.done(number):
-            merger.skip(number)
-            return True
-        return False
-
-    def save(number: int, result) -> None:
-        arrived.append(number)
-        last[0] = time.perf_counter()
-        job.save(number, result)
-        merger.add(number, result)
-
-    stats = run_shards(options, task, count, payload, done, save, what, unit)
-    merger.finish(count)
-    return stats | {"arrived": arrived, "tail_seconds": round(time.perf_counter() - last[0], 3)}
 
 
 def score_on_cluster(source: ModelSource, runtime: Runtime, model_digest: str, pairs: list[Pair],
