@@ -180,7 +180,7 @@ def test_a_baseline_gives_the_comparison_table_and_the_win_loss_plot(tmp_path, m
 @needs_shared_data
 def test_a_seeded_experiment_tests_the_seed_mean_against_the_baseline(tmp_path, monkeypatch):
     """The p-value beside a seed mean pairs each query's mean over the seeds with the baseline's score, not seed 0's
-    run with it (issue 60): recomputed here from the written runs with scipy."""
+    run with it: recomputed here from the written runs with scipy."""
     from scipy import stats
 
     from pipeline.compare import compare
