@@ -27,7 +27,7 @@ from pipeline.log import logger
 
 def cache_root() -> Path:
     """The root of everything irpipe derives: `$IRPIPE_CACHE`, default `~/.cache/irpipe` (datasets/, indexes/,
-    stages/, models/, jobs/, keywords/, jieba/)."""
+    stages/, models/, jobs/, keywords/, jieba/, digests/)."""
     return Path(os.environ.get("IRPIPE_CACHE") or Path.home() / ".cache" / "irpipe").expanduser()
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from pipeline import cache
 from pipeline.data.digests import content_digest
+from pipeline.data.files import json_digest
 from pipeline.data.registry import get_dataset
 from pipeline.data.runs import Run
 from pipeline.data.sets.local import local_dataset_from_files
@@ -166,8 +167,9 @@ def test_an_index_folder_replaced_in_place_is_searched_anew(two_indexes, tmp_pat
         shutil.rmtree(searched, ignore_errors=True)
         shutil.copytree(source, searched)
         output = tmp_path / f"{source.name}.trec"
-        done = subprocess.run([sys.executable, "-m", "pipeline.cli", "-q", "run", "bm25() % 10", "--topics", topics,
-                               "--qrels", qrels, "--index", searched, "--output", output], capture_output=True, text=True)
+        command = ["run", "bm25() % 10", "--topics", topics, "--qrels", qrels, "--index", searched, "--output", output]
+        done = subprocess.run([sys.executable, "-m", "pipeline.cli", "-q", *map(str, command)], capture_output=True,
+                              text=True)
         assert done.returncode == 0, done.stderr[-2000:]
         listed.append({line.split()[2] for line in output.read_text().splitlines()})
     assert listed[0] and not listed[0] & listed[1]
@@ -208,7 +210,7 @@ def test_a_file_digest_is_read_once_per_version_and_again_after_any_write(tmp_pa
     file.write_text("one\n")
     digest = content_digest(file)
     assert content_digest(tmp_path) != content_digest(file)
-    record = next((cache / "digests").iterdir())
+    record = cache / "digests" / f"{json_digest(str(file.resolve()))}.json"  # the file's, not its folder's
     remembered = json.loads(record.read_text())
     remembered["files"][""][-1] = "remembered"
     record.write_text(json.dumps(remembered))
