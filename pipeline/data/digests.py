@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from pipeline.data.files import atomic_write, cache_root, file_sha256, json_digest, read_json
-from pipeline.errors import InputError
+from pipeline.errors import InputError, OutputError
 from pipeline.log import logger
 
 FOLDER = "digests"  # under the cache root: one record per file or folder digested
@@ -61,7 +61,7 @@ def _file_digests(root: Path, files: dict[str, Path]) -> dict[str, str]:
         try:
             with atomic_write(record_path) as out:
                 json.dump({"path": str(root), "files": record}, out)
-        except OSError as error:
+        except (OSError, OutputError) as error:  # a full or read-only cache: read again next time
             logger.debug("digests: cannot remember %s (%s)", root, error)
     return {name: entry[-1] for name, entry in record.items()}
 

@@ -12,7 +12,6 @@ Subclasses implement `score(pairs) -> list[float]` and `config()`.
 """
 from __future__ import annotations
 
-
 from pipeline.binding import Binding
 from pipeline.data.digests import content_digest
 from pipeline.data.runs import Run

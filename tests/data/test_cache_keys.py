@@ -4,6 +4,7 @@ a stage output or a recipe, and the same content (copied to another path) always
 are read once per file version (pipeline/data/digests.py)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -237,3 +238,11 @@ def test_a_folder_digest_follows_its_files_names_and_contents_but_not_hidden_fil
     (folder / "sub").mkdir()
     (folder / "sub" / "c.jsonl").write_text("")
     assert content_digest(folder) != digest
+
+
+def test_a_cache_that_cannot_keep_the_record_costs_a_reading_not_a_failure(tmp_path, cache):
+    file = tmp_path / "docs.jsonl"
+    file.write_text("one\n")
+    cache.mkdir()
+    (cache / "digests").write_text("a file where the records' folder would be")
+    assert content_digest(file) == hashlib.sha256(b"one\n").hexdigest()
