@@ -21,6 +21,7 @@ from pipeline.data.registry import get_dataset
 from pipeline.data.runs import Run
 from pipeline.data.sets.local import local_dataset_from_files
 from pipeline.data.topics import Topics
+from pipeline.stages.bm25 import BM25
 from pipeline.stages.rerank import Overlap
 from pipeline.training.identity import RecipeIdentity
 from support import DOCS, QRELS, TOPICS, irpipe
@@ -110,6 +111,21 @@ def test_two_contents_never_share_an_index_or_a_recipe_and_one_content_always_do
     assert keys(copy) == (index_key, recipe_key)
     other_index, other_recipe = keys(other)
     assert other_index != index_key and other_recipe != recipe_key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make", KINDS.values(), ids=KINDS.keys())
+def test_two_contents_never_share_a_stage_output_and_one_content_always_does(make, tmp_path, cache):
+    """BM25 on each: the copy's run is read back (no new index, no new stage output), the other content's is its own."""
+    def entries() -> tuple[int, int]:
+        return len(list((cache / "indexes").iterdir())), len(list((cache / "stages").rglob("*.json.gz")))
+
+    runs, counts = {}, {}
+    for where, other in (("first", False), ("copy", False), ("other", True)):
+        runs[where] = BM25(hits=10).run(make(tmp_path / where, other)).ranking
+        counts[where] = entries()
+    assert runs["copy"] == runs["first"] and counts["copy"] == counts["first"] == (1, 1)
+    assert runs["other"] != runs["first"] and counts["other"] == (2, 2)
 
 
 def test_how_a_dataset_yaml_reads_its_files_keys_the_index_and_the_recipe(tmp_path, cache):
