@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import cache
+from pipeline.cache import StageCache, using
 from pipeline.data.digests import content_digest
 from pipeline.data.files import json_digest
 from pipeline.data.registry import get_dataset
@@ -192,6 +192,7 @@ def test_an_index_folder_replaced_in_place_is_searched_anew(two_indexes, tmp_pat
     assert listed[0] and not listed[0] & listed[1]
 
 
+@pytest.mark.slow  # its two indexes
 def test_a_dataset_yaml_index_folder_keys_recipes_by_its_content(two_indexes, tmp_path, cache):
     def dataset(where: str, index: Path):
         folder = tmp_path / where
@@ -214,7 +215,7 @@ def test_topics_and_runs_made_in_python_key_stage_outputs_by_content(tmp_path):
 
     blue, other = {"d1": "the sky is blue", "d2": "blue sky"}, {"d1": "the sky is blue", "d2": "grass"}
     stage = Overlap(idf=False)
-    with cache.using(cache.StageCache(tmp_path / "stages")) as stage_cache:
+    with using(StageCache(tmp_path / "stages")) as stage_cache:
         outputs = [stage(Topics(topics), run(texts)).ranking for topics, texts in
                    (({"1": "blue sky"}, blue), ({"1": "blue sky"}, dict(blue)), ({"1": "blue sky"}, other),
                     ({"1": "green grass"}, blue))]
