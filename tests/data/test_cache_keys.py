@@ -1,4 +1,4 @@
-"""Cache keys from content (issue 60): whatever the kind of input -- a file, a folder, a dataset.yaml, a BEIR or MS
+"""Cache keys from content: whatever the kind of input -- a file, a folder, a dataset.yaml, a BEIR or MS
 MARCO folder, `--corpus`, an index folder, Topics and Runs made in Python -- two contents never share a cached index,
 a stage output or a recipe, and the same content (copied to another path) always does; the digests behind the keys
 are read once per file version (pipeline/data/digests.py)."""
