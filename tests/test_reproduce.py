@@ -121,7 +121,7 @@ def test_reproduce_lists_the_pins_with_their_cost_and_selects_by_it(tmp_path, ca
 def test_reproduce_runs_in_an_empty_cache_and_a_fail_sets_the_exit_status(tmp_path, capsys):
     _experiment(tmp_path, "tiny-ok")
     _experiment(tmp_path, "tiny-wrong", expected="{AP: 0.2}", tolerance=0.001)
-    where = ["--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results"]
+    where = ["--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results", "--record"]
     code, out, _ = irpipe(capsys, "reproduce", "tiny-*", *where)
     assert code == 1, out
     rows = [line.split() for line in out.splitlines() if line.startswith("tiny-")]
