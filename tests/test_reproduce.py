@@ -115,6 +115,12 @@ def test_reproduce_lists_the_pins_with_their_cost_and_selects_by_it(tmp_path, ca
     assert code == 0 and "left out b-dear: costs 11.7 min > 10.0 min" in out
     assert "left out c-never: unmeasured" in out and "irpipe run " in out and "a-cheap.yaml --check" in out
     assert irpipe(capsys, "reproduce", "nothing-like-it", *where)[0] == 2
+    # where the runs write: runs/results (untracked) unless --record writes the recorded results
+    assert "a-cheap.yaml --check   #" in irpipe(capsys, "reproduce", "a-cheap", "--dry-run", *where)[1]
+    out = irpipe(capsys, "reproduce", "a-cheap", "--dry-run", "--record", *where)[1]
+    assert f"a-cheap.yaml --check --results-dir {tmp_path / 'results'}   #" in out
+    out = irpipe(capsys, "reproduce", "a-cheap", "--dry-run", "--record", "--eval-dir", tmp_path / "eval")[1]
+    assert "a-cheap.yaml --check --record   #" in out
 
 
 @pytest.mark.slow
