@@ -27,7 +27,9 @@ expected scores pin that mean. The tolerance should come from the measured sprea
 standard errors of the difference between two means of n seeds, 2·sd·sqrt(2/n)) is printed with the result,
 and a tolerance tighter than it is warned about: another lab's mean of n seeds would fail it by chance.
 
-Running it writes runs/<name>.trec and eval/results/<name>.json; each expected score is OK (within tolerance),
+Running it writes runs/<name>.trec and runs/results/<name>.json (LOCAL_RESULTS: untracked, so a check leaves the
+checkout as it was); `--record` writes eval/results/<name>.json instead (RECORDED_RESULTS: the results the leaderboard,
+the reproduction page and the prose tables are made from). Each expected score is OK (within tolerance),
 OKISH (within 10x tolerance: a warning) or FAIL, and `--check` exits 1 on any FAIL. With a `baseline`, the
 baseline's run is written too (runs/<name>.baseline.trec), the table shows both pipelines with paired t-test
 p-values (pipeline.compare), and the per-query win/loss plot of the first measure goes beside the run
@@ -63,6 +65,8 @@ from pipeline.log import logger
 from pipeline.stage import Stage
 
 DEFAULT_EXPERIMENT = Path(__file__).resolve().parent.parent / "eval" / "main-job.yaml"  # `irpipe run` alone
+LOCAL_RESULTS = Path("runs") / "results"  # where a run's result goes unless recorded: untracked, beside the runs
+RECORDED_RESULTS = Path("eval") / "results"  # `--record`: the tracked results that the leaderboard and pages read
 OKISH_FACTOR = 10
 BASELINE = "baseline"  # the baseline pipeline's row in the comparison table
 _KEYS = {"name", "dataset", "pipeline", "measures", "expected", "tolerance", "rel_level", "queries",
@@ -243,7 +247,7 @@ def run_pipeline(spec: str | Stage, dataset, use_cache: bool = True,
     return (parse(spec) if isinstance(spec, str) else spec).run_on(dataset, use_cache, engine)
 
 
-def run_experiment(experiment: Experiment, output: str | Path | None = None, results_dir: str | Path = "eval/results",
+def run_experiment(experiment: Experiment, output: str | Path | None = None, results_dir: str | Path = LOCAL_RESULTS,
                    use_cache: bool = True, dataset=None, engine_options: EngineOptions | None = None) -> dict:
     """Run the experiment (on `dataset` when given, else on the one it names) on its engine (`engine_options` with
     the experiment's kind), write its run file(s) and, for an experiment file, its result JSON; returns the result."""
@@ -269,7 +273,9 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
     for path in [*outputs.values(), *([baseline_output, output.with_suffix(".png")] if experiment.baseline else []),
                  *beside.values(), *([results] if experiment.path else [])]:
         check_writable(path, "file")  # every file written, before any work
-    before = provenance.previous(results) if experiment.path else {}
+    # the result this one replaces, else the recorded one: its cost is kept by a warm run, its environment compared
+    before = (provenance.previous(results) or provenance.previous(RECORDED_RESULTS / results.name)
+              if experiment.path else {})
     reuse.begin()
     runs = {}
     for run_name, spec in experiment.pipelines().items():  # one run, or one per seed

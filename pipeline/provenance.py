@@ -1,7 +1,8 @@
 """What an experiment's result says about how it was obtained: when, in which environment, what it reused from
 the cache, what a cold run of it costs, and its per-query wins and losses against its baseline.
 
-Fields added to eval/results/<name>.json by `irpipe run` (pipeline/experiment.py):
+Fields added to the result file (runs/results/<name>.json; with `--record`, eval/results/) by `irpipe run`
+(pipeline/experiment.py):
 
     date         when this run finished (UTC, ISO 8601)
     environment  pipeline/environment.py `capture()`

@@ -10,7 +10,9 @@ status.
 Each selected experiment runs as `irpipe run eval/NAME.yaml` in a child process, by default with an empty cache
 of its own (a temporary IRPIPE_CACHE: datasets from the mirror, indexes built, models trained), so that it
 reproduces the whole work and its wall time is the cost recorded (pipeline/provenance.py). `--warm` uses the
-user's cache instead: faster, and a run that reuses cached work keeps the last cold cost.
+user's cache instead: faster, and a run that reuses cached work keeps the last cold cost. The list and the costs
+come from the recorded results (eval/results); a run's result goes to runs/results (untracked: the checkout stays
+as it was) unless `--record` writes it to the recorded ones.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from pathlib import Path
 
 from pipeline import provenance
 from pipeline.errors import ConfigError
-from pipeline.experiment import Experiment
+from pipeline.experiment import RECORDED_RESULTS, Experiment
 
 COST_UNITS = {"s": 1, "m": 60, "h": 3600}
 NOT_EXPERIMENTS = {"references.yaml"}  # eval/ YAML files that are data, not experiments
@@ -133,16 +135,18 @@ def _table(rows: list[tuple]) -> str:
 
 
 def run_one(pin: Pin, results_dir: Path, warm: bool) -> tuple[dict | None, str]:
-    """Run the pin as `irpipe run FILE --check` in a child process (an empty cache of its own unless `warm`);
-    (its new result, or None with the child's last error line)."""
+    """Run the pin as `irpipe run FILE --check` in a child process (an empty cache of its own unless `warm`), its
+    result written to `results_dir`; (its new result, or None with the child's last error line)."""
     command = [sys.executable, "-m", "pipeline.cli", "-q", "run", str(pin.path), "--results-dir", str(results_dir)]
     environment = dict(os.environ)
+    written = Path(results_dir) / f"{pin.name}.json"
+    replaced = provenance.previous(written).get("date")
     with tempfile.TemporaryDirectory(prefix=f"irpipe-reproduce-{pin.name}-") as scratch:
         if not warm:
             environment["IRPIPE_CACHE"] = scratch
         child = subprocess.run(command, env=environment, capture_output=True, text=True)
-    result = provenance.previous(Path(results_dir) / f"{pin.name}.json")
-    if child.returncode not in (0, 1) or result.get("date") is None or (pin.result or {}).get("date") == result["date"]:
+    result = provenance.previous(written)
+    if child.returncode not in (0, 1) or result.get("date") is None or replaced == result["date"]:
         last = (child.stderr.strip().splitlines() or ["no output"])[-1]
         return None, f"exit {child.returncode}: {last}"
     return result, ""
@@ -180,9 +184,12 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def dry_run(selected: list[Pin], warm: bool) -> str:
+def dry_run(selected: list[Pin], warm: bool, results_dir: Path | None = None) -> str:
+    """The commands a run would make; `results_dir`: where they write (None: the run's default, runs/results)."""
     prefix = "" if warm else "IRPIPE_CACHE=$(mktemp -d) "
-    return "\n".join(f"{prefix}{pin.command()}   # {format_seconds(pin.cost)}" for pin in selected)
+    where = ("" if results_dir is None else " --record" if Path(results_dir) == RECORDED_RESULTS
+             else f" --results-dir {shlex.quote(str(results_dir))}")
+    return "\n".join(f"{prefix}{pin.command()}{where}   # {format_seconds(pin.cost)}" for pin in selected)
 
 
 def run_selection(selected: list[Pin], results_dir: Path, warm: bool, echo) -> list:

@@ -228,7 +228,10 @@ def test_the_main_job_is_the_default_experiment(tmp_path, monkeypatch, capsys):
     header, *rows = out.split("plain = bm25() % 10 >> overlap(idf=false)\n")[1].splitlines()[:4]
     assert "AP p-value" in header and [row.split()[0] for row in rows] == ["baseline", "main-job", "plain"]
     assert {p.name for p in (tmp_path / "runs").iterdir()} == {"main-job.trec", "main-job.baseline.trec",
-                                                                "main-job.plain.trec", "main-job.png"}
-    result = json.loads((tmp_path / "eval" / "results" / "main-job.json").read_text())
+                                                                "main-job.plain.trec", "main-job.png", "results"}
+    result = json.loads((tmp_path / "runs" / "results" / "main-job.json").read_text())  # untracked, not eval/results
     assert set(result["beside"]["plain"]["pvalues"]) == {"nDCG@10", "AP"}
     assert (tmp_path / "runs" / "main-job.plain.trec").read_text().split("\n")[0].endswith(" main-job.plain")
+    assert not (tmp_path / "eval").exists()
+    assert main(["-q", "run", "--record"]) == 0  # only when asked: the recorded results, which the pages are made from
+    assert json.loads((tmp_path / "eval" / "results" / "main-job.json").read_text())["measures"] == result["measures"]
