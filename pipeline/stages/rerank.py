@@ -113,7 +113,7 @@ class Overlap(Reranker):
 def _index_statistics(path: str) -> WordStatistics:
     from pipeline.retrieve.index import open_index
 
-    return WordStatistics.of_index(open_index(path), json.dumps(read_index_metadata(path), sort_keys=True))
+    return WordStatistics.of_index(open_index(path), content_digest(path))  # the index's content, as its cache key
 
 
 def _candidate_texts(run: Run, texts: dict[str, str]) -> list[str]:
