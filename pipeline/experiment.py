@@ -104,6 +104,25 @@ class Experiment:
     beside: dict[str, str] | None = None  # label -> pipeline spec: more rows compared with the baseline
     make: dict[str, str] | None = None  # path -> the command that makes it (pipeline/experiment_inputs.py)
     path: str | None = None
+    _stages: dict = field(default_factory=dict, repr=False, compare=False)  # spec -> its Stage, parsed once
+    _measures: dict = field(default_factory=dict, repr=False, compare=False)  # (text, rel_level) -> its Measure
+
+    def stage(self, spec: str) -> Stage:
+        """The Stage of one of this experiment's specs, parsed the first time it is asked for (by `check()`, when the
+        file is read) and held: running the experiment parses nothing again."""
+        if spec not in self._stages:
+            from pipeline.spec import parse
+
+            self._stages[spec] = parse(spec)
+        return self._stages[spec]
+
+    def measure(self, text: str, rel_level: int):
+        """One of this experiment's measures at a relevance level, parsed once (ir-measures' object)."""
+        if (text, rel_level) not in self._measures:
+            from pipeline.evaluation import parse_measure
+
+            self._measures[text, rel_level] = parse_measure(text, rel_level)
+        return self._measures[text, rel_level]
 
     @classmethod
     def from_dict(cls, data: dict, path: str | None = None) -> "Experiment":
@@ -148,8 +167,7 @@ class Experiment:
     def check(self) -> None:
         """Everything that can be checked without running: the name, the measures at the relevance level, the
         expected scores' measures, the tolerance and both pipeline specs. InputError (file, field) on a problem."""
-        from pipeline.evaluation import QUERY_SETS, parse_measure, parse_measures
-        from pipeline.spec import parse
+        from pipeline.evaluation import QUERY_SETS, parse_measures
 
         def problem(message: str, field: str) -> IrpipeError:  # a file's fields, or a spec's command-line options
             return InputError(self.path, message, field=field) if self.path else ConfigError(message, field)
@@ -196,7 +214,7 @@ class Experiment:
             raise problem(str(error), "measures") from None
         for measure in self.expected:
             try:
-                key = str(parse_measure(measure, rel_level))
+                key = str(self.measure(measure, rel_level))
             except IrpipeError as error:
                 raise problem(str(error), f"expected.{measure}") from None
             if key not in measures:
@@ -206,7 +224,7 @@ class Experiment:
                           *((f"beside.{label}", spec) for label, spec in (self.beside or {}).items())]:
             if spec:
                 try:
-                    parse(spec)
+                    self.stage(spec)
                 except IrpipeError as error:
                     raise problem(str(error), key) from None
         check_make(self, problem)
@@ -258,10 +276,8 @@ def run_experiment(experiment: Experiment, output: str | Path | None = None, res
 def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool, dataset,
                     options: EngineOptions) -> dict:
     from pipeline.compare import compare, fold_seeds, nan_as_none, plot_differences
-    from pipeline.evaluation import parse_measure
-    from pipeline.spec import parse
 
-    experiment.check()  # again: the command line may have changed fields since loading
+    experiment.check()  # again: the command line may have changed fields since loading (a spec parsed is held)
     check_inputs(experiment)  # the files it reads there, each pinned BERT the pinned one (exit 2 otherwise)
     start = time.perf_counter()
     output = Path(output or Path("runs") / f"{experiment.name}.{experiment.output_format}")
@@ -279,18 +295,18 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
     reuse.begin()
     runs = {}
     for run_name, spec in experiment.pipelines().items():  # one run, or one per seed
-        run, _, dataset = run_pipeline(spec, dataset or experiment.dataset, use_cache, options)
+        run, _, dataset = run_pipeline(experiment.stage(spec), dataset or experiment.dataset, use_cache, options)
         run.write(outputs[run_name], format=experiment.output_format, tag=run_name.replace(" ", "_"))
         runs[run_name] = run
     rel_level = experiment.rel_level if experiment.rel_level is not None else dataset.rel_level
     qrels = dataset.qrels()
     if experiment.baseline:
-        baseline_run = run_pipeline(experiment.baseline, dataset, use_cache, options)[0]
+        baseline_run = run_pipeline(experiment.stage(experiment.baseline), dataset, use_cache, options)[0]
         baseline_run.write(baseline_output, format=experiment.output_format,
                            tag=f"{experiment.name.replace(' ', '_')}.baseline")
         runs = {BASELINE: baseline_run, **runs}
     for label, spec in (experiment.beside or {}).items():  # rows beside the pipeline's, compared with the baseline
-        runs[label] = run_pipeline(spec, dataset, use_cache, options)[0]
+        runs[label] = run_pipeline(experiment.stage(spec), dataset, use_cache, options)[0]
         runs[label].write(beside[label], format=experiment.output_format, tag=f"{experiment.name}.{label}")
     comparison = compare(runs, qrels, experiment.measures, baseline=BASELINE if experiment.baseline else None,
                          rel_level=rel_level, queries=experiment.queries)
@@ -299,11 +315,11 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
     scores = {m: statistics.fmean(s[m] for s in per_run.values()) for m in per_run[first]}
     checks = {}
     for measure, expected in experiment.expected.items():
-        key = str(parse_measure(measure, rel_level))  # "AP" is "AP(rel=2)" on graded qrels
+        key = str(experiment.measure(measure, rel_level))  # "AP" is "AP(rel=2)" on graded qrels
         score = scores.get(key)
         checks[key] = {"expected": expected, "score": score,
                        "status": status(score, expected, experiment.tolerance) if score is not None else "FAIL"}
-    shown = experiment.pipeline if experiment.seeds else repr(parse(experiment.pipeline))  # {seed} does not parse
+    shown = experiment.pipeline if experiment.seeds else repr(experiment.stage(experiment.pipeline))  # {seed}: no
     result = {"name": experiment.name, "dataset": dataset.name, "pipeline": shown,
               "spec": experiment.pipeline, "measures": scores, "rel_level": rel_level,
               "queries": comparison.queries[first], "checks": checks,

@@ -235,3 +235,26 @@ def test_the_main_job_is_the_default_experiment(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "eval").exists()
     assert main(["-q", "run", "--record"]) == 0  # only when asked: the recorded results, which the pages are made from
     assert json.loads((tmp_path / "eval" / "results" / "main-job.json").read_text())["measures"] == result["measures"]
+
+
+@pytest.mark.slow
+def test_an_experiment_is_parsed_once_when_read_and_its_run_parses_nothing_again(tmp_path, monkeypatch):
+    """Its specs are parsed when the file is read (check) and held; running it (bind, stage cache, comparison, the
+    inputs' check) parses none again. Before: 8 spec parses and 6 measure parses while running
+    eval/trecqa-raw-test-idf-overlap.yaml."""
+    import pipeline.evaluation
+    import pipeline.spec
+    from pipeline.experiment import Experiment, run_experiment
+
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    data = write_collection(tmp_path / "data")
+    (tmp_path / "exp.yaml").write_text(f"dataset: {data}\npipeline: bm25() % 10 >> overlap()\n"
+                                       "baseline: bm25() % 10\nbeside: {plain: 'bm25() % 5'}\n"
+                                       "measures: [AP, nDCG@10]\nexpected: {AP: 0.5}\n")
+    experiment = Experiment.load(tmp_path / "exp.yaml")
+    calls = []
+    for module, name in ((pipeline.spec, "parse"), (pipeline.evaluation, "parse_measure")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    run_experiment(experiment, output=tmp_path / "runs" / "exp.trec", results_dir=tmp_path / "results")
+    assert calls == []
