@@ -53,13 +53,15 @@ class Pin:
 
 
 def pins(eval_dir: Path, results_dir: Path) -> list[Pin]:
-    """The experiments of `eval_dir` with expected scores, each with its results file when there is one."""
+    """The experiments of `eval_dir` with expected scores, each with its results file when there is one. Only the
+    folder's own files: eval/archive/ (archived experiments, each saying why in `archived:`) is not read, and a file
+    that says `archived:` is no pin wherever it lies (docs/reproducing.md, what is pinned)."""
     found = []
     for path in sorted(Path(eval_dir).glob("*.yaml")):
         if path.name in NOT_EXPERIMENTS:
             continue
         experiment = Experiment.load(path)
-        if experiment.expected:
+        if experiment.expected and not experiment.archived:
             found.append(Pin(experiment, path, provenance.previous(Path(results_dir) / f"{experiment.name}.json") or None))
     return found
 
