@@ -70,3 +70,15 @@ def test_an_archived_reason_that_is_not_a_string_names_the_file_and_the_field(tm
     assert raised.value.field == "archived" and str(path) in str(raised.value)
     code, _, err = irpipe(capsys, "run", path)
     assert code == 2 and "archived must be a one-line reason" in err and "Traceback" not in err
+
+
+def test_reproduce_counts_the_archive_and_says_why_an_archived_name_is_no_pin(capsys):
+    folders = ["--eval-dir", EVAL, "--results-dir", EVAL / "results"]
+    code, out, _ = irpipe(capsys, "reproduce", *folders)
+    assert code == 0 and f"\n{len(ARCHIVED)} archived, not listed: {EVAL / 'archive'}/" in out
+    assert "trecqa-hcan-frozen" not in out
+    code, out, err = irpipe(capsys, "reproduce", "trecqa-hcan-frozen", "--dry-run", *folders)
+    reason = Experiment.load(EVAL / "archive" / "trecqa-hcan-frozen.yaml").archived
+    assert code == 2 and not out and "no pinned experiment matches 'trecqa-hcan-frozen'" in err
+    assert f"archived: {EVAL / 'archive' / 'trecqa-hcan-frozen.yaml'} ({reason})" in err
+    assert f"--results-dir {EVAL / 'archive' / 'results'} --check" in err and "Traceback" not in err
