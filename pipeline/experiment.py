@@ -20,6 +20,7 @@ and the expected scores with a tolerance (published numbers live in eval/referen
     beside: {biencoder: "bm25() % 100 >> biencoder()"}   # optional, with a baseline: more rows in its table
     make: {models/b: "irpipe pretrain-mlm --output models/b --steps 1000 ..."}  # what re-creates a path it names
                         # that the repository and the mirror lack (checked before running: pipeline/experiment_inputs.py)
+    archived: superseded by eval/X.yaml (AP 0.80 against 0.70)   # only under eval/archive/: out of the pins
 
 With `seeds`, the pipeline spec names `{seed}` (e.g. `hcan(train=trecqa/train, seed={seed})`); each seed's run is
 written as runs/<name>.seed<N>.trec, the scores are the mean over the seeds with their sample sd beside, and the
@@ -70,7 +71,7 @@ RECORDED_RESULTS = Path("eval") / "results"  # `--record`: the tracked results t
 OKISH_FACTOR = 10
 BASELINE = "baseline"  # the baseline pipeline's row in the comparison table
 _KEYS = {"name", "dataset", "pipeline", "measures", "expected", "tolerance", "rel_level", "queries",
-         "output_format", "description", "ci", "baseline", "seeds", "engine", "beside", "make"}
+         "output_format", "description", "ci", "baseline", "seeds", "engine", "beside", "make", "archived"}
 # (key, accepted YAML types, as said in the error) for the optional and required fields
 _FIELD_KINDS = [("name", (str,), "a string"), ("dataset", (str,), "a dataset name or folder (a string)"),
                 ("pipeline", (str,), "a pipeline spec (a string)"), ("measures", (str, list), "a list of measures"),
@@ -80,7 +81,8 @@ _FIELD_KINDS = [("name", (str,), "a string"), ("dataset", (str,), "a dataset nam
                 ("ci", (bool,), "true or false"), ("baseline", (str,), "a pipeline spec (a string)"),
                 ("seeds", (list,), "a list of integer seeds, e.g. [0, 1, 2]"), ("engine", (str,), "local or ray"),
                 ("beside", (dict,), "a mapping label: pipeline spec"),
-                ("make", (dict,), "a mapping path: the command that makes it")]
+                ("make", (dict,), "a mapping path: the command that makes it"),
+                ("archived", (str,), "a one-line reason (a string)")]
 SEED = "{seed}"  # where each of an experiment's seeds goes in its pipeline spec
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # no path separators, no leading dot (no `..`)
 
@@ -103,6 +105,7 @@ class Experiment:
     engine: str = "local"  # where the stages run: here, or on a Ray cluster (pipeline/engine/; the same output)
     beside: dict[str, str] | None = None  # label -> pipeline spec: more rows compared with the baseline
     make: dict[str, str] | None = None  # path -> the command that makes it (pipeline/experiment_inputs.py)
+    archived: str | None = None  # why it left the pins (eval/archive/; docs/reproducing.md), or None: a pin
     path: str | None = None
     _stages: dict = field(default_factory=dict, repr=False, compare=False)  # spec -> its Stage, parsed once
     _measures: dict = field(default_factory=dict, repr=False, compare=False)  # (text, rel_level) -> its Measure
@@ -160,7 +163,7 @@ class Experiment:
                          output_format=data.get("output_format", "trec"), description=data.get("description", ""),
                          ci=data.get("ci", True), baseline=data.get("baseline"), seeds=data.get("seeds"),
                          engine=data.get("engine", "local"), beside=data.get("beside"),
-                         make=data.get("make"), path=path)
+                         make=data.get("make"), archived=data.get("archived"), path=path)
         experiment.check()
         return experiment
 

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from pipeline.experiment import LOCAL_RESULTS, RECORDED_RESULTS
-from pipeline.reproduce import counts, dry_run, listing, matrix, parse_cost, pins, run_selection, select
+from pipeline.reproduce import archived, counts, dry_run, listing, matrix, parse_cost, pins, run_selection, select
 
 
 def define_args(parser: argparse.ArgumentParser) -> None:
@@ -30,10 +30,10 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     max_cost = parse_cost(args.max_cost) if args.max_cost is not None else None
-    found = pins(Path(args.eval_dir), args.results_dir)
-    selected, left = select(found, args.names, max_cost, args.all, args.ci)
+    found, archive = pins(Path(args.eval_dir), args.results_dir), archived(Path(args.eval_dir))
+    selected, left = select(found, args.names, max_cost, args.all, args.ci, archive)
     if not (args.names or max_cost is not None or args.all or args.ci):
-        print(listing(found))
+        print(listing(found, archive))
         return 0
     for pin, why in left:
         print(f"left out {pin.name}: {why}")
