@@ -83,11 +83,16 @@ def test_an_unwritable_output_is_refused_before_any_work(case, place, monkeypatc
         raise WorkStarted(f"{module}.{name} ran before the output was checked")
 
     monkeypatch.setattr(f"{module}.{name}", work)
-    files = sorted(p.relative_to(place) for p in place.rglob("*"))
+
+    def made() -> list[Path]:  # every file but the digests' memo (pipeline/data/digests.py): a dataset named by its
+        return sorted(p.relative_to(place) for p in place.rglob("*")  # files is keyed by their content on reading
+                      if not p.relative_to(place).parts[:2] in (("cache",), ("cache", "digests")))
+
+    files = made()
     code, _, err = irpipe(capsys, *argv)
     assert code == 2 and "Traceback" not in err, err
     assert f"{path}: {fault}" in err, err
-    assert sorted(p.relative_to(place) for p in place.rglob("*")) == files  # nothing made, nothing left
+    assert made() == files  # nothing made, nothing left
 
 
 def test_the_python_api_checks_its_output_before_the_run(place, monkeypatch):
