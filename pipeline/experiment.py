@@ -373,7 +373,7 @@ def format_result(result: dict) -> str:
         if check and seeds:
             note += f"  (tolerance {result['tolerance']:g}; from the spread {result['spread_tolerance'][measure]:.4f})"
         if seeds or check:
-            lines.append(f"  {measure:<{width}}  {'' if seeds else 'checked '}{score:.4f}{spread}{note}")
+            lines.append(f"  {measure:<{width}}  {score:.4f}{spread}{note}")
     if "baseline" in result:
         baseline = result["baseline"]
         beside = result.get("beside", {})
