@@ -88,7 +88,7 @@ def test_a_feature_union_carries_each_stages_score_and_zero_where_it_has_none(ti
         assert [d for d, _ in union[qid]] == sorted(vectors, key=lambda d: (-vectors[d][0], d))  # by the first
         for docid, vector in vectors.items():
             assert vector == (one[qid].get(docid, 0.0), other[qid].get(docid, 0.0))
-    assert any(0.0 in vector for vectors in union.features.values() for vector in vectors.values())  # hits=1 left some out
+    assert any(0.0 in vector for vectors in union.features.values() for vector in vectors.values())  # hits=1 left out
     assert repr(bm25 ** rm3 ** ir.bm25()) == f"features({bm25!r}, {rm3!r}, {ir.bm25()!r})"  # one flat union
 
 

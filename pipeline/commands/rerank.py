@@ -64,8 +64,8 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-format", choices=RUN_FORMATS, default="trec")
     parser.add_argument("--store", metavar="DIR", help="stored document encodings (late-interaction models: irpipe encode)")
     add_model_args(parser)
-    parser.add_argument("--eval", metavar="MEASURES", help="evaluate the output with the qrels (e.g. RR@10,AP,nDCG@10): "
-                                                        "the table `irpipe eval` prints")
+    parser.add_argument("--eval", metavar="MEASURES",
+                        help="evaluate the output with the qrels (e.g. RR@10,AP,nDCG@10): irpipe eval's table")
     parser.add_argument("--no-cache", action="store_true", help="rescore every pair (default: the stage cache's "
                                                                 "run when the model, run and texts are unchanged)")
     add_engine_args(parser, shards=("pairs",))
