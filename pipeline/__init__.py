@@ -9,7 +9,8 @@
     print(ir.Experiment([ir.candidates(), pipe], dl19, ["nDCG@10"], baseline=0))
 
 Every stage of the spec grammar is a name here, spelt as in a spec (`ir.bm25`, `ir.bm25kw`, `ir.keywords`,
-`ir.exclude`, `ir.overlap`, `ir.candidates`, `ir.cutoff`, `ir.fusion`, `ir.rrf`, and one per model:
+`ir.exclude`, `ir.overlap`, `ir.candidates`, `ir.cutoff`, `ir.fusion`, `ir.rrf`, `ir.features` (`a ** b`), `ir.ltr`,
+the Python function stages `ir.apply_query`, `ir.apply_doc_score`, `ir.apply_generic`, and one per model:
 `ir.monobert`, `ir.biencoder`, `ir.hcan`, `ir.mrnn`, `ir.addax`, `ir.kwbert`); `help(ir.<stage>)` lists its options
 with their defaults. `ir.dataset`, `ir.run`, `ir.evaluate`, `ir.Experiment` and `ir.parse` (a spec string to its
 stages) are in pipeline/api.py; `ir.Run` and `ir.Topics` are the currency every stage maps between.

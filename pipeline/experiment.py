@@ -372,6 +372,14 @@ def _listed(paths: str | list[str]) -> str:
     return paths if isinstance(paths, str) else ", ".join(paths)
 
 
+def score_table(name: str, scores: dict[str, float], queries: int) -> list[str]:
+    """The header and the row of one run's scores as `irpipe eval` prints them (pipeline/compare.py's table): the
+    one layout of scores that `irpipe eval`, `irpipe run` and `irpipe rerank --eval` share."""
+    from pipeline.compare import Comparison
+
+    return Comparison(list(scores), {name: scores}, {name: queries}, {}).to_table().splitlines()[:2]
+
+
 def format_result(result: dict) -> str:
     """The scores with their checks; with a baseline, the comparison table and where the plot went."""
     width = max(len(m) for m in result["measures"]) if result["measures"] else 8
@@ -381,13 +389,16 @@ def format_result(result: dict) -> str:
         lines.append(f"  mean ± sd over {len(seeds)} seeds; " + "; ".join(
             f"seed {seed}: " + " ".join(f"{m} {scores[m]:.4f}" for m in result["measures"])
             for seed, scores in seeds.items()))
+    if not seeds:  # the table `irpipe eval` prints (its header and row), then the checks
+        lines += score_table(result["name"], result["measures"], result["queries"])
     for measure, score in result["measures"].items():
         check = result["checks"].get(measure)
         spread = f" ± {result['sd'][measure]:.4f}" if seeds else ""
         note = f"  expected {check['expected']:.4f}  {check['status']}" if check else ""
         if check and seeds:
             note += f"  (tolerance {result['tolerance']:g}; from the spread {result['spread_tolerance'][measure]:.4f})"
-        lines.append(f"  {measure:<{width}}  {score:.4f}{spread}{note}")
+        if seeds or check:
+            lines.append(f"  {measure:<{width}}  {score:.4f}{spread}{note}")
     if "baseline" in result:
         baseline = result["baseline"]
         beside = result.get("beside", {})

@@ -5,7 +5,10 @@ Retrievers ignore the input run, rerankers read it. Operators are defined here a
     a >> b    Compose: b reranks what a retrieved (nested compositions flatten)
     s % k     keep the top k hits per query (a Cutoff stage composed after s)
     a + b     Fusion: the sum of the two runs' scores, as PyTerrier's + (rrf(a, b): reciprocal rank fusion;
-              fusion(a, b, method=weighted, ...): weighted, normalised scores)
+              fusion(a, b, method=weighted, ...): weighted, normalised scores); 0.7 * a + 0.3 * b: a weighted sum
+    a ** b    a feature union: the input's hits with a's and b's scores as features (pipeline/stages/features.py)
+
+A Python function on either side of >> is a stage: the frame -> frame `apply.generic` (pipeline/stages/functions.py).
 
 Every stage has a registry `name` and a `config()` dict; `repr` prints it in the spec grammar
 (`bm25(k1=0.9, b=0.4) % 100`), and equality/hash follow it, so pipelines print, compare and key caches.
@@ -20,9 +23,8 @@ from __future__ import annotations
 import copy
 import difflib
 import inspect
-import math
 import time
-from typing import ClassVar, Iterable, Sequence, Sized
+from typing import ClassVar
 
 from pipeline import cache
 from pipeline.binding import Binding
@@ -31,7 +33,8 @@ from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError, IrpipeError
 from pipeline.log import logger
 from pipeline.rerank import migrations
-from pipeline.validate import annotation_problem, at_least, choice, problem
+from pipeline.rerank.fusion import NORMS, fuse, fusion_weights  # noqa: F401 (fuse: pipeline.stage's, as before)
+from pipeline.validate import annotation_problem, at_least, problem
 
 
 class StageError(IrpipeError):
@@ -151,6 +154,8 @@ class Stage(metaclass=_Checked):
         if not self.bound:
             return self.bind(Binding(candidates=run))(topics, run)
         start = time.perf_counter()
+        if not isinstance(self, Compose):
+            logger.info("%s: start: %d queries, %d input hits", self, len(topics), run.num_hits() if run else 0)
         stage_cache = cache.current() if self.cacheable else None
         if stage_cache:  # one process computes a missing entry; another that needs it at once waits and reuses it
             output, computed = stage_cache.fill(stage_cache.key(self, topics, run), self,
@@ -159,8 +164,9 @@ class Stage(metaclass=_Checked):
             output, computed = self._transformed(topics, run), True
         source = "computed" if computed else "from cache"
         if not isinstance(self, Compose):
-            logger.info("%s: %d queries, %d hits, %s in %.2fs", self, len(output), output.num_hits(), source,
-                        time.perf_counter() - start)
+            seconds = time.perf_counter() - start
+            logger.info("%s: %d queries, %d hits, %s in %.2fs (%.1f queries/s)", self, len(output), output.num_hits(),
+                        source, seconds, len(topics) / max(seconds, 1e-9))
         return output
 
     def _transformed(self, topics: Topics, run: Run | None) -> Run:
@@ -173,14 +179,29 @@ class Stage(metaclass=_Checked):
     def __rshift__(self, other: "Stage") -> "Compose":
         return Compose(self, _as_stage(other, ">>"))
 
+    def __rrshift__(self, other) -> "Compose":  # `function >> stage`
+        return Compose(_as_stage(other, ">>"), self)
+
+    def __mul__(self, weight: float) -> "Fusion":
+        """`0.7 * a`: a's scores times 0.7; `0.7 * a + 0.3 * b` is one weighted sum of the two runs' scores."""
+        real = isinstance(weight, (int, float)) and not isinstance(weight, bool)
+        return Fusion(self, method="weighted", weights=(float(weight),), depth=None) if real else NotImplemented
+
+    __rmul__ = __mul__
+
+    def __pow__(self, other: "Stage") -> "Stage":
+        """`a ** b`: the input's hits with a's and b's scores as features (`features(a, b)`, for `ltr(...)`)."""
+        return registered("features")(self, _as_stage(other, "**"))
+
     def __mod__(self, k: int) -> "Compose":
         return Compose(self, Cutoff(k))
 
     def __add__(self, other: "Stage") -> "Fusion":
-        """The sum of both runs' scores, as PyTerrier's `+` (`a + b + c` is one flat sum); rrf(a, b) fuses ranks."""
-        terms = [s for stage in (self, _as_stage(other, "+"))
-                 for s in (stage.stages if isinstance(stage, Fusion) and stage._plain() else (stage,))]
-        return Fusion(*terms, method="weighted", depth=None)
+        """The sum of both runs' scores, as PyTerrier's `+` (`a + b + c`, `0.7 * a + b`: one flat, weighted sum);
+        rrf(a, b) fuses ranks."""
+        terms = [term for stage in (self, _as_stage(other, "+")) for term in
+                 (zip(stage.stages, stage.weights) if isinstance(stage, Fusion) and stage._sum() else [(stage, 1.0)])]
+        return Fusion(*(stage for stage, _ in terms), method="weighted", weights=tuple(w for _, w in terms), depth=None)
 
     # -- identity -----------------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -203,9 +224,14 @@ def _format_value(value) -> str:
 
 
 def _as_stage(other, operator: str) -> Stage:
+    if operator == ">>" and callable(other) and not isinstance(other, (Stage, type)):  # a frame -> frame function
+        return registered("apply_generic")(other)
     if not isinstance(other, Stage):
         raise TypeError(f"cannot apply {operator} to a Stage and {type(other).__name__}; both sides must be Stages")
     return other
+
+
+registered = None  # pipeline/stages/__init__.py's get_stage_class (set there): a stage class by its registry name
 
 
 class Compose(Stage):
@@ -217,7 +243,8 @@ class Compose(Stage):
         self.stages: tuple[Stage, ...] = tuple(s for stage in stages for s in (stage.stages if isinstance(stage, Compose) else (stage,)))
         if not self.stages:
             raise ValueError("Compose needs at least one stage")
-        self.needs_run = self.stages[0].needs_run
+        # it needs an input run when its first stage that uses one (not a query rewrite: apply_query) does
+        self.needs_run = next((s.needs_run for s in self.stages if s.needs_run or not s.keeps_candidates), False)
 
     def transform(self, topics: Topics, run: Run | None) -> Run:
         for stage in self.stages:
@@ -302,16 +329,16 @@ class Fusion(Stage):
             raise problem("fusion", "stages", f"{other!r} is not a pipeline; fusion fuses pipelines, e.g. "
                                               "fusion(bm25(), bm25(k1=1.2))")
         self.stages = stages
-        self.weights = _fusion_weights(len(self.stages), method, k, weights, depth, norm)
+        self.weights = fusion_weights(len(self.stages), method, k, weights, depth, norm)
         self.method, self.k, self.depth, self.norm = method, k, depth, norm
         self.needs_run = any(s.needs_run for s in self.stages)
 
     def resolve(self, binding: Binding) -> None:
         self.stages = tuple(s.bind(binding) for s in self.stages)
 
-    def _plain(self) -> bool:
-        """Whether this is `a + b + ...`: the unweighted, unnormalised sum of every hit's score."""
-        return self.method == "weighted" and set(self.weights) == {1.0} and self.depth is None and self.norm == "none"
+    def _sum(self) -> bool:
+        """Whether this is `a + 0.5 * b + ...`: the weighted, unnormalised sum of every hit's score."""
+        return self.method == "weighted" and self.depth is None and self.norm == "none"
 
     def transform(self, topics: Topics, run: Run | None) -> Run:
         outputs = (stage(topics, run) for stage in self.stages)  # one at a time: each is fused, then let go
@@ -322,64 +349,10 @@ class Fusion(Stage):
                 "weights": list(self.weights), "depth": self.depth} | ({"norm": self.norm} if self.norm != "none" else {})
 
     def __repr__(self) -> str:
-        if self._plain():
+        if self._sum() and set(self.weights) == {1.0}:  # a + b + ...
             return " + ".join(f"({s!r})" if isinstance(s, Compose) else repr(s) for s in self.stages)
         options = {k: v for k, v in self.config().items() if k != "stages"}
         return f"fusion({', '.join([*map(repr, self.stages), *(f'{k}={_format_value(v)}' for k, v in options.items())])})"
-
-
-def fuse(runs: Iterable[Run], method: str = "rrf", k: float = 60, weights: Sequence[float] | None = None,
-         depth: int | None = 1000, norm: str = "none") -> Run:
-    """`runs` fused as the `Fusion` stage fuses its stages' runs (its docstring; the same options), for runs made
-    elsewhere: e.g. a benchmark's BM25 and model scores of one candidate list, `fuse([bm25, model],
-    method="weighted", weights=[1, w], norm="zscore")`. The runs are read one at a time, in order."""
-    if weights is None:
-        runs = list(runs)
-    weights = _fusion_weights(len(runs) if isinstance(runs, Sized) else len(weights), method, k, weights, depth, norm)
-    fused: dict[str, dict[str, float]] = {}
-    texts: dict[str, str] = {}
-    fields: dict[str, dict] = {}
-    for output, weight in zip(runs, weights, strict=True):
-        texts.update(output.texts)
-        fields.update(output.doc_fields)
-        for qid, hits in output.ranking.items():
-            scores = fused.setdefault(qid, {})
-            hits = hits[:depth]
-            gains = [1.0 / (k + rank) for rank in range(1, len(hits) + 1)] if method == "rrf" else \
-                NORMS[norm]([score for _, score in hits])
-            for (docid, _), gain in zip(hits, gains):
-                scores[docid] = scores.get(docid, 0.0) + weight * gain
-    return Run.from_scores(fused, texts, tag=method, doc_fields=fields)
-
-
-def _fusion_weights(count: int, method: str, k: float, weights: Sequence[float] | None, depth: int,
-                    norm: str) -> tuple[float, ...]:
-    """The weights of `count` fused runs (1 each unless given), once the fusion options are checked."""
-    choice(Fusion.name, "method", method, ("rrf", "weighted"))
-    choice(Fusion.name, "norm", norm, NORMS)
-    if norm != "none" and method != "weighted":
-        raise problem(Fusion.name, "norm", f"norm={norm!r} applies to method=weighted (reciprocal rank fusion uses "
-                                           "ranks, not scores)")
-    if weights is not None and len(weights) != count:
-        raise problem(Fusion.name, "weights", f"{len(weights)} weights for {count} fused stages")
-    at_least(Fusion.name, "k", k, 0)
-    if depth is not None:  # None: every hit
-        at_least(Fusion.name, "depth", depth, 1, integer=True)
-    return tuple(weights) if weights is not None else (1.0,) * count
-
-
-def _minmax(scores: list[float]) -> list[float]:
-    low, high = min(scores, default=0.0), max(scores, default=0.0)
-    return [(s - low) / (high - low) if high > low else 0.0 for s in scores]
-
-
-def _zscore(scores: list[float]) -> list[float]:
-    mean = math.fsum(scores) / len(scores) if scores else 0.0
-    std = math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / len(scores)) if scores else 0.0
-    return [(s - mean) / std if std > 0 else 0.0 for s in scores]
-
-
-NORMS = {"none": list, "minmax": _minmax, "zscore": _zscore}  # per-query score normalisation for weighted fusion
 
 
 def rrf(*stages: Stage, k: int = 60, depth: int = 1000) -> Fusion:

@@ -157,3 +157,25 @@ def test_a_store_that_holds_every_candidate_needs_no_texts(collection, tmp_path)
     missing = _run_file(tmp_path / "more.trec", {"1": ["d1", "d9"]})  # d9 is in neither store nor any index
     assert main(["-q", "rerank", "--model", "biencoder", "--store", str(store), "--run", missing,
                  "--topics", str(collection / "topics.tsv"), "--output", str(tmp_path / "x.trec")]) == 2
+
+
+@pytest.mark.slow
+def test_rerank_is_served_from_the_stage_cache_as_run_is(collection, checkpoint, tmp_path, monkeypatch, capsys):
+    """The second `irpipe rerank` of the same model, run and texts reads the first one's run back (before, it scored
+    every pair again: 139-158 s a call for the bi-encoder on DL19); --no-cache scores them again; --eval prints the
+    table `irpipe eval` prints."""
+    from pipeline.cli import main
+
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    candidates = _run_file(tmp_path / "cand.trec", {"1": ["d4", "d1", "d6"], "2": ["d2", "d6"], "3": ["d5", "d3"]})
+    rerank = ["rerank", "--model", str(checkpoint), "--run", candidates, "--dataset", str(collection), "--eval", "AP"]
+    outputs = []
+    for flags in ([], [], ["--no-cache"]):
+        capsys.readouterr()
+        assert main([*rerank, "--output", str(tmp_path / f"out{len(outputs)}.trec"), *flags]) == 0
+        outputs.append(capsys.readouterr())
+    assert "computed" in outputs[0].err and "from cache" in outputs[1].err and "computed" in outputs[2].err
+    assert "stage cache: 1 hit(s), 0 miss(es)" in outputs[1].err
+    table = outputs[0].out.splitlines()
+    assert table[0].split() == ["run", "queries", "AP"] and table[1].split()[:2] == [str(tmp_path / "out0.trec"), "3"]
+    assert (tmp_path / "out0.trec").read_text().replace("out0", "") == (tmp_path / "out1.trec").read_text()

@@ -135,3 +135,23 @@ def test_a_runnable_block_runs(workspace, page, kind, body, line):
     command = ["bash", "-euo", "pipefail", "-c", body] if kind == "bash" else [sys.executable, "-c", body]
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{page.name}:{line}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+
+EXAMPLES = sorted((REPO / "examples").glob("*.py"))
+RUN_ELSEWHERE = {"bm25_addax.py": "tests/test_api.py::test_the_example_script_is_the_main_job_byte_for_byte"}
+
+
+def test_every_example_script_is_run_by_a_test():
+    assert len(EXAMPLES) >= 4 and set(RUN_ELSEWHERE) <= {script.name for script in EXAMPLES}
+
+
+@needs_shared_data
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [s for s in EXAMPLES if s.name not in RUN_ELSEWHERE], ids=lambda s: s.name)
+def test_an_example_script_runs(workspace, script):
+    """Each of examples/ (but those RUN_ELSEWHERE) exits 0 in the scratch folder and prints a table of scores (the
+    feature union and ltr one, whose two BM25 indexes are its cost, took 50 s fresh at load average 9)."""
+    root, env = workspace
+    done = subprocess.run([sys.executable, str(script)], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{script.name}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert re.search(r"^run +queries +AP +RR", done.stdout, re.M), done.stdout

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
@@ -63,12 +64,16 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-format", choices=RUN_FORMATS, default="trec")
     parser.add_argument("--store", metavar="DIR", help="stored document encodings (late-interaction models: irpipe encode)")
     add_model_args(parser)
-    parser.add_argument("--eval", metavar="MEASURES", help="evaluate the output with the qrels (e.g. RR@10,AP,nDCG@10)")
+    parser.add_argument("--eval", metavar="MEASURES",
+                        help="evaluate the output with the qrels (e.g. RR@10,AP,nDCG@10): irpipe eval's table")
+    parser.add_argument("--no-cache", action="store_true", help="rescore every pair (default: the stage cache's "
+                                                                "run when the model, run and texts are unchanged)")
     add_engine_args(parser, shards=("pairs",))
 
 
 def main(args: argparse.Namespace) -> int:
-    """The reranker as a one-stage pipeline over the run's candidates, bound and run as `irpipe run` runs one."""
+    """The reranker as a one-stage pipeline over the run's candidates, bound and run as `irpipe run` runs one: in the
+    stage cache, keyed by the model's digest, the run and the texts."""
     from pipeline.commands.train import key_values
     from pipeline.data.outputs import check_writable
     from pipeline.experiment import run_pipeline
@@ -82,12 +87,12 @@ def main(args: argparse.Namespace) -> int:
     if args.eval and "qrels" not in dataset.provides:
         raise ConfigError("--eval needs qrels: --qrels FILE or a dataset that has them")
     reranker = reranker_for_model(args.model, store=args.store, **model_runtime(args), **key_values(args.config, "--set"))
-    output, _, _ = run_pipeline(reranker, dataset, use_cache=False, engine=options)
+    output, _, _ = run_pipeline(reranker, dataset, use_cache=not args.no_cache, engine=options)
     output.write(args.output, format=args.output_format, tag=reranker.name)
     logger.info("wrote %s", args.output)
-    if args.eval:
-        from pipeline.evaluation import evaluate
+    if args.eval:  # the table `irpipe eval OUTPUT` prints
+        from pipeline.compare import compare
 
-        for measure, score in evaluate(output, dataset.qrels(), args.eval, rel_level=dataset.rel_level).items():
-            print(f"{measure}\t{score:.4f}")
+        sys.stdout.write(compare({args.output: output}, dataset.qrels(), args.eval,
+                                 rel_level=dataset.rel_level).to_table())
     return 0

@@ -35,23 +35,26 @@ class Run:
 
     `texts` optionally carries candidate passage texts (docid -> text) so that a reranker needs no index;
     `doc_fields` the candidates' other fields (docid -> {"url": ...}: a dataset's documents beyond their text),
-    which reach a model as `Pair.doc_fields`.
+    which reach a model as `Pair.doc_fields`; `features` a feature vector per hit (qid -> docid -> floats), which
+    a feature union (`a ** b`, pipeline/stages/features.py) attaches and a learned ranker (`ltr(...)`) reads.
     """
 
     ranking: dict[str, list[tuple[str, float]]]
     texts: dict[str, str] = field(default_factory=dict)
     tag: str = "irpipe"
     doc_fields: dict[str, Mapping] = field(default_factory=dict)
+    features: dict[str, dict[str, tuple[float, ...]]] = field(default_factory=dict)
 
     def __post_init__(self):
         """The id rule (pipeline/data/ids.py) over its query and document ids, as a run file has them."""
         check_query_docs(self.ranking, "Run")
 
     @classmethod
-    def _derived(cls, ranking, texts, tag, doc_fields) -> "Run":
+    def _derived(cls, ranking, texts, tag, doc_fields, features=None) -> "Run":
         """A run made of a checked run's parts (cut, excluding): its ids are not checked again."""
         run = cls.__new__(cls)
         run.ranking, run.texts, run.tag, run.doc_fields = ranking, texts, tag, doc_fields
+        run.features = {qid: vectors for qid, vectors in (features or {}).items() if qid in ranking}
         return run
 
     @classmethod
@@ -77,7 +80,7 @@ class Run:
         ranking = {qid: hits[:k] for qid, hits in self.ranking.items()}
         kept = {d for hits in ranking.values() for d, _ in hits}
         return Run._derived(ranking, {d: t for d, t in self.texts.items() if d in kept}, self.tag,
-                            {d: f for d, f in self.doc_fields.items() if d in kept})
+                            {d: f for d, f in self.doc_fields.items() if d in kept}, self.features)
 
     def excluding(self, topics: Topics) -> "Run":
         """Each query's hits less the docids its topic lists under `exclude` (Topics.extra), e.g. the query's own
@@ -86,7 +89,7 @@ class Run:
         for qid, hits in self.ranking.items():
             excluded = set(topics.extra.get(qid, {}).get("exclude", ()))
             ranking[qid] = [hit for hit in hits if hit[0] not in excluded] if excluded else hits
-        return Run._derived(ranking, self.texts, self.tag, self.doc_fields)
+        return Run._derived(ranking, self.texts, self.tag, self.doc_fields, self.features)
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """qid -> docid -> score, the shape ir-measures accepts."""
@@ -94,7 +97,8 @@ class Run:
 
     def fingerprint(self) -> str:
         fields = [{d: dict(f) for d, f in self.doc_fields.items()}] if self.doc_fields else []
-        return json_digest([self.ranking, sorted(self.texts.items()), *fields])  # no fields: the digest it always had
+        features = [self.features] if self.features else []
+        return json_digest([self.ranking, sorted(self.texts.items()), *fields, *features])  # none: as it always was
 
     def to_frame(self, topics: Topics | None = None):
         """A pandas DataFrame with PyTerrier's columns qid, docno, score, rank (+ text, + query given topics)."""

@@ -1,6 +1,7 @@
 """The stages, by the names the spec grammar knows them by: the algebra's own (pipeline/stage.py: `cutoff`,
 `candidates`, `fusion`, `rrf`), the first stages and filters of this package (`bm25`, `bm25kw`, `keywords`,
-`exclude`, `overlap`), and one reranker per model file of pipeline/rerank/models/ (made on first use by
+`exclude`, `overlap`), the Python function stages (`apply_query`, `apply_doc_score`, `apply_generic`), the feature
+union (`features`, `a ** b`) and the learned ranker over it (`ltr`), and one reranker per model file of pipeline/rerank/models/ (made on first use by
 pipeline/stages/neural.py). A stage module registers its classes with `@register` (and the neural module its
 reranker maker with `register_model_stages`) when it is imported; the registry imports a module, by name, only
 when a spec names one of its stages, so this package imports none of its modules itself (nor torch).
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 
+from pipeline import stage
 from pipeline.errors import UnknownNameError
 from pipeline.rerank import models
 from pipeline.stage import Candidates, Cutoff, Fusion, rrf
@@ -19,6 +21,11 @@ _MODULES = {
     "keywords": "pipeline.stages.keywords",
     "exclude": "pipeline.stages.exclude",
     "overlap": "pipeline.stages.rerank",
+    "apply_query": "pipeline.stages.functions",
+    "apply_doc_score": "pipeline.stages.functions",
+    "apply_generic": "pipeline.stages.functions",
+    "features": "pipeline.stages.features",
+    "ltr": "pipeline.stages.ltr",
 }
 _MODEL_STAGES_MODULE = "pipeline.stages.neural"
 _REGISTRY: dict[str, type] = {"cutoff": Cutoff, "candidates": Candidates, "fusion": Fusion, "rrf": rrf}
@@ -54,3 +61,6 @@ def get_stage_class(name: str) -> type:
 
 def stage_names() -> list[str]:
     return sorted(set(_REGISTRY) | set(_MODULES) | set(models.model_names()))
+
+
+stage.registered = get_stage_class  # the operators of pipeline/stage.py (`a ** b`, `function >> a`) make stages by name
