@@ -214,7 +214,8 @@ def _cell(key: str, value) -> str:
 
 def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: str | None = None,
             correction: str | None = None, rel_level: int = 1, queries: str = "qrels",
-            seed_mean: bool = False, depth: int | None = None, judged_only: bool = False, test: str = "t") -> Comparison:
+            seed_mean: bool = False, depth: int | None = None, judged_only: bool = False,
+            test: str = "t") -> Comparison:
     """Evaluate several runs on the same qrels; with a baseline, paired tests on per-query scores (`test`: "t", the
     paired t-test, or "wilcoxon", the signed-rank test).
 

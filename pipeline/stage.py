@@ -134,7 +134,8 @@ class Stage(metaclass=_Checked):
                               "start the pipeline with a retriever, e.g. bm25() % 100 >> ...")
         missing = candidates.queries_not_in(topics) if candidates is not None else []
         if missing:
-            raise ConfigError(f"{len(missing)} queries of the candidate run are not in the topics (e.g. {missing[0]!r})")
+            raise ConfigError(f"{len(missing)} queries of the candidate run are not in the topics (e.g. "
+                              f"{missing[0]!r})")
         stage = self.bind(Binding(dataset, engine, candidates))
         with cache.using(cache.StageCache() if use_cache else None) as stage_cache:
             run = stage(topics, candidates)
@@ -147,8 +148,7 @@ class Stage(metaclass=_Checked):
         return topics
 
     def search(self, query: str, qid: str = "1"):
-        """PyTerrier's `search`: the result frame (qid, docno, score, rank, query) of one query; `stage(frame)` and
-        `stage.transform(frame)` take a query or result frame (pipeline/on_frames.py)."""
+        """PyTerrier's `search`: the result frame of one query (`stage(frame)` too: pipeline/on_frames.py)."""
         return search(self, query, qid)
 
     def __call__(self, topics: Topics, run: Run | None = None) -> Run:

@@ -48,7 +48,8 @@ def is_frame(value) -> bool:
 
 def pyterrier_columns(frame: "pd.DataFrame") -> "pd.DataFrame":
     """The frame with ir_measures' column names as PyTerrier's (query_id: qid, doc_id: docno, relevance: label)."""
-    renamed = {old: new for old, new in IR_MEASURES_COLUMNS.items() if old in frame.columns and new not in frame.columns}
+    columns = set(frame.columns)
+    renamed = {old: new for old, new in IR_MEASURES_COLUMNS.items() if old in columns and new not in columns}
     return frame.rename(columns=renamed) if renamed else frame
 
 
