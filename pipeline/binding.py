@@ -27,6 +27,12 @@ class Binding:
     searched: str | None = None  # the index the retriever before the stage searched (its candidates' documents)
     _indexes: dict = field(default_factory=dict, compare=False, repr=False)  # shared by the copies of one binding
 
+    def __post_init__(self):
+        if isinstance(self.dataset, str):  # a name or a folder: `stage.bind("cacm")`
+            from pipeline.data.registry import get_dataset
+
+            object.__setattr__(self, "dataset", get_dataset(self.dataset))
+
     @property
     def on_cluster(self) -> EngineOptions | None:
         """The cluster engine to run on, or None (here)."""

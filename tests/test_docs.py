@@ -1,7 +1,8 @@
 """The documentation holds: README.md stays short and opens with the commands CI runs, every relative link of
 README.md and docs/*.md reaches a file (and a heading, where it names one), every test docs/coming-from.md names
-exists, the README's experiment file is the file, and every code block marked runnable (```bash runnable or
-```python runnable) runs, on tiny data, in a scratch folder with a cache of its own. The `irpipe` flags the pages
+exists, the README's experiment file is the file, every code block marked runnable (```bash runnable or
+```python runnable) runs, on tiny data, in a scratch folder with a cache of its own, and so does every script of
+examples/ (but bm25_addax.py, which trains: tests/test_api.py runs it on WikiQA). The `irpipe` flags the pages
 quote are checked against the parser in tests/test_cli.py (`test_every_flag_of_the_documented_commands_exists`)."""
 from __future__ import annotations
 
@@ -135,3 +136,24 @@ def test_a_runnable_block_runs(workspace, page, kind, body, line):
     command = ["bash", "-euo", "pipefail", "-c", body] if kind == "bash" else [sys.executable, "-c", body]
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{page.name}:{line}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+
+EXAMPLES = sorted(path for path in (REPO / "examples").glob("*.py") if path.name != "bm25_addax.py")
+
+
+def test_every_example_script_is_named_in_the_docs():
+    named = "".join(page.read_text(encoding="utf-8") for page in PAGES)
+    assert len(EXAMPLES) >= 2 and [path.name for path in EXAMPLES if f"examples/{path.name}" not in named] == []
+
+
+@needs_shared_data
+@pytest.mark.slow
+@pytest.mark.parametrize("script", EXAMPLES, ids=[path.name for path in EXAMPLES])
+def test_an_example_script_runs(workspace, script):
+    """Each script of examples/ exits 0 from the scratch folder (pyterrier_experiment.py and pyterrier_verbs.py:
+    about 25 s each on CACM, its index built once in the folder's cache)."""
+    pytest.importorskip("pyterrier", reason='the examples show the pyterrier extra: pip install -e ".[pyterrier]"')
+    root, env = workspace
+    done = subprocess.run([sys.executable, str(script)], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, f"{script.name}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
