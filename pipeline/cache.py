@@ -1,10 +1,11 @@
 """The user cache folder, and the cache of stage outputs.
 
 Everything irpipe derives lives under one root: `$IRPIPE_CACHE`, default `~/.cache/irpipe` (datasets/,
-indexes/, stages/, models/). A stage whose output depends only on its config and its input (`cacheable = True`)
-is looked up by key = sha1(stage repr + the stage's own fingerprint, e.g. the index it searches + topics + input
-run); a hit is read back instead of recomputed, so re-running a pipeline whose BM25 step is unchanged does not
-search again. Caching is on inside `using(StageCache(...))` and off elsewhere (`--no-cache` on the CLI).
+indexes/, stages/, models/, digests/). A stage whose output depends only on its config and its input
+(`cacheable = True`) is looked up by key = sha1(stage repr + the stage's own fingerprint, e.g. the content digest of
+the index it searches (pipeline/data/digests.py) + topics + input run, each by content); a hit is read back instead
+of recomputed, so re-running a pipeline whose BM25 step is unchanged does not search again. Caching is on inside
+`using(StageCache(...))` and off elsewhere (`--no-cache` on the CLI).
 
 Two processes that need the same missing entry at once (`fill`): one computes it, under the entry's lock
 (pipeline/data/locks.py), and publishes it whole (atomic_write); the other waits, then reads it back. An entry is

@@ -7,6 +7,7 @@ on stderr and exit status 2; `--debug` (or IRPIPE_DEBUG=1) prints the traceback 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import signal
@@ -39,8 +40,39 @@ COMMANDS = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, except that an argument no option takes is reported by the (sub)command it was given to --
+    its usage, not irpipe's -- with the closest flags: `irpipe search --hit 10` says "did you mean --hits?"."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parsers = _parsers(self, sys.argv[1:] if args is None else args)
+            parsers[-1].error(f"unrecognized arguments: {' '.join(map(str, extras))}{_suggestion(parsers, extras)}")
+        return parsed
+
+
+def _parsers(parser: argparse.ArgumentParser, argv) -> list[argparse.ArgumentParser]:
+    """irpipe's parser and those of the (sub)commands `argv` names, outermost first (`keywords build`: three)."""
+    chain = [parser]
+    for word in map(str, argv):
+        subcommands = next((action.choices for action in chain[-1]._actions
+                            if isinstance(action, argparse._SubParsersAction)), {})
+        if word in subcommands:
+            chain.append(subcommands[word])
+    return chain
+
+
+def _suggestion(parsers: list[argparse.ArgumentParser], extras: list) -> str:
+    """" (did you mean --hits?)": for each unknown flag among `extras`, the closest flag of `parsers`, if any is close."""
+    flags = [flag for parser in parsers for action in parser._actions for flag in action.option_strings]
+    close = [match for extra in map(str, extras) if extra.startswith("-")
+             for match in difflib.get_close_matches(extra.split("=", 1)[0], flags, n=1, cutoff=0.7)]
+    return f" (did you mean {', '.join(dict.fromkeys(close))}?)" if close else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="irpipe", description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser = Parser(prog="irpipe", description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"irpipe {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars or info logs")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs")

@@ -20,6 +20,7 @@ and the expected scores with a tolerance (published numbers live in eval/referen
     beside: {biencoder: "bm25() % 100 >> biencoder()"}   # optional, with a baseline: more rows in its table
     make: {models/b: "irpipe pretrain-mlm --output models/b --steps 1000 ..."}  # what re-creates a path it names
                         # that the repository and the mirror lack (checked before running: pipeline/experiment_inputs.py)
+    archived: superseded by eval/X.yaml (AP 0.80 against 0.70)   # only under eval/archive/: out of the pins
 
 With `seeds`, the pipeline spec names `{seed}` (e.g. `hcan(train=trecqa/train, seed={seed})`); each seed's run is
 written as runs/<name>.seed<N>.trec, the scores are the mean over the seeds with their sample sd beside, and the
@@ -27,7 +28,9 @@ expected scores pin that mean. The tolerance should come from the measured sprea
 standard errors of the difference between two means of n seeds, 2·sd·sqrt(2/n)) is printed with the result,
 and a tolerance tighter than it is warned about: another lab's mean of n seeds would fail it by chance.
 
-Running it writes runs/<name>.trec and eval/results/<name>.json; each expected score is OK (within tolerance),
+Running it writes runs/<name>.trec and runs/results/<name>.json (LOCAL_RESULTS: untracked, so a check leaves the
+checkout as it was); `--record` writes eval/results/<name>.json instead (RECORDED_RESULTS: the results the leaderboard,
+the reproduction page and the prose tables are made from). Each expected score is OK (within tolerance),
 OKISH (within 10x tolerance: a warning) or FAIL, and `--check` exits 1 on any FAIL. With a `baseline`, the
 baseline's run is written too (runs/<name>.baseline.trec), the table shows both pipelines with paired t-test
 p-values (pipeline.compare), and the per-query win/loss plot of the first measure goes beside the run
@@ -63,10 +66,12 @@ from pipeline.log import logger
 from pipeline.stage import Stage
 
 DEFAULT_EXPERIMENT = Path(__file__).resolve().parent.parent / "eval" / "main-job.yaml"  # `irpipe run` alone
+LOCAL_RESULTS = Path("runs") / "results"  # where a run's result goes unless recorded: untracked, beside the runs
+RECORDED_RESULTS = Path("eval") / "results"  # `--record`: the tracked results that the leaderboard and pages read
 OKISH_FACTOR = 10
 BASELINE = "baseline"  # the baseline pipeline's row in the comparison table
 _KEYS = {"name", "dataset", "pipeline", "measures", "expected", "tolerance", "rel_level", "queries",
-         "output_format", "description", "ci", "baseline", "seeds", "engine", "beside", "make"}
+         "output_format", "description", "ci", "baseline", "seeds", "engine", "beside", "make", "archived"}
 # (key, accepted YAML types, as said in the error) for the optional and required fields
 _FIELD_KINDS = [("name", (str,), "a string"), ("dataset", (str,), "a dataset name or folder (a string)"),
                 ("pipeline", (str,), "a pipeline spec (a string)"), ("measures", (str, list), "a list of measures"),
@@ -76,7 +81,8 @@ _FIELD_KINDS = [("name", (str,), "a string"), ("dataset", (str,), "a dataset nam
                 ("ci", (bool,), "true or false"), ("baseline", (str,), "a pipeline spec (a string)"),
                 ("seeds", (list,), "a list of integer seeds, e.g. [0, 1, 2]"), ("engine", (str,), "local or ray"),
                 ("beside", (dict,), "a mapping label: pipeline spec"),
-                ("make", (dict,), "a mapping path: the command that makes it")]
+                ("make", (dict,), "a mapping path: the command that makes it"),
+                ("archived", (str,), "a one-line reason (a string)")]
 SEED = "{seed}"  # where each of an experiment's seeds goes in its pipeline spec
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # no path separators, no leading dot (no `..`)
 
@@ -99,7 +105,27 @@ class Experiment:
     engine: str = "local"  # where the stages run: here, or on a Ray cluster (pipeline/engine/; the same output)
     beside: dict[str, str] | None = None  # label -> pipeline spec: more rows compared with the baseline
     make: dict[str, str] | None = None  # path -> the command that makes it (pipeline/experiment_inputs.py)
+    archived: str | None = None  # why it left the pins (eval/archive/; docs/reproducing.md), or None: a pin
     path: str | None = None
+    _stages: dict = field(default_factory=dict, repr=False, compare=False)  # spec -> its Stage, parsed once
+    _measures: dict = field(default_factory=dict, repr=False, compare=False)  # (text, rel_level) -> its Measure
+
+    def stage(self, spec: str) -> Stage:
+        """The Stage of one of this experiment's specs, parsed the first time it is asked for (by `check()`, when the
+        file is read) and held: running the experiment parses nothing again."""
+        if spec not in self._stages:
+            from pipeline.spec import parse
+
+            self._stages[spec] = parse(spec)
+        return self._stages[spec]
+
+    def measure(self, text: str, rel_level: int):
+        """One of this experiment's measures at a relevance level, parsed once (ir-measures' object)."""
+        if (text, rel_level) not in self._measures:
+            from pipeline.evaluation import parse_measure
+
+            self._measures[text, rel_level] = parse_measure(text, rel_level)
+        return self._measures[text, rel_level]
 
     @classmethod
     def from_dict(cls, data: dict, path: str | None = None) -> "Experiment":
@@ -137,15 +163,14 @@ class Experiment:
                          output_format=data.get("output_format", "trec"), description=data.get("description", ""),
                          ci=data.get("ci", True), baseline=data.get("baseline"), seeds=data.get("seeds"),
                          engine=data.get("engine", "local"), beside=data.get("beside"),
-                         make=data.get("make"), path=path)
+                         make=data.get("make"), archived=data.get("archived"), path=path)
         experiment.check()
         return experiment
 
     def check(self) -> None:
         """Everything that can be checked without running: the name, the measures at the relevance level, the
         expected scores' measures, the tolerance and both pipeline specs. InputError (file, field) on a problem."""
-        from pipeline.evaluation import QUERY_SETS, parse_measure, parse_measures
-        from pipeline.spec import parse
+        from pipeline.evaluation import QUERY_SETS, parse_measures
 
         def problem(message: str, field: str) -> IrpipeError:  # a file's fields, or a spec's command-line options
             return InputError(self.path, message, field=field) if self.path else ConfigError(message, field)
@@ -192,7 +217,7 @@ class Experiment:
             raise problem(str(error), "measures") from None
         for measure in self.expected:
             try:
-                key = str(parse_measure(measure, rel_level))
+                key = str(self.measure(measure, rel_level))
             except IrpipeError as error:
                 raise problem(str(error), f"expected.{measure}") from None
             if key not in measures:
@@ -202,7 +227,7 @@ class Experiment:
                           *((f"beside.{label}", spec) for label, spec in (self.beside or {}).items())]:
             if spec:
                 try:
-                    parse(spec)
+                    self.stage(spec)
                 except IrpipeError as error:
                     raise problem(str(error), key) from None
         check_make(self, problem)
@@ -243,7 +268,7 @@ def run_pipeline(spec: str | Stage, dataset, use_cache: bool = True,
     return (parse(spec) if isinstance(spec, str) else spec).run_on(dataset, use_cache, engine)
 
 
-def run_experiment(experiment: Experiment, output: str | Path | None = None, results_dir: str | Path = "eval/results",
+def run_experiment(experiment: Experiment, output: str | Path | None = None, results_dir: str | Path = LOCAL_RESULTS,
                    use_cache: bool = True, dataset=None, engine_options: EngineOptions | None = None) -> dict:
     """Run the experiment (on `dataset` when given, else on the one it names) on its engine (`engine_options` with
     the experiment's kind), write its run file(s) and, for an experiment file, its result JSON; returns the result."""
@@ -254,10 +279,8 @@ def run_experiment(experiment: Experiment, output: str | Path | None = None, res
 def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool, dataset,
                     options: EngineOptions) -> dict:
     from pipeline.compare import compare, fold_seeds, nan_as_none, plot_differences
-    from pipeline.evaluation import parse_measure
-    from pipeline.spec import parse
 
-    experiment.check()  # again: the command line may have changed fields since loading
+    experiment.check()  # again: the command line may have changed fields since loading (a spec parsed is held)
     check_inputs(experiment)  # the files it reads there, each pinned BERT the pinned one (exit 2 otherwise)
     start = time.perf_counter()
     output = Path(output or Path("runs") / f"{experiment.name}.{experiment.output_format}")
@@ -269,22 +292,24 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
     for path in [*outputs.values(), *([baseline_output, output.with_suffix(".png")] if experiment.baseline else []),
                  *beside.values(), *([results] if experiment.path else [])]:
         check_writable(path, "file")  # every file written, before any work
-    before = provenance.previous(results) if experiment.path else {}
+    # the result this one replaces, else the recorded one: its cost is kept by a warm run, its environment compared
+    before = (provenance.previous(results) or provenance.previous(RECORDED_RESULTS / results.name)
+              if experiment.path else {})
     reuse.begin()
     runs = {}
     for run_name, spec in experiment.pipelines().items():  # one run, or one per seed
-        run, _, dataset = run_pipeline(spec, dataset or experiment.dataset, use_cache, options)
+        run, _, dataset = run_pipeline(experiment.stage(spec), dataset or experiment.dataset, use_cache, options)
         run.write(outputs[run_name], format=experiment.output_format, tag=run_name.replace(" ", "_"))
         runs[run_name] = run
     rel_level = experiment.rel_level if experiment.rel_level is not None else dataset.rel_level
     qrels = dataset.qrels()
     if experiment.baseline:
-        baseline_run = run_pipeline(experiment.baseline, dataset, use_cache, options)[0]
+        baseline_run = run_pipeline(experiment.stage(experiment.baseline), dataset, use_cache, options)[0]
         baseline_run.write(baseline_output, format=experiment.output_format,
                            tag=f"{experiment.name.replace(' ', '_')}.baseline")
         runs = {BASELINE: baseline_run, **runs}
     for label, spec in (experiment.beside or {}).items():  # rows beside the pipeline's, compared with the baseline
-        runs[label] = run_pipeline(spec, dataset, use_cache, options)[0]
+        runs[label] = run_pipeline(experiment.stage(spec), dataset, use_cache, options)[0]
         runs[label].write(beside[label], format=experiment.output_format, tag=f"{experiment.name}.{label}")
     comparison = compare(runs, qrels, experiment.measures, baseline=BASELINE if experiment.baseline else None,
                          rel_level=rel_level, queries=experiment.queries)
@@ -293,11 +318,11 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
     scores = {m: statistics.fmean(s[m] for s in per_run.values()) for m in per_run[first]}
     checks = {}
     for measure, expected in experiment.expected.items():
-        key = str(parse_measure(measure, rel_level))  # "AP" is "AP(rel=2)" on graded qrels
+        key = str(experiment.measure(measure, rel_level))  # "AP" is "AP(rel=2)" on graded qrels
         score = scores.get(key)
         checks[key] = {"expected": expected, "score": score,
                        "status": status(score, expected, experiment.tolerance) if score is not None else "FAIL"}
-    shown = experiment.pipeline if experiment.seeds else repr(parse(experiment.pipeline))  # {seed} does not parse
+    shown = experiment.pipeline if experiment.seeds else repr(experiment.stage(experiment.pipeline))  # {seed}: no
     result = {"name": experiment.name, "dataset": dataset.name, "pipeline": shown,
               "spec": experiment.pipeline, "measures": scores, "rel_level": rel_level,
               "queries": comparison.queries[first], "checks": checks,

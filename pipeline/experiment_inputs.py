@@ -53,12 +53,12 @@ def _leaves(stage) -> Iterator:
         yield stage
 
 
-def named_paths(spec: str) -> list[NamedPath]:
-    """The paths a pipeline spec's stages name in PATH_OPTIONS, in order."""
+def named_paths(pipeline) -> list[NamedPath]:
+    """The paths a pipeline's stages (a Stage, or a spec string parsed here) name in PATH_OPTIONS, in order."""
     from pipeline.spec import parse
 
     found = []
-    for stage in _leaves(parse(spec)):
+    for stage in _leaves(parse(pipeline) if isinstance(pipeline, str) else pipeline):
         options = stage.config()
         found += [NamedPath(option, options[option], options) for option in PATH_OPTIONS if is_path(options.get(option))]
     return found
@@ -67,7 +67,7 @@ def named_paths(spec: str) -> list[NamedPath]:
 def experiment_paths(experiment) -> list[NamedPath]:
     """The paths every pipeline of an experiment names (each seed's, the baseline's, those beside)."""
     specs = [*experiment.pipelines().values(), experiment.baseline, *(experiment.beside or {}).values()]
-    return [named for spec in specs if spec for named in named_paths(spec)]
+    return [named for spec in specs if spec for named in named_paths(experiment.stage(spec))]  # parsed once
 
 
 def check_make(experiment, problem: Callable[[str, str], IrpipeError]) -> None:

@@ -7,13 +7,15 @@ Pyserini's 2CR pages -- a table per dataset, a row per pinned experiment:
     losses against the baseline (an inline SVG of the result's `win_loss`) and that measure's p-value, its test
     named, where there is one
 
-and, under each table, the dataset's published numbers that no row claims. No external resource: the page opens
-from disk. `check_in_browser` (pipeline/browser.py) loads it in headless Chromium, fails on a console error and
+and, under each table, the dataset's published numbers that no row claims. Above the tables, the answers (ANSWERS):
+for TREC DL 2019 / 2020 and for each seed model on its paper's datasets, the best pin by the paper's or the track's
+measure, the published or peer number beside it and its command. No external resource: the page opens from disk. `check_in_browser` (pipeline/browser.py) loads it in headless Chromium, fails on a console error and
 takes the screenshot.
 """
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 
 from pipeline import environment, provenance
@@ -32,6 +34,21 @@ td.ref{max-width:180px}td.num .pinned{font-size:11px}
 button.copy{font-size:11px;margin-left:4px;cursor:pointer}details summary{cursor:pointer;color:#335}
 pre{font-size:11px;max-width:420px;overflow:auto}.cpu{font-size:12px;color:#8a4b00}.ref{font-size:12px}svg{display:block}
 """
+# The questions the page answers first: (question, dataset, the reranker the pipeline must use or None for any
+# pipeline, the measure the best pin is chosen by: the track's or the model paper's)
+ANSWERS = [
+    ("TREC DL 2019 passage (MS MARCO judgements)", "dl19-passage", None, "nDCG@10"),
+    ("TREC DL 2020 passage (MS MARCO judgements)", "dl20-passage", None, "nDCG@10"),
+    ("HCAN on TrecQA (raw test)", "trecqa/raw-test", "hcan", "AP"),
+    ("HCAN on TREC Microblog 2013", "microblog/2013", "hcan", "P@30"),
+    ("HCAN on TREC Microblog 2014", "microblog/2014", "hcan", "P@30"),
+    ("MRNN on TrecQA (clean test)", "trecqa/clean-test", "mrnn", "AP"),
+    ("MRNN on WikiQA", "wikiqa/test", "mrnn", "AP"),
+    ("MRNN on SQuAD v1.1 paragraphs (articles B)", "squad-v1.1/dev-articles-b", "mrnn", "R@5"),
+    ("ADDAX on WikiQA", "wikiqa/test", "addax", "AP"),
+    ("ADDAX on MS MARCO (TREC DL 2019 judgements)", "dl19-passage", "addax", "nDCG@10"),
+    ("keyword-BERT on LCQMC questions (the paper's set is private)", "lcqmc/questions-test", "kwbert", "Success@1"),
+]
 SCRIPT = """
 document.querySelectorAll("button.copy").forEach(function (button) {
   button.addEventListener("click", function () {
@@ -65,6 +82,7 @@ def render_page(pins: list, references: dict[str, list[dict]], title: str = "irp
              f"sd over the seeds (one run where there are none), with the pinned score and the check's status under it "
              f"(OK: within the tolerance; OKISH: within 10×; FAIL). Cost: the wall time of the last cold run (nothing "
              f"from the cache). Reproduce one with its command, or many with <code>irpipe reproduce</code>.</p>",
+             *_answers(pins, references),
              '<nav id="datasets">' + " · ".join(f'<a href="#{_anchor(d)}">{escape(d)}</a>' for d in datasets)
              + "</nav>"]
     for dataset, rows in datasets.items():
@@ -73,8 +91,48 @@ def render_page(pins: list, references: dict[str, list[dict]], title: str = "irp
     return "\n".join(parts)
 
 
-def _anchor(name: str) -> str:
-    return "d-" + "".join(c if c.isalnum() else "-" for c in name)
+def _anchor(name: str, kind: str = "d") -> str:
+    return f"{kind}-" + "".join(c if c.isalnum() else "-" for c in name)
+
+
+def best_pin(pins: list, dataset: str, model: str | None, measure: str):
+    """The pin with the highest `measure` on `dataset` among those whose pipeline uses `model` (any: None), or None."""
+    uses = re.compile(rf"\b{re.escape(model)}\(") if model else None
+    scored = [(pin.result["measures"][measure], pin) for pin in pins
+              if (pin.result or {}).get("dataset") == dataset and measure in (pin.result.get("measures") or {})
+              and (uses is None or uses.search(pin.experiment.pipeline))]
+    return max(scored, key=lambda pair: pair[0])[1] if scored else None
+
+
+def _answers(pins: list, references: dict[str, list[dict]]) -> list[str]:
+    """The summary table: for each of ANSWERS, its best pin, that pin's score, the published or peer number (what
+    the pin's references give for the measure, else every number published on the dataset for it) and the command."""
+    out = ['<section id="answers"><h2>The answers</h2><p>For TREC DL and for each seed model on its paper\'s datasets: '
+           "the best pinned pipeline by the track's or the paper's measure, the published or peer number beside it and "
+           "the command. The tables below have every pin.</p>",
+           '<div class="scroll"><table class="answers"><thead><tr><th>question</th><th>best irpipe pipeline</th>'
+           "<th>score</th><th>published / peer</th><th>command</th></tr></thead><tbody>"]
+    for question, dataset, model, measure in ANSWERS:
+        pin = best_pin(pins, dataset, model, measure)
+        if pin is None:
+            out.append(f'<tr data-question="{escape(question)}"><td>{escape(question)}</td>'
+                       f'<td colspan="4" class="none">no pin on {escape(dataset)} reports {escape(measure)}</td></tr>')
+            continue
+        published = [entry for entry in references.get(dataset, []) if measure in (entry.get("scores") or {})]
+        mine = [entry for entry in published if pin.name in (entry.get("for") or [])]
+        result, command = pin.result, pin.command()
+        spread = f" ± {result['sd'][measure]:.4f}" if measure in (result.get("sd") or {}) else ""
+        status = (result.get("checks") or {}).get(measure, {}).get("status", "")
+        out.append(f'<tr data-question="{escape(question)}" data-best="{escape(pin.name)}"><td>{escape(question)}</td>'
+                   f'<td><a href="#{_anchor(pin.name, "e")}"><b>{escape(pin.name)}</b></a><br>'
+                   f"<code>{escape(pin.experiment.pipeline)}</code></td>"
+                   f'<td class="num" data-measure="{escape(measure)}">{escape(measure)} <b>{result["measures"][measure]:.4f}'
+                   f'{spread}</b> <span class="{status}">{status}</span></td><td class="ref">'
+                   + ("<br>".join(_reference(entry) for entry in (mine or published))
+                      or f'<span class="none">none published on {escape(dataset)}</span>') + "</td>"
+                   f'<td class="command"><code>{escape(command)}</code><button class="copy" type="button" '
+                   f'data-command="{escape(command)}">copy</button><br>{_cost(pin)}</td></tr>')
+    return out + ["</tbody></table></div></section>"]
 
 
 def _dataset_section(dataset: str, rows: list, published: list[dict]) -> list[str]:
@@ -128,15 +186,21 @@ def _row(pin, measures: list[str], references: list[dict], baselines: bool) -> s
     command = pin.command()
     cells.append(f'<td class="command"><code>{escape(command)}</code><button class="copy" type="button" '
                  f'data-command="{escape(command)}">copy</button></td>')
-    cost, env = pin.cost, result.get("environment")
+    env = result.get("environment")
     date = (result.get("date") or "")[:10] or ("undated" if result else "never run")
-    cells.append(f'<td class="cost"><span data-cost="{provenance.cost_class(result)}">{provenance.cost_class(result)}'
-                 + (f" ({_seconds(cost)})" if cost is not None else "") + f"</span><br>{escape(date)}"
+    cells.append(f'<td class="cost">{_cost(pin)}<br>{escape(date)}'
                  f"<details><summary>environment</summary><p>{escape(environment.summary(env))}</p>"
                  + (f"<pre>{escape(json.dumps(env, indent=1))}</pre>" if env else "") + "</details></td>")
     if baselines:
         cells.append(f"<td>{_win_loss(result) if experiment.baseline else ''}</td>")
-    return f'<tr data-experiment="{escape(pin.name)}">' + "".join(cells) + "</tr>"
+    return f'<tr id="{_anchor(pin.name, "e")}" data-experiment="{escape(pin.name)}">' + "".join(cells) + "</tr>"
+
+
+def _cost(pin) -> str:
+    """The cost class of the pin's last cold run with its wall time, or 'unmeasured': never a guess."""
+    klass = provenance.cost_class(pin.result)
+    return (f'<span data-cost="{klass}">{klass}' + (f" ({_seconds(pin.cost)})" if pin.cost is not None else "")
+            + "</span>")
 
 
 def _seconds(seconds: float) -> str:

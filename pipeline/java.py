@@ -23,6 +23,7 @@ from pipeline.errors import IrpipeError, MissingResourceError
 
 MIN_JAVA = 21
 _processors: int | None = None  # `limit_processors`: the CPUs this process's JVM sizes itself for (None: all)
+_pyterrier_cause: str | None = None  # why PyTerrier did not start this process's JVM, where irpipe then started it
 
 
 def anserini_jar() -> Path:
@@ -135,6 +136,7 @@ def start() -> None:
 
 
 def _started_by_pyterrier() -> bool:
+    global _pyterrier_cause
     pt = sys.modules.get("pyterrier")
     if pt is None or pt.java.started():
         return False
@@ -142,6 +144,7 @@ def _started_by_pyterrier() -> bool:
     from pipeline.log import logger
 
     if offline():
+        _pyterrier_cause = "IRPIPE_OFFLINE is set, so irpipe did not let pt.java.init() download Terrier's jars"
         logger.warning("IRPIPE_OFFLINE: irpipe starts Java with Anserini's jar alone, not through pt.java.init() "
                        "(which may download Terrier's jars): PyTerrier's Terrier classes are not available here")
         return False
@@ -152,11 +155,19 @@ def _started_by_pyterrier() -> bool:
 
         if jnius_config.vm_running:
             raise
-        logger.warning("PyTerrier could not start Java (%s: %s); irpipe starts it with Anserini's jar alone: "
-                       "PyTerrier's Terrier classes are not available in this process", type(error).__name__,
-                       str(error)[:200])
+        said = f"{type(error).__name__}: {str(error)[:200]}"
+        _pyterrier_cause = (f"Terrier's jars could not be downloaded ({said}; PyTerrier keeps them in ~/.pyterrier)"
+                            if isinstance(error, OSError) else f"pt.java.init() failed ({said})")  # URLError too
+        logger.warning("PyTerrier could not start Java (%s); irpipe starts it with Anserini's jar alone: "
+                       "PyTerrier's Terrier classes are not available in this process", said)
         return False
     return True
+
+
+def pyterrier_cause() -> str | None:
+    """Why PyTerrier could not start this process's JVM, where irpipe then started it with Anserini's jar alone
+    (None: irpipe did not ask PyTerrier, which was not imported yet, or PyTerrier started it)."""
+    return _pyterrier_cause
 
 
 def autoclass(name: str):

@@ -20,7 +20,7 @@ A marker is an HTML comment (invisible once rendered) holding YAML, and the tabl
 
 Scores are as in the results file, 4 decimals (a seeded experiment's mean ± its sample sd); a p-value is two
 significant digits, under a header naming its test (a seeded experiment's: the two-sided paired t-test over
-per-query seed means); a seed-0 p-value that results from before issue 60 hold in `baseline.pending` reads
+per-query seed means); a seed-0 p-value that results from before 2026-12-02 hold in `baseline.pending` reads
 "seed-0 only, pending re-run" (eval/seed_mean_pvalues.py). A marker naming a result, measure or row that is not
 there is an InputError naming the file and line of the marker.
 """
@@ -95,7 +95,7 @@ def render(spec: dict, results: dict[str, dict], where: tuple[Path, int]) -> lis
             raise InputError(where[0], f"{found['name']} has no baseline to compare with", line=where[1], field="table")
         measures = measures or list(found["measures"])
         labels, baseline = spec.get("labels") or {}, found["baseline"]
-        test = f"p, {baseline['test']}" if baseline.get("test") else "p"  # results from before issue 60: none named
+        test = f"p, {baseline['test']}" if baseline.get("test") else "p"  # results from before 2026-12-02: none named
         lines = [_row(["run", *measures, f"{test} ({' / '.join(measures)})"]), _row(["---"] * (len(measures) + 2))]
         others = [(found["name"], found["measures"], baseline["pvalues"], baseline.get("pending") or {}),
                   *((label, row["measures"], row["pvalues"], {}) for label, row in (found.get("beside") or {}).items())]

@@ -1,7 +1,8 @@
 """What an experiment's result says about how it was obtained: when, in which environment, what it reused from
 the cache, what a cold run of it costs, and its per-query wins and losses against its baseline.
 
-Fields added to eval/results/<name>.json by `irpipe run` (pipeline/experiment.py):
+Fields added to the result file (runs/results/<name>.json; with `--record`, eval/results/) by `irpipe run`
+(pipeline/experiment.py):
 
     date         when this run finished (UTC, ISO 8601)
     environment  pipeline/environment.py `capture()`
@@ -13,7 +14,7 @@ Fields added to eval/results/<name>.json by `irpipe run` (pipeline/experiment.py
                  per query for a seeded experiment), sorted, as at most WIN_LOSS_POINTS quantiles, with the counts
 
 and `cost_class(result)` is what `irpipe reproduce` lists: seconds / minutes / hours, or unmeasured.
-`seed_mean_pvalues(result)` makes a seeded result from before issue 60 (its p-values the first seed's) hold the seed
+`seed_mean_pvalues(result)` makes a seeded result from before 2026-12-02 (its p-values the first seed's) hold the seed
 mean's p-value of its win_loss measure, made again from the recorded differences, and the rest as pending a re-run.
 """
 from __future__ import annotations
@@ -89,7 +90,7 @@ def seed_mean_pvalue(record: dict | None) -> float | None:
 
 def seed_mean_pvalues(result: dict) -> dict:
     """A seeded result's `baseline` as a run now writes it, made from one whose p-values are its first seed's
-    run against the baseline (results from before issue 60, their runs not kept): the win_loss measure's
+    run against the baseline (results from before 2026-12-02, their runs not kept): the win_loss measure's
     p-value made again from its per-query differences, every other measure's seed-0 p-value set apart in
     `pending` (seed-0 only, pending re-run), the test named."""
     from pipeline.compare import PAIRED_SEED_MEANS

@@ -161,11 +161,16 @@ class AnseriniJavaInit(pt.java.JavaInitializer):
         from pipeline import java
 
         if jnius_config.vm_running:
+            cause = java.pyterrier_cause()
+            if cause:  # pyterrier was imported first, and could not start Java: say why, not the import order
+                raise RuntimeError(
+                    f"irpipe started this process's JVM before PyTerrier could, with Anserini's jar alone, because "
+                    f"PyTerrier could not start it: {cause}; a process starts one JVM. Make Terrier's jars available "
+                    f"(run once with a network, or unset IRPIPE_OFFLINE), then start the process again")
             raise RuntimeError(
-                "irpipe started this process's JVM before PyTerrier could (IRPIPE_OFFLINE, or Terrier's jars could "
-                "not be had), with Anserini's jar alone; a process starts one JVM. Import pyterrier before irpipe's "
-                "first Lucene stage runs (irpipe then starts Java through pt.java.init()), or call pt.java.init() "
-                "first")
+                "irpipe started this process's JVM before PyTerrier could, with Anserini's jar alone (pyterrier was "
+                "not imported yet); a process starts one JVM. Import pyterrier before irpipe's first Lucene stage "
+                "runs (irpipe then starts Java through pt.java.init()), or call pt.java.init() first")
         java.configure(jnius_config)
 
     def message(self) -> str:

@@ -10,7 +10,9 @@ status.
 Each selected experiment runs as `irpipe run eval/NAME.yaml` in a child process, by default with an empty cache
 of its own (a temporary IRPIPE_CACHE: datasets from the mirror, indexes built, models trained), so that it
 reproduces the whole work and its wall time is the cost recorded (pipeline/provenance.py). `--warm` uses the
-user's cache instead: faster, and a run that reuses cached work keeps the last cold cost.
+user's cache instead: faster, and a run that reuses cached work keeps the last cold cost. The list and the costs
+come from the recorded results (eval/results); a run's result goes to runs/results (untracked: the checkout stays
+as it was) unless `--record` writes it to the recorded ones.
 """
 from __future__ import annotations
 
@@ -27,10 +29,11 @@ from pathlib import Path
 
 from pipeline import provenance
 from pipeline.errors import ConfigError
-from pipeline.experiment import Experiment
+from pipeline.experiment import RECORDED_RESULTS, Experiment
 
 COST_UNITS = {"s": 1, "m": 60, "h": 3600}
 NOT_EXPERIMENTS = {"references.yaml"}  # eval/ YAML files that are data, not experiments
+ARCHIVE = "archive"  # eval/archive/: experiment files out of the pins, each saying why (`archived:`)
 
 
 @dataclass
@@ -53,15 +56,22 @@ class Pin:
 
 
 def pins(eval_dir: Path, results_dir: Path) -> list[Pin]:
-    """The experiments of `eval_dir` with expected scores, each with its results file when there is one."""
+    """The experiments of `eval_dir` with expected scores, each with its results file when there is one. Only the
+    folder's own files: eval/archive/ (archived experiments, each saying why in `archived:`) is not read, and a file
+    that says `archived:` is no pin wherever it lies (docs/reproducing.md, what is pinned)."""
     found = []
     for path in sorted(Path(eval_dir).glob("*.yaml")):
         if path.name in NOT_EXPERIMENTS:
             continue
         experiment = Experiment.load(path)
-        if experiment.expected:
+        if experiment.expected and not experiment.archived:
             found.append(Pin(experiment, path, provenance.previous(Path(results_dir) / f"{experiment.name}.json") or None))
     return found
+
+
+def archived(eval_dir: Path) -> list[Experiment]:
+    """The archived experiments of `eval_dir` (its archive/ folder), each with its `archived:` reason."""
+    return [Experiment.load(path) for path in sorted((Path(eval_dir) / ARCHIVE).glob("*.yaml"))]
 
 
 def parse_cost(text: str) -> float:
@@ -73,15 +83,18 @@ def parse_cost(text: str) -> float:
 
 
 def select(found: list[Pin], names: list[str], max_cost: float | None, everything: bool,
-           ci: bool) -> tuple[list[Pin], list[tuple[Pin, str]]]:
+           ci: bool, archive: list[Experiment] = ()) -> tuple[list[Pin], list[tuple[Pin, str]]]:
     """(selected, [(left out, why)]) of the pins: `names` (globs or substrings of names), `ci` (ci: true), and
     `max_cost` (the last cold run's seconds at most; an unmeasured pin is left out, saying so) narrow `everything`
-    or the pins the names pick. A name that matches nothing is a ConfigError."""
+    or the pins the names pick. A name that matches nothing is a ConfigError, naming the `archive` files it
+    matches with why each was archived and how to run it."""
     if not (names or max_cost is not None or everything or ci):
         return [], []
     for name in names:
         if not any(_matches(pin.name, name) for pin in found):
-            raise ConfigError(f"no pinned experiment matches {name!r} (irpipe reproduce lists them)", "NAME")
+            gone = "".join(f"; archived: {old.path} ({old.archived}); run it with `irpipe run {old.path} --results-dir "
+                           f"{Path(old.path).parent / 'results'} --check`" for old in archive if _matches(old.name, name))
+            raise ConfigError(f"no pinned experiment matches {name!r} (irpipe reproduce lists them){gone}", "NAME")
     chosen = [pin for pin in found if not names or any(_matches(pin.name, name) for name in names)]
     chosen = [pin for pin in chosen if not ci or pin.experiment.ci]
     selected, left = [], []
@@ -107,8 +120,9 @@ def format_seconds(seconds: float | None) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
 
 
-def listing(found: list[Pin]) -> str:
-    """The pins as a table: name, dataset, ci, cost class and last cold run, last run's date and status."""
+def listing(found: list[Pin], archive: list[Experiment] = ()) -> str:
+    """The pins as a table: name, dataset, ci, cost class and last cold run, last run's date and status; the count
+    of `archive` under it."""
     rows = [("experiment", "dataset", "ci", "cost", "last cold run", "last run", "status", "cpu")]
     for pin in found:
         result = pin.result or {}
@@ -119,7 +133,9 @@ def listing(found: list[Pin]) -> str:
     measured = sum(pin.cost is not None for pin in found)
     return (_table(rows) + f"\n{len(found)} pinned experiments, {measured} with a measured cost (the wall time of "
             f"their last cold run: nothing from the cache, {os.cpu_count()} cores here); cpu: moves = it trains a model "
-            f"measured to move with the CPU's kernels ({provenance.CPU_SENSITIVITY.name})")
+            f"measured to move with the CPU's kernels ({provenance.CPU_SENSITIVITY.name})"
+            + (f"\n{len(archive)} archived, not listed: {Path(archive[0].path).parent}/ (each file's archived: says why)"
+               if archive else ""))
 
 
 def _status(result: dict) -> str:
@@ -133,16 +149,18 @@ def _table(rows: list[tuple]) -> str:
 
 
 def run_one(pin: Pin, results_dir: Path, warm: bool) -> tuple[dict | None, str]:
-    """Run the pin as `irpipe run FILE --check` in a child process (an empty cache of its own unless `warm`);
-    (its new result, or None with the child's last error line)."""
+    """Run the pin as `irpipe run FILE --check` in a child process (an empty cache of its own unless `warm`), its
+    result written to `results_dir`; (its new result, or None with the child's last error line)."""
     command = [sys.executable, "-m", "pipeline.cli", "-q", "run", str(pin.path), "--results-dir", str(results_dir)]
     environment = dict(os.environ)
+    written = Path(results_dir) / f"{pin.name}.json"
+    replaced = provenance.previous(written).get("date")
     with tempfile.TemporaryDirectory(prefix=f"irpipe-reproduce-{pin.name}-") as scratch:
         if not warm:
             environment["IRPIPE_CACHE"] = scratch
         child = subprocess.run(command, env=environment, capture_output=True, text=True)
-    result = provenance.previous(Path(results_dir) / f"{pin.name}.json")
-    if child.returncode not in (0, 1) or result.get("date") is None or (pin.result or {}).get("date") == result["date"]:
+    result = provenance.previous(written)
+    if child.returncode not in (0, 1) or result.get("date") is None or replaced == result["date"]:
         last = (child.stderr.strip().splitlines() or ["no output"])[-1]
         return None, f"exit {child.returncode}: {last}"
     return result, ""
@@ -180,9 +198,12 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def dry_run(selected: list[Pin], warm: bool) -> str:
+def dry_run(selected: list[Pin], warm: bool, results_dir: Path | None = None) -> str:
+    """The commands a run would make; `results_dir`: where they write (None: the run's default, runs/results)."""
     prefix = "" if warm else "IRPIPE_CACHE=$(mktemp -d) "
-    return "\n".join(f"{prefix}{pin.command()}   # {format_seconds(pin.cost)}" for pin in selected)
+    where = ("" if results_dir is None else " --record" if Path(results_dir) == RECORDED_RESULTS
+             else f" --results-dir {shlex.quote(str(results_dir))}")
+    return "\n".join(f"{prefix}{pin.command()}{where}   # {format_seconds(pin.cost)}" for pin in selected)
 
 
 def run_selection(selected: list[Pin], results_dir: Path, warm: bool, echo) -> list:

@@ -95,7 +95,7 @@ class Stage(metaclass=_Checked):
         return {}
 
     def fingerprint(self) -> str:
-        """What else the output depends on besides config and input (e.g. the index's build stamp)."""
+        """What else the output depends on besides config and input, by content (e.g. the searched index's digest)."""
         return ""
 
     def bind(self, to=None, engine=None) -> "Stage":

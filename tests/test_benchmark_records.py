@@ -10,7 +10,7 @@ import pytest
 @pytest.mark.parametrize("module, flag", [
     ("bm25_speed", "--record"), ("lucene_floor", "--record"), ("index_speed", "--record"), ("peak_memory", "--record"),
     ("ray_scale", "--record"), ("store_codecs", "--record"), ("inference_speed", "--output"),
-    ("rerank_speed", "--output"), ("mrnn_start", "--record"),
+    ("rerank_speed", "--output"), ("mrnn_start", "--record"), ("digest_speed", "--record"),
     ("dev_small_projection", "--rerank")])
 @pytest.mark.parametrize("name", ["../README", "/tmp/x", "runs/x", "x.json", ""])
 def test_a_record_name_that_is_not_a_plain_name_is_exit_2_before_any_work(module, flag, name, capsys):
@@ -22,7 +22,8 @@ def test_a_record_name_that_is_not_a_plain_name_is_exit_2_before_any_work(module
 
 @pytest.mark.parametrize("module, flag", [("bm25_speed", "--queries"), ("lucene_floor", "--queries"),
                                           ("lucene_floor", "--hits"), ("mrnn_start", "--queries"),
-                                          ("mrnn_start", "--filters")])
+                                          ("mrnn_start", "--filters"), ("digest_speed", "--docs"),
+                                          ("digest_speed", "--files")])
 @pytest.mark.parametrize("value", ["0", "-1", "ten"])
 def test_a_count_below_one_is_exit_2_before_any_work(module, flag, value, capsys):
     """`--queries -1` would otherwise drop the last topic silently (a slice); 0 hits is no search at all."""

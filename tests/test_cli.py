@@ -41,6 +41,25 @@ def test_the_output_has_no_second_name(command, capsys):
     assert done.value.code == 2 and (f"unrecognized arguments: {other} x" in err or "required: --output" in err), err
 
 
+@pytest.mark.parametrize("argv, usage, message", [
+    (["search", "--output", "x", "--hit", "10"], "irpipe search", "unrecognized arguments: --hit 10 (did you mean --hits?)"),
+    (["run", "bm25()", "--chek"], "irpipe run", "unrecognized arguments: --chek (did you mean --check?)"),
+    (["--quite", "datasets", "list"], "irpipe datasets list", "unrecognized arguments: --quite (did you mean --quiet?)"),
+    (["search", "--output", "x", "--thread=2"], "irpipe search", "--thread=2 (did you mean --threads?)"),
+    (["search", "--output", "x", "--zzzz"], "irpipe search", "unrecognized arguments: --zzzz\n")])
+def test_an_unknown_flag_gets_the_commands_usage_and_the_closest_flag(argv, usage, message, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.startswith(f"usage: {usage} ") and message in err, err
+
+
+def test_run_takes_record_or_results_dir_not_both(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["run", "eval/cacm-bm25.yaml", "--record", "--results-dir", "x"])
+    assert done.value.code == 2 and "argument --results-dir: not allowed with argument --record" in capsys.readouterr().err
+
+
 def test_no_command_prints_usage_and_fails(capsys):
     assert main([]) == 2
     assert "usage: irpipe" in capsys.readouterr().err

@@ -180,7 +180,7 @@ def test_a_baseline_gives_the_comparison_table_and_the_win_loss_plot(tmp_path, m
 @needs_shared_data
 def test_a_seeded_experiment_tests_the_seed_mean_against_the_baseline(tmp_path, monkeypatch):
     """The p-value beside a seed mean pairs each query's mean over the seeds with the baseline's score, not seed 0's
-    run with it (issue 60): recomputed here from the written runs with scipy."""
+    run with it: recomputed here from the written runs with scipy."""
     from scipy import stats
 
     from pipeline.compare import compare
@@ -228,7 +228,33 @@ def test_the_main_job_is_the_default_experiment(tmp_path, monkeypatch, capsys):
     header, *rows = out.split("plain = bm25() % 10 >> overlap(idf=false)\n")[1].splitlines()[:4]
     assert "AP p-value" in header and [row.split()[0] for row in rows] == ["baseline", "main-job", "plain"]
     assert {p.name for p in (tmp_path / "runs").iterdir()} == {"main-job.trec", "main-job.baseline.trec",
-                                                                "main-job.plain.trec", "main-job.png"}
-    result = json.loads((tmp_path / "eval" / "results" / "main-job.json").read_text())
+                                                                "main-job.plain.trec", "main-job.png", "results"}
+    result = json.loads((tmp_path / "runs" / "results" / "main-job.json").read_text())  # untracked, not eval/results
     assert set(result["beside"]["plain"]["pvalues"]) == {"nDCG@10", "AP"}
     assert (tmp_path / "runs" / "main-job.plain.trec").read_text().split("\n")[0].endswith(" main-job.plain")
+    assert not (tmp_path / "eval").exists()
+    assert main(["-q", "run", "--record"]) == 0  # only when asked: the recorded results, which the pages are made from
+    assert json.loads((tmp_path / "eval" / "results" / "main-job.json").read_text())["measures"] == result["measures"]
+
+
+@pytest.mark.slow
+def test_an_experiment_is_parsed_once_when_read_and_its_run_parses_nothing_again(tmp_path, monkeypatch):
+    """Its specs are parsed when the file is read (check) and held; running it (bind, stage cache, comparison, the
+    inputs' check) parses none again. Before: 8 spec parses and 6 measure parses while running
+    eval/trecqa-raw-test-idf-overlap.yaml."""
+    import pipeline.evaluation
+    import pipeline.spec
+    from pipeline.experiment import Experiment, run_experiment
+
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    data = write_collection(tmp_path / "data")
+    (tmp_path / "exp.yaml").write_text(f"dataset: {data}\npipeline: bm25() % 10 >> overlap()\n"
+                                       "baseline: bm25() % 10\nbeside: {plain: 'bm25() % 5'}\n"
+                                       "measures: [AP, nDCG@10]\nexpected: {AP: 0.5}\n")
+    experiment = Experiment.load(tmp_path / "exp.yaml")
+    calls = []
+    for module, name in ((pipeline.spec, "parse"), (pipeline.evaluation, "parse_measure")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    run_experiment(experiment, output=tmp_path / "runs" / "exp.trec", results_dir=tmp_path / "results")
+    assert calls == []

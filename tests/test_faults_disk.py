@@ -173,7 +173,7 @@ def _rerank_with_a_full_cache(tmpfs, tmp_path, capsys, monkeypatch, output_on_th
 
 def test_a_rerank_whose_cache_entry_cannot_be_stored_still_writes_its_run(tmpfs, tmp_path, capsys, monkeypatch):
     """A full cache: the stage's entry is not stored, which is said, and the run is written, the uncached run's.
-    Before: exit 2 naming the entry once the scoring was done, and no run (issue 60)."""
+    Before: exit 2 naming the entry once the scoring was done, and no run."""
     code, err, cache, output, uncached = _rerank_with_a_full_cache(tmpfs, tmp_path, capsys, monkeypatch, False)
     assert code == 0 and output.read_text() == uncached, err
     assert not [name for name in left(cache) if name.rsplit("/", 1)[-1].startswith(".")]  # no scratch left

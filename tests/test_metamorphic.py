@@ -1,4 +1,4 @@
-"""A score is a function of (query, document, model), not of which other queries are scored with it (issue 60).
+"""A score is a function of (query, document, model), not of which other queries are scored with it.
 
 Each pipeline is bound once to a collection and run on: all topics at once; each of two random halves of them; the
 topics in reverse order; one query at a time. Every query's {docid: score} must be the same in all four, and the

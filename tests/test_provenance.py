@@ -1,4 +1,4 @@
-"""Seeded results from before issue 60, whose p-values were the first seed's run against the baseline: the seed
+"""Seeded results from before 2026-12-02, whose p-values were the first seed's run against the baseline: the seed
 mean's p-value made again from the recorded per-query differences, the rest marked pending (pipeline/provenance.py,
 eval/seed_mean_pvalues.py)."""
 from __future__ import annotations

@@ -219,6 +219,31 @@ def test_irpipe_first_starts_java_through_pyterrier_or_says_why_not(folder, tiny
     said = "IRPIPE_OFFLINE: irpipe starts Java with Anserini's jar alone" if offline == "1" else \
         "PyTerrier could not start Java ("
     assert said in done.stderr
+    # the real cause, not the advice to import pyterrier first (it was)
+    cause = "IRPIPE_OFFLINE is set" if offline == "1" else "Terrier's jars could not be downloaded ("
+    assert cause in result["later"] and "Import pyterrier" not in result["later"], result["later"]
+
+
+_PYTERRIER_AFTER = """
+import sys
+from pipeline.data.registry import get_dataset
+from pipeline.experiment import run_pipeline
+
+run_pipeline("bm25()", get_dataset(sys.argv[1]), use_cache=False)  # irpipe's JVM, pyterrier not imported yet
+import pyterrier as pt
+try:
+    pt.java.init()
+except RuntimeError as error:
+    print(error)
+"""
+
+
+@pytest.mark.slow
+def test_pyterrier_imported_after_irpipe_started_java_is_told_to_come_first(folder):
+    done = subprocess.run([sys.executable, "-c", _PYTERRIER_AFTER, str(folder)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "(pyterrier was not imported yet)" in done.stdout and "Import pyterrier before" in done.stdout, done.stdout
 
 
 _PYTERRIER_FIRST = """

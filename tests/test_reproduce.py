@@ -115,13 +115,19 @@ def test_reproduce_lists_the_pins_with_their_cost_and_selects_by_it(tmp_path, ca
     assert code == 0 and "left out b-dear: costs 11.7 min > 10.0 min" in out
     assert "left out c-never: unmeasured" in out and "irpipe run " in out and "a-cheap.yaml --check" in out
     assert irpipe(capsys, "reproduce", "nothing-like-it", *where)[0] == 2
+    # where the runs write: runs/results (untracked) unless --record writes the recorded results
+    assert "a-cheap.yaml --check   #" in irpipe(capsys, "reproduce", "a-cheap", "--dry-run", *where)[1]
+    out = irpipe(capsys, "reproduce", "a-cheap", "--dry-run", "--record", *where)[1]
+    assert f"a-cheap.yaml --check --results-dir {tmp_path / 'results'}   #" in out
+    out = irpipe(capsys, "reproduce", "a-cheap", "--dry-run", "--record", "--eval-dir", tmp_path / "eval")[1]
+    assert "a-cheap.yaml --check --record   #" in out
 
 
 @pytest.mark.slow
 def test_reproduce_runs_in_an_empty_cache_and_a_fail_sets_the_exit_status(tmp_path, capsys):
     _experiment(tmp_path, "tiny-ok")
     _experiment(tmp_path, "tiny-wrong", expected="{AP: 0.2}", tolerance=0.001)
-    where = ["--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results"]
+    where = ["--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results", "--record"]
     code, out, _ = irpipe(capsys, "reproduce", "tiny-*", *where)
     assert code == 1, out
     rows = [line.split() for line in out.splitlines() if line.startswith("tiny-")]

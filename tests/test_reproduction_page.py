@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.experiment import Experiment
-from pipeline.html_page import render_page
+from pipeline import html_page
+from pipeline.html_page import ANSWERS, best_pin, render_page
 from pipeline.leaderboard import load_references
 from pipeline.reproduce import Pin, pins
 from support import REPO, irpipe
@@ -80,7 +81,7 @@ def test_the_committed_page_is_current(tmp_path, capsys):
 def test_the_page_has_a_row_per_pinned_experiment_with_its_parts():
     tree = parse(PAGE.read_text(encoding="utf-8"))
     found = pins(REPO / "eval", REPO / "eval" / "results")
-    sections = tree.all("section")
+    sections = [section for section in tree.all("section") if section.attrs["id"] != "answers"]
     assert {s.attrs["data-dataset"] for s in sections} == {(p.result or {}).get("dataset") or p.experiment.dataset
                                                           for p in found}
     assert {a.attrs["href"][1:] for a in tree.all("nav")[0].all("a")} == {s.attrs["id"] for s in sections}
@@ -159,6 +160,55 @@ def test_an_experiment_never_run_is_a_row_that_says_so(tmp_path):
     tree = parse(render_page([_pin(tmp_path, None)], {}))
     row = tree.all("tr", **{"data-experiment": "x-rerank"})[0]
     assert "not run" in row.content() and "never run" in row.content() and "unmeasured" in row.content()
+
+
+def test_the_page_opens_with_the_answers_each_the_best_pin_of_its_question():
+    """Above the tables, a row per question: the pin with the highest score of the question's measure among those
+    on its dataset whose pipeline uses its model (found here by sorting, not by the page's code), its score, its
+    command and a link to its row."""
+    tree = parse(PAGE.read_text(encoding="utf-8"))
+    sections = tree.all("section")
+    assert sections[0].attrs["id"] == "answers" and all(s.attrs.get("data-dataset") for s in sections[1:])
+    rows = sections[0].all("tr")[1:]
+    assert [row.attrs["data-question"] for row in rows] == [question for question, *_ in ANSWERS]
+    row_ids = {row.attrs["id"] for row in tree.all("tr") if "data-experiment" in row.attrs}
+    found = pins(REPO / "eval", REPO / "eval" / "results")
+    for row, (question, dataset, model, measure) in zip(rows, ANSWERS):
+        candidates = sorted(((pin.result["measures"][measure], pin.name) for pin in found
+                             if (pin.result or {}).get("dataset") == dataset and measure in pin.result["measures"]
+                             and (model is None or f"{model}(" in pin.experiment.pipeline)), reverse=True)
+        assert candidates, f"{question}: no pin answers it"
+        score, name = candidates[0]
+        assert row.attrs["data-best"] == name
+        assert f"{score:.4f}" in row.all("td", class_="num")[0].content()
+        assert [b.attrs["data-command"] for b in row.all("button", class_="copy")] == [f"irpipe run eval/{name}.yaml --check"]
+        assert row.all("a")[0].attrs["href"][1:] in row_ids
+        assert row.all("span")[-1].attrs["data-cost"] in ("seconds", "minutes", "hours", "unmeasured")
+
+
+def test_the_answer_is_the_best_pipeline_using_the_model_beside_its_own_or_the_datasets_published_number(
+        tmp_path, monkeypatch):
+    def pin(name: str, pipeline: str, dataset: str, ap: float) -> Pin:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(f"dataset: {dataset}\npipeline: {pipeline}\nmeasures: [AP]\nexpected: {{AP: {ap}}}\n")
+        return Pin(Experiment.load(path), path, {"dataset": dataset, "measures": {"AP": ap}})
+
+    found = [pin("first-stage", "bm25() % 10", "x", 0.9), pin("weak", "bm25() % 10 >> overlap()", "x", 0.4),
+             pin("strong", "bm25() % 10 >> overlap(idf=true)", "x", 0.6), pin("elsewhere", "overlap()", "y", 0.99)]
+    assert best_pin(found, "x", "overlap", "AP").name == "strong"
+    assert best_pin(found, "x", None, "AP").name == "first-stage"
+    assert best_pin(found, "x", "hcan", "AP") is None and best_pin(found, "x", "overlap", "nDCG@10") is None
+    references = {"x": [{"system": "paper", "scores": {"AP": 0.7}, "source": "the paper", "for": ["strong"]},
+                        {"system": "peer", "scores": {"AP": 0.5}, "source": "a peer"},
+                        {"system": "other measure", "scores": {"P@1": 0.5}, "source": "elsewhere"}]}
+    monkeypatch.setattr(html_page, "ANSWERS", [("overlap on x", "x", "overlap", "AP"), ("any on x", "x", None, "AP"),
+                                               ("hcan on x", "x", "hcan", "AP")])
+    rows = parse(render_page(found, references)).all("section", id="answers")[0].all("tr")[1:]
+    assert [row.attrs.get("data-best") for row in rows] == ["strong", "first-stage", None]
+    claimed, unclaimed, missing = (row.content() for row in rows)
+    assert "paper: AP 0.7000" in claimed and "peer" not in claimed
+    assert "paper: AP 0.7000" in unclaimed and "peer: AP 0.5000" in unclaimed and "other measure" not in unclaimed
+    assert "no pin on x reports AP" in missing
 
 
 needs_chromium = pytest.mark.skipif(not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")),

@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.reproduce import counts, dry_run, listing, matrix, parse_cost, pins, run_selection, select
+from pipeline.experiment import LOCAL_RESULTS, RECORDED_RESULTS
+from pipeline.reproduce import archived, counts, dry_run, listing, matrix, parse_cost, pins, run_selection, select
 
 
 def define_args(parser: argparse.ArgumentParser) -> None:
@@ -21,22 +22,26 @@ def define_args(parser: argparse.ArgumentParser) -> None:
                              "measures the cost of the whole work)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     parser.add_argument("--eval-dir", default="eval", metavar="DIR", help="where the experiment files are")
-    parser.add_argument("--results-dir", default="eval/results", metavar="DIR", help="where results are read and written")
+    parser.add_argument("--results-dir", default=RECORDED_RESULTS, type=Path, metavar="DIR",
+                        help="the recorded results: the list's costs and dates, and where --record writes")
+    parser.add_argument("--record", action="store_true",
+                        help=f"write each run's result to the recorded results (default: {LOCAL_RESULTS}, untracked)")
 
 
 def main(args: argparse.Namespace) -> int:
     max_cost = parse_cost(args.max_cost) if args.max_cost is not None else None
-    found = pins(Path(args.eval_dir), Path(args.results_dir))
-    selected, left = select(found, args.names, max_cost, args.all, args.ci)
+    found, archive = pins(Path(args.eval_dir), args.results_dir), archived(Path(args.eval_dir))
+    selected, left = select(found, args.names, max_cost, args.all, args.ci, archive)
     if not (args.names or max_cost is not None or args.all or args.ci):
-        print(listing(found))
+        print(listing(found, archive))
         return 0
     for pin, why in left:
         print(f"left out {pin.name}: {why}")
     if args.dry_run or not selected:
-        print(dry_run(selected, args.warm) if selected else "nothing selected")
+        print(dry_run(selected, args.warm, args.results_dir if args.record else None) if selected
+              else "nothing selected")
         return 0
-    rows = run_selection(selected, Path(args.results_dir), args.warm, echo=print)
+    rows = run_selection(selected, args.results_dir if args.record else LOCAL_RESULTS, args.warm, echo=print)
     print()
     print(matrix(rows))
     tally = counts(rows)

@@ -9,7 +9,8 @@ from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
 from pipeline.data.runs import RUN_FORMATS
 from pipeline.errors import ConfigError
-from pipeline.experiment import DEFAULT_EXPERIMENT, Experiment, format_result, run_experiment
+from pipeline.experiment import (DEFAULT_EXPERIMENT, LOCAL_RESULTS, RECORDED_RESULTS, Experiment, format_result,
+                                 run_experiment)
 from pipeline.log import logger
 
 
@@ -28,7 +29,13 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rel-level", type=int, metavar="N", help="binary relevance level (default: the dataset's)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a score leaves its expected tolerance")
     parser.add_argument("--no-cache", action="store_true", help="recompute every stage")
-    parser.add_argument("--results-dir", default="eval/results", metavar="DIR", help="where experiment results go")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--results-dir", metavar="DIR",
+                       help=f"where an experiment file's result goes (default {LOCAL_RESULTS}: untracked, the "
+                            "checkout stays as it was)")
+    where.add_argument("--record", action="store_true",
+                       help=f"write the result to {RECORDED_RESULTS}, the recorded results that the leaderboard, "
+                            "the reproduction page and the prose tables are made from")
     add_engine_args(parser)
 
 
@@ -62,7 +69,8 @@ def main(args: argparse.Namespace) -> int:
         experiment.output_format = args.output_format
     if args.engine:
         experiment.engine = args.engine
-    result = run_experiment(experiment, args.output, args.results_dir, use_cache=not args.no_cache, dataset=dataset,
+    results_dir = RECORDED_RESULTS if args.record else args.results_dir or LOCAL_RESULTS
+    result = run_experiment(experiment, args.output, results_dir, use_cache=not args.no_cache, dataset=dataset,
                             engine_options=engine_from_args(args, experiment.engine))
     print(format_result(result))
     failed = [m for m, c in result["checks"].items() if c["status"] == "FAIL"]

@@ -27,7 +27,7 @@ from pipeline.log import logger
 
 def cache_root() -> Path:
     """The root of everything irpipe derives: `$IRPIPE_CACHE`, default `~/.cache/irpipe` (datasets/, indexes/,
-    stages/, models/, jobs/, keywords/, jieba/)."""
+    stages/, models/, jobs/, keywords/, jieba/, digests/)."""
     return Path(os.environ.get("IRPIPE_CACHE") or Path.home() / ".cache" / "irpipe").expanduser()
 
 
@@ -136,7 +136,7 @@ def writing(path: str | Path, needed: int | None = None, cleanup: Callable[[], N
         raise
 
 
-_digests: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process
+_digests: dict[tuple[str, int, int, int, int], str] = {}  # (path, size, mtime_ns, ctime_ns, inode) -> sha256
 
 
 def json_digest(obj) -> str:
@@ -145,9 +145,10 @@ def json_digest(obj) -> str:
 
 
 def file_sha256(path: Path) -> str:
-    """The sha256 of a file, computed once per process for each (path, size, mtime)."""
+    """The sha256 of a file, computed once per process for each (path, size, mtime, ctime, inode): a write changes
+    the ctime even where the mtime is set back."""
     stat = path.stat()
-    key = (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+    key = (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
     if key not in _digests:
         digest = hashlib.sha256()
         with open(path, "rb") as handle:

@@ -55,7 +55,7 @@ class WordStatistics:
     @classmethod
     def of_index(cls, index, build_record: str) -> "WordStatistics":
         """An opened Lucene index's (pipeline/retrieve/lucene.py `LuceneIndex`) N and df of each word's term;
-        `build_record` identifies the index (its metadata)."""
+        `build_record` identifies the index (its content digest, pipeline/data/digests.py)."""
         def frequency(word: str) -> int:
             terms = index.analyze_cached(word)
             return min(index.doc_freq(term) for term in terms) if terms else 0

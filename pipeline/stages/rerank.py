@@ -12,15 +12,13 @@ Subclasses implement `score(pairs) -> list[float]` and `config()`.
 """
 from __future__ import annotations
 
-import json
-
 from pipeline.binding import Binding
+from pipeline.data.digests import content_digest
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
 from pipeline.rerank.overlap import WordStatistics, overlap_scores
 from pipeline.rerank.pairs import CandidateTexts, Pair, missing_texts, pairs_of, scores_by_query
-from pipeline.data.files import read_index_metadata
 from pipeline.stage import Stage
 from pipeline.stages import register
 
@@ -31,7 +29,7 @@ class Reranker(Stage):
 
     index: str | None = None  # given by the user: part of the config
     _texts: CandidateTexts | None = None  # resolved by bind
-    _texts_index: str = ""  # the build record of the index texts come from (the stage cache's fingerprint)
+    _texts_index: str = ""  # the content digest of the index texts come from (the stage cache's fingerprint)
 
     def score(self, pairs: list[Pair]) -> list[float]:
         raise NotImplementedError
@@ -49,7 +47,7 @@ class Reranker(Stage):
             from pipeline.retrieve.index import open_index
 
             self._texts = CandidateTexts(open_index(path), repr(self))
-            self._texts_index = json.dumps(read_index_metadata(path), sort_keys=True)
+            self._texts_index = content_digest(path)
         else:
             self._texts = CandidateTexts(None, repr(self))
         if candidates is not None:  # a missing text fails here, before any model loads or scores
@@ -61,7 +59,7 @@ class Reranker(Stage):
         return Run.from_scores(reranked, run.texts, tag=self.name, doc_fields=run.doc_fields)
 
     def fingerprint(self) -> str:
-        """The build record of the index that candidate texts come from."""
+        """The content digest of the index that candidate texts come from."""
         return self._texts_index
 
 
@@ -115,7 +113,7 @@ class Overlap(Reranker):
 def _index_statistics(path: str) -> WordStatistics:
     from pipeline.retrieve.index import open_index
 
-    return WordStatistics.of_index(open_index(path), json.dumps(read_index_metadata(path), sort_keys=True))
+    return WordStatistics.of_index(open_index(path), content_digest(path))  # the index's content, as its cache key
 
 
 def _candidate_texts(run: Run, texts: dict[str, str]) -> list[str]:

@@ -270,6 +270,9 @@ class DevSet:
 
 
 def dataset_fingerprint(dataset) -> str:
-    """What a dataset's contents are, from the checksums of its files (no file is read)."""
+    """What a dataset's contents are, from the checksums of its files (no file is read) and how they are read where
+    that is not the default (`Dataset.reading`; a dataset without any keys as it did before there was one)."""
     files = sorted((key, file.sha256, member or "") for key, (file, member) in dataset.files.items())
-    return hashlib.sha1(json.dumps([dataset.name, files]).encode()).hexdigest()
+    reading = dataset.reading()
+    blob = json.dumps([dataset.name, files, *([reading] if reading else [])], sort_keys=True)
+    return hashlib.sha1(blob.encode()).hexdigest()

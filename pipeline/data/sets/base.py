@@ -228,6 +228,11 @@ class Dataset:
         """The name of its built index's folder under `<irpipe cache>/indexes/`."""
         return self.name
 
+    def reading(self) -> dict:
+        """How its files are read beyond what its name and files fix (a dataset.yaml's `format:`, `rel_level`, ...),
+        for recipe keys; {} for a registered dataset."""
+        return {}
+
     def path(self, key: str) -> Path:
         """The local path of the dataset file `key` (e.g. "topics"), fetched and verified if needed."""
         if key not in self.files:

@@ -21,25 +21,24 @@ A dataset folder names its files (paths relative to the folder) and, optionally,
 A pairs file becomes a ranking task: each distinct text_a is a query (`q1, q2, ...` in order of first
 appearance), its rows are its candidates (`<qid>-<row>` ids, file order) with their labels as qrels.
 
-Each file's sha256 joins the dataset's `files` (as a `DataFile` with repo "local"), so recipe keys and cached
-indexes change when a file's content does, not when the folder moves. The same class serves
+Each file's sha256 (a folder's: of its files' paths and sha256s, pipeline/data/digests.py) joins the dataset's
+`files` (as a `DataFile` with repo "local"), so recipe keys and cached indexes change when a file's content does,
+not when the folder moves. The same class serves
 `--topics/--qrels/--corpus|--index|--run` on the command line (`local_dataset_from_files`).
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 from pipeline.data.corpus import DOC_FORMATS
-from pipeline.data.files import load_yaml, numbered_lines, read_index_metadata
+from pipeline.data.digests import content_digest
+from pipeline.data.files import json_digest, load_yaml, numbered_lines
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import RUN_FORMATS, Run, read_run
 from pipeline.data.sets.answer_selection import AnswerSelectionDataset
-from pipeline.data.sets.base import DataFile, Dataset, LabelledPair, PairsAsRanking, file_sha256
+from pipeline.data.sets.base import DataFile, Dataset, LabelledPair, PairsAsRanking
 from pipeline.data.sets.standard import StandardDataset
 from pipeline.data.topics import TOPIC_FORMATS, Topics
 from pipeline.errors import ConfigError, InputError, MissingResourceError
@@ -53,13 +52,6 @@ FILE_KEYS = {"trec": ("topics", "qrels", "corpus", "run", "index"),
 DEFAULT_FILES = {"answer-selection": {"questions": "a.toks", "answers": "b.toks", "labels": "sim.txt", "ids": "id.txt"}}
 FORMATS = {"topics": TOPIC_FORMATS, "corpus": DOC_FORMATS, "run": RUN_FORMATS}
 _SPEC_KEYS = {"name", "description", "kind", "rel_level", "language", "files", "run_texts"}
-
-
-def checksum(path: Path) -> str:
-    """sha256 of a file, or of an index folder's build record (an index is identified by how it was built)."""
-    if path.is_dir():
-        return hashlib.sha256(json.dumps(read_index_metadata(path), sort_keys=True).encode()).hexdigest()
-    return file_sha256(path)
 
 
 @dataclass(frozen=True)
@@ -141,7 +133,7 @@ def local_dataset(spec: dict, folder: Path, where: str | Path, name: str | None 
         path = (folder / path).resolve()  # an absolute `path` stays itself
         if not path.exists():
             raise InputError(where, f"{key} file {path} does not exist", field=f"files.{key}")
-        files[key] = (DataFile(str(path), "local", "", str(path), checksum(path), _size(path)), None)
+        files[key] = (DataFile(str(path), "local", "", str(path), content_digest(path), _size(path)), None)
         if fmt:
             formats[key] = fmt
     if "run_texts" in spec and (spec["run_texts"] != "corpus" or kind != "trec" or not {"run", "corpus"} <= set(files)):
@@ -191,9 +183,23 @@ class LocalFiles:
 
     @property
     def index_key(self) -> str:
-        """The cached index's folder name: the dataset's name and its corpus checksum."""
-        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", self.name)
-        return f"local-{self.files['corpus'][0].sha256[:16]}" if "corpus" in self.files else f"local-{safe}"
+        """The cached index's folder name: `local-<digest>[.<format>][.<language>]`, the digest of its corpus (of all
+        its files where the documents come from others, e.g. answer selection's answers), with how the corpus is read
+        where that is not the default (a `format:` given, a language other than English)."""
+        if "corpus" in self.files:
+            digest = self.files["corpus"][0].sha256
+        else:
+            digest = json_digest(sorted((key, file.sha256) for key, (file, _) in self.files.items()))
+        reading = [self.spec["formats"].get("corpus"), self.language if self.language != "en" else None]
+        return ".".join([f"local-{digest[:16]}", *filter(None, reading)])
+
+    def reading(self) -> dict:
+        """What its spec says about reading its files where that is not the default: formats, rel_level, run_texts,
+        language (each changes what a recipe trains on)."""
+        spec = self.spec
+        given = {"formats": spec["formats"], "rel_level": self.rel_level if self.rel_level != 1 else None,
+                 "run_texts": spec.get("run_texts"), "language": self.language if self.language != "en" else None}
+        return {key: value for key, value in given.items() if value}
 
     @property
     def index_dir(self) -> Path | None:
@@ -318,3 +324,6 @@ class WithFiles(Dataset):
     @property
     def index_key(self) -> str:
         return self.local.index_key if "corpus" in self.local.files else self.base.index_key
+
+    def reading(self) -> dict:
+        return self.local.reading()

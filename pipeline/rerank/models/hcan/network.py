@@ -53,7 +53,6 @@ Resolutions beyond docs/models.md §1:
   `pretrained_vocab` and `embedding_dim` do not apply, and the checkpoint keeps its weights and bert/ folder."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np

@@ -51,7 +51,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.bert import DEFAULT_BERT
 from pipeline.rerank.layers import masked_softmax
 from pipeline.rerank.losses import hardest_triplets
 from pipeline.rerank.memo import TextMemo
