@@ -79,7 +79,7 @@ def evaluate(run: RunLike, qrels, measures, rel_level: int | None = None, querie
 
 def Experiment(pipelines, dataset, measures, names=None, baseline=None,  # noqa: N802
                correction: str | None = None, rel_level: int | None = None, queries: str = "qrels",
-               cache: bool = True, test: str = "t", perquery: bool = False) -> Comparison:
+               cache: bool = True, test: str = "t", perquery: bool = False) -> Comparison | "pandas.DataFrame":
     """Run each pipeline on `dataset` and compare them on `measures`: the comparison table `irpipe run` prints (one
     row per pipeline; with a `baseline`, paired p-values against it, optionally Holm/Bonferroni-corrected).
 
@@ -108,7 +108,7 @@ def Experiment(pipelines, dataset, measures, names=None, baseline=None,  # noqa:
     systems = list(pipelines)
     names = [_name(system, i) for i, system in enumerate(systems)] if names is None else [str(n) for n in names]
     if len(names) != len(systems) or len(set(names)) != len(names):
-        raise ConfigError(f"Experiment: {len(names)} names for {len(pipelines)} pipelines; names must be distinct",
+        raise ConfigError(f"Experiment: {len(names)} names for {len(systems)} pipelines; names must be distinct",
                           field="names")
     data, topics, qrels, level = _inputs(dataset)
     if baseline is not None and not isinstance(baseline, int):  # another system: a row of its own, first
