@@ -18,14 +18,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline import cache as stage_cache
 from pipeline.compare import Comparison, compare
+from pipeline.data.frames import is_frame
 from pipeline.data.outputs import check_writable
 from pipeline.data.registry import get_dataset
-from pipeline.data.runs import Run
+from pipeline.data.runs import Run, read_run
+from pipeline.data.topics import Topics, read_topics
 from pipeline.errors import ConfigError
-from pipeline.evaluation import QrelsLike, RunLike
+from pipeline.evaluation import QrelsLike, RunLike, as_qrels, as_run
 from pipeline.evaluation import evaluate as evaluate_run
 from pipeline.experiment import run_pipeline
+from pipeline.spec import parse
 from pipeline.stage import Stage
 
 
@@ -59,9 +63,11 @@ def run(pipeline: str | Stage, dataset, output: str | Path | None = None, format
 
 
 def evaluate(run: RunLike, qrels, measures, rel_level: int | None = None, queries: str = "qrels") -> dict[str, float]:
-    """{measure: score} of `run` (a Run, a run file or {qid: {docid: score}}) against `qrels` (a dataset, its name,
-    a qrels file or ir-measures qrels). `rel_level` defaults to the dataset's (2 on DL19/DL20), else 1. A query of
-    the qrels that the run lacks scores 0 (`queries="qrels"`, trec_eval -c); `queries="run"` scores the run's only.
+    """{measure: score} of `run` (a Run, a run file, a result frame -- PyTerrier's qid, docno, score or ir_measures'
+    query_id, doc_id, score -- or {qid: {docid: score}}) against `qrels` (a dataset, its name, a qrels file, a qrels
+    frame -- PyTerrier's qid, docno, label or ir_measures' query_id, doc_id, relevance --, ir-measures qrels, or
+    (topics, qrels)). `rel_level` defaults to the dataset's (2 on DL19/DL20), else 1. A query of the qrels that the
+    run lacks scores 0 (`queries="qrels"`, trec_eval -c); `queries="run"` scores the run's only.
 
         >>> scores = ir.evaluate(ir.bm25(k1=0.9, b=0.4).run("cacm"), "cacm", ["AP", "nDCG@10"])
         >>> {measure: round(score, 4) for measure, score in scores.items()}
@@ -71,14 +77,22 @@ def evaluate(run: RunLike, qrels, measures, rel_level: int | None = None, querie
     return evaluate_run(run, qrels, measures, rel_level or level, queries)
 
 
-def Experiment(pipelines, dataset, measures, names=None, baseline: int | str | Stage | None = None,  # noqa: N802
+def Experiment(pipelines, dataset, measures, names=None, baseline=None,  # noqa: N802
                correction: str | None = None, rel_level: int | None = None, queries: str = "qrels",
-               cache: bool = True) -> Comparison:
+               cache: bool = True, test: str = "t", perquery: bool = False) -> Comparison | "pandas.DataFrame":
     """Run each pipeline on `dataset` and compare them on `measures`: the comparison table `irpipe run` prints (one
-    row per pipeline; with a `baseline`, paired t-test p-values against it, optionally Holm/Bonferroni-corrected).
-    `pipelines` are Stages or spec strings; `names` label the rows (default: each pipeline's spec); `baseline` is
-    the index of one of them (PyTerrier's convention), or another pipeline, run first as the row "baseline".
-    Returns a `Comparison`: print it, `.to_dataframe()`, `.to_markdown()`, `.pvalues`.
+    row per pipeline; with a `baseline`, paired p-values against it, optionally Holm/Bonferroni-corrected).
+
+    `pipelines` are systems, as pt.Experiment takes them: Stages, spec strings, and runs made elsewhere -- a `Run`,
+    a run file, a result frame (qid, docno, score) -- evaluated as they are. `dataset` is a dataset (its name, a
+    folder) or `(topics, qrels)`: topics as a `Topics`, a query frame or a topics file, qrels as a qrels frame
+    (PyTerrier's or ir_measures' columns), a qrels file or {qid: {docid: label}}; stages then run on those topics
+    with their own arguments (`bm25(index=DIR)`). `names` label the rows (default: a spec, a file's path, `run N`);
+    `baseline` is the index of one of them (PyTerrier's convention), or another system, run first as the row
+    "baseline" (when a name has it: "baseline: " and its own name). `test`: "t" (paired t-test) or "wilcoxon"
+    (signed-rank). Returns a `Comparison`: print it, `.to_dataframe()` (with each measure's wins and losses against
+    the baseline), `.to_markdown()`, `.pvalues`; with `perquery=True`, pt.Experiment's long per-query frame (name,
+    qid, measure, value).
 
         >>> table = ir.Experiment([ir.bm25(k1=0.9, b=0.4), ir.bm25(k1=0.9, b=0.4) % 100 >> ir.overlap(idf=True)],
         ...                       "cacm", ["AP"], names=["bm25", "overlap"], baseline=0)
@@ -91,24 +105,72 @@ def Experiment(pipelines, dataset, measures, names=None, baseline: int | str | S
         RR@k (ir-measures' msmarco provider) orders them otherwise, so its number can differ. p-values: two-sided
         paired t-test vs bm25.
     """
-    pipelines = list(pipelines)
-    names = [str(p) if isinstance(p, str) else repr(p) for p in pipelines] if names is None else list(names)
-    if len(names) != len(pipelines) or len(set(names)) != len(names):
-        raise ConfigError(f"Experiment: {len(names)} names for {len(pipelines)} pipelines; names must be distinct",
+    systems = list(pipelines)
+    names = [_name(system, i) for i, system in enumerate(systems)] if names is None else [str(n) for n in names]
+    if len(names) != len(systems) or len(set(names)) != len(names):
+        raise ConfigError(f"Experiment: {len(names)} names for {len(systems)} pipelines; names must be distinct",
                           field="names")
-    data = get_dataset(dataset) if isinstance(dataset, (str, Path)) else dataset
-    if isinstance(baseline, (str, Stage)):
-        pipelines, names, baseline = [baseline, *pipelines], ["baseline", *names], 0
-    if baseline is not None and not (isinstance(baseline, int) and 0 <= baseline < len(pipelines)):
-        raise ConfigError(f"Experiment: baseline={baseline!r} is not an index of the {len(pipelines)} pipelines, "
+    data, topics, qrels, level = _inputs(dataset)
+    if baseline is not None and not isinstance(baseline, int):  # another system: a row of its own, first
+        label = "baseline" if "baseline" not in names else f"baseline: {_name(baseline, 0)}"
+        if label in names:
+            raise ConfigError(f"Experiment: the baseline's row {label!r} has the name of a pipeline; rename it",
+                              field="names")
+        systems, names, baseline = [baseline, *systems], [label, *names], 0
+    if baseline is not None and not (isinstance(baseline, int) and 0 <= baseline < len(systems)):
+        raise ConfigError(f"Experiment: baseline={baseline!r} is not an index of the {len(systems)} pipelines, "
                           "a pipeline, nor None", field="baseline")
-    runs = {name: run_pipeline(pipeline, data, use_cache=cache)[0] for name, pipeline in zip(names, pipelines)}
-    return compare(runs, data.qrels(), measures, baseline=names[baseline] if baseline is not None else None,
-                   correction=correction, rel_level=rel_level or data.rel_level, queries=queries)
+    runs = {name: _system_run(system, data, topics, cache) for name, system in zip(names, systems)}
+    comparison = compare(runs, qrels, measures, baseline=names[baseline] if baseline is not None else None,
+                         correction=correction, rel_level=rel_level or level, queries=queries, test=test)
+    return comparison.to_dataframe(per_query=True) if perquery else comparison
+
+
+def _name(system, position: int) -> str:
+    """A system's default row name: a spec string or a file as given, a stage's spec, `run N` for a run or frame."""
+    if isinstance(system, (str, Path)):
+        return str(system)
+    return repr(system) if isinstance(system, Stage) else f"run {position}"
+
+
+def _inputs(dataset) -> tuple[object, Topics | None, QrelsLike, int]:
+    """(dataset or None, topics or None: the dataset's, qrels, relevance level) of a dataset or (topics, qrels)."""
+    if isinstance(dataset, tuple):
+        if len(dataset) != 2:
+            raise ConfigError(f"Experiment: a tuple of {len(dataset)} for the dataset; expected (topics, qrels)",
+                              field="dataset")
+        topics, qrels = dataset
+        if isinstance(topics, (str, Path)):
+            topics = read_topics(topics)
+        return None, topics if isinstance(topics, Topics) else Topics.from_frame(topics), as_qrels(qrels), 1
+    data = get_dataset(str(dataset)) if isinstance(dataset, (str, Path)) else dataset
+    return data, None, data.qrels(), data.rel_level
+
+
+def _system_run(system, data, topics: Topics | None, cache: bool) -> Run:
+    """The run of a system: a stage or spec run on the dataset (or bound to nothing, on `topics`); a run, a run
+    file or a result frame as it is."""
+    if isinstance(system, Path) or (isinstance(system, str) and Path(system).is_file()):
+        return read_run(system)
+    if not isinstance(system, (str, Stage)):
+        return as_run(system) if isinstance(system, Run) or is_frame(system) else _not_a_system(system)
+    if data is not None:
+        return run_pipeline(system, data, use_cache=cache)[0]
+    stage = parse(system) if isinstance(system, str) else system
+    with stage_cache.using(stage_cache.StageCache() if cache else None):
+        return stage.bind(None)(topics)
+
+
+def _not_a_system(system) -> Run:
+    raise ConfigError(f"Experiment: {type(system).__name__} is not a system: expected a Stage, a spec string, a Run, "
+                      "a run file or a result frame", field="pipelines")
 
 
 def _qrels(qrels) -> tuple[QrelsLike, int]:
-    """(qrels, the dataset's relevance level) of a dataset or its name; (qrels, 1) of anything else."""
+    """(qrels, the dataset's relevance level) of a dataset or its name; (qrels, 1) of (topics, qrels) or anything
+    else."""
+    if isinstance(qrels, tuple) and len(qrels) == 2:
+        qrels = qrels[1]
     if isinstance(qrels, str) and not Path(qrels).is_file():
         qrels = get_dataset(qrels)
     if hasattr(qrels, "qrels") and hasattr(qrels, "rel_level"):

@@ -16,7 +16,6 @@ import json
 import math
 import re
 import statistics
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -26,59 +25,11 @@ from pipeline.data.files import atomic_write
 from pipeline.errors import UnknownNameError
 from pipeline.evaluation import (QUERY_SETS, EvalError, QrelsLike, RunLike, as_qrels, evaluation_inputs, evaluator,
                                parse_measures)
+from pipeline.significance import (CORRECTIONS, PAIRED, PAIRED_SEED_MEANS, TESTS, adjust_pvalues,  # noqa: F401
+                                   paired_difference, paired_pvalue, paired_ttest, wins_losses)
 
-CORRECTIONS = ("holm", "bonferroni")
 SEED = re.compile(r"\.seed(\d+)(?=\.|$)")  # runs/x.seed2.trec: seed 2 of system runs/x.seed{...}.trec
 FORMATS = ("table", "json", "csv", "markdown")
-PAIRED = "two-sided paired t-test"
-PAIRED_SEED_MEANS = "two-sided paired t-test over per-query seed means"
-
-
-def paired_ttest(values: Mapping[str, float], baseline: Mapping[str, float]) -> float:
-    """Two-sided paired t-test p-value (scipy.stats.ttest_rel) over the queries both have; NaN if undefined."""
-    from scipy import stats
-
-    common = [qid for qid in baseline if qid in values]
-    if len(common) < 2:
-        return math.nan
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # identical lists: zero variance -> NaN
-        return float(stats.ttest_rel([values[q] for q in common], [baseline[q] for q in common]).pvalue)
-
-
-def paired_difference(values: Mapping[str, float], baseline: Mapping[str, float]) -> dict[str, float | list[float]]:
-    """Mean paired difference (values - baseline) over the keys both have, with its two-sided 95% t confidence
-    interval (the interval of the same test `paired_ttest` makes)."""
-    from scipy import stats
-
-    diffs = [values[k] - baseline[k] for k in baseline if k in values]
-    if len(diffs) < 2:
-        return {"difference": math.nan, "ci95": [math.nan, math.nan]}
-    mean, sem = statistics.fmean(diffs), statistics.stdev(diffs) / math.sqrt(len(diffs))
-    half = float(stats.t.ppf(0.975, len(diffs) - 1)) * sem
-    return {"difference": mean, "ci95": [mean - half, mean + half]}
-
-
-def adjust_pvalues(pvalues: Mapping[str, float], method: str | None) -> dict[str, float]:
-    """Family-wise correction over the compared runs of one measure; NaN p-values stay NaN and are not counted.
-
-    bonferroni: min(1, m p).  holm: sort p ascending, p'_(i) = max_{j <= i} min(1, (m - j + 1) p_(j)).
-    """
-    if method is None:
-        return dict(pvalues)
-    if method not in CORRECTIONS:
-        raise UnknownNameError("correction", str(method), list(CORRECTIONS))
-    ordered = sorted((p, name) for name, p in pvalues.items() if not math.isnan(p))
-    m = len(ordered)
-    adjusted = {name: math.nan for name in pvalues}
-    running = 0.0
-    for i, (p, name) in enumerate(ordered):  # i = j - 1
-        if method == "bonferroni":
-            adjusted[name] = min(1.0, m * p)
-        else:
-            running = max(running, min(1.0, (m - i) * p))
-            adjusted[name] = running
-    return adjusted
 
 
 @dataclass
@@ -98,6 +49,7 @@ class Comparison:
     judged_only: bool = False  # trec_eval -J
     missing: dict[str, int] = field(default_factory=dict)  # run -> judged queries it has no hits for
     tied: dict[str, int] = field(default_factory=dict)  # run -> queries whose ranking has tied scores
+    test: str = "t"  # the paired test of the p-values: a key of significance.TESTS
 
     @property
     def runs(self) -> list[str]:
@@ -163,7 +115,7 @@ class Comparison:
 
     def significance_test(self) -> str:
         """The test behind the p-values, in words."""
-        return PAIRED_SEED_MEANS if self.seed_mean else PAIRED
+        return TESTS[self.test] + (" over per-query seed means" if self.seed_mean else "")
 
     def to_json_lines(self, per_query: bool = False) -> str:
         """One JSON object per run: {"run", "measures", "queries"} (+ "baseline", "p_values", "per_query")."""
@@ -198,10 +150,24 @@ class Comparison:
         return header, [[_cell(key, row[key]) for key in header] for row in rows]
 
     def to_dataframe(self, per_query: bool = False):
-        """The rows as a pandas DataFrame (one column per field of `rows`: run, queries, measures, p-values)."""
+        """One row per run: run, queries, the measures, and with a baseline each measure's `+` and `-` (queries
+        better and worse than the baseline, as pt.Experiment counts them) and p-value. `per_query`: pt.Experiment's
+        long frame instead, name, qid, measure, value, one row per run, query and measure."""
         import pandas
 
-        return pandas.DataFrame(self.rows(per_query))
+        if per_query:
+            return pandas.DataFrame([(run, qid, m, value) for run in self.runs for m in self.measures
+                                     for qid, value in self.per_query[run][m].items()],
+                                    columns=["name", "qid", "measure", "value"])
+        rows = self.rows()
+        if self.baseline is not None:
+            for row in rows:
+                for m in self.measures:
+                    counts = wins_losses(self.per_query[row["run"]][m], self.per_query[self.baseline][m]) \
+                        if row["run"] != self.baseline else (None, None)
+                    row[f"{m} +"], row[f"{m} -"] = counts
+                    row[f"{m} p-value"] = row.pop(f"{m} p-value")
+        return pandas.DataFrame(rows)
 
     def to_markdown(self, per_query: bool = False, summary: bool = True) -> str:
         header, body = self._cells(per_query, summary)
@@ -248,8 +214,10 @@ def _cell(key: str, value) -> str:
 
 def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: str | None = None,
             correction: str | None = None, rel_level: int = 1, queries: str = "qrels",
-            seed_mean: bool = False, depth: int | None = None, judged_only: bool = False) -> Comparison:
-    """Evaluate several runs on the same qrels; with a baseline, paired t-tests on per-query scores.
+            seed_mean: bool = False, depth: int | None = None, judged_only: bool = False,
+            test: str = "t") -> Comparison:
+    """Evaluate several runs on the same qrels; with a baseline, paired tests on per-query scores (`test`: "t", the
+    paired t-test, or "wilcoxon", the signed-rank test).
 
     `baseline` names one of `runs` (it becomes the first row). `correction` ('holm' or 'bonferroni') adjusts,
     per measure, the p-values of the runs compared with the baseline. `seed_mean`: the seeds of a system are one
@@ -267,10 +235,13 @@ def compare(runs: Mapping[str, RunLike], qrels: QrelsLike, measures, baseline: s
         raise EvalError("a correction for multiple comparisons needs a baseline")
     if correction is not None and correction not in CORRECTIONS:
         raise UnknownNameError("correction", str(correction), list(CORRECTIONS))
+    if test not in TESTS:
+        raise UnknownNameError("significance test", str(test), list(TESTS))
     qrels = as_qrels(qrels)
     order = ([baseline] if baseline is not None else []) + [name for name in runs if name != baseline]
     shared = evaluator(measures, qrels) if queries == "qrels" else None
-    result = Comparison(names, {}, {}, {}, baseline, correction, {}, queries, depth=depth, judged_only=judged_only)
+    result = Comparison(names, {}, {}, {}, baseline, correction, {}, queries, depth=depth, judged_only=judged_only,
+                        test=test)
     for name in log.progress(order, desc="evaluating", unit="run") if len(order) > 1 else order:
         run, run_qrels, qids, tied = evaluation_inputs(runs[name], qrels, queries, depth, judged_only)
         result.tied[name] = len(tied)
@@ -295,12 +266,13 @@ def fold_seeds(comparison: Comparison) -> Comparison:
 
 
 def _tested(result: Comparison) -> Comparison:
-    """`result` with the paired t-test of every row against its baseline, corrected as it says (none without one)."""
+    """`result` with the paired test of every row against its baseline, corrected as it says (none without one)."""
     if result.baseline is None:
         return result
     base = result.per_query[result.baseline]
     compared = [name for name in result.runs if name != result.baseline]
-    raw = {name: {m: paired_ttest(result.per_query[name][m], base[m]) for m in result.measures} for name in compared}
+    raw = {name: {m: paired_pvalue(result.per_query[name][m], base[m], result.test) for m in result.measures}
+           for name in compared}
     for m in result.measures:
         adjusted = adjust_pvalues({name: raw[name][m] for name in raw}, result.correction)
         for name in raw:
@@ -334,7 +306,7 @@ def _seed_means(result: Comparison) -> Comparison:
     """`result` with each system's seeds folded into one row: per-query scores averaged over the seeds."""
     groups = seed_groups(result.runs)
     folded = Comparison(result.measures, {}, {}, {}, None, result.correction, {}, result.query_set, seed_mean=True,
-                        depth=result.depth, judged_only=result.judged_only)
+                        depth=result.depth, judged_only=result.judged_only, test=result.test)
     for label, members in groups.items():
         tables = [result.per_query[run] for run in members]
         for run, table in zip(members[1:], tables[1:]):

@@ -43,6 +43,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from pipeline.data.frames import is_frame, qrels_from_frame
 from pipeline.data.ids import check_query_docs
 from pipeline.data.qrels import Qrels, read_qrels
 from pipeline.data.runs import Run, read_run
@@ -57,8 +58,8 @@ DEFAULT_MEASURES = ("RR@10", "AP", "P@10", "nDCG@10", "R@1000")
 EXPECTED_FORM = ("an ir-measures measure such as RR@10, AP, P@10, nDCG@10, R@1000, AP(rel=2), Success@5, or trec_eval's "
                  "name (map, ndcg_cut_10, P.10, recip_rank)")
 
-RunLike = Run | Mapping[str, Mapping[str, float]] | str | Path
-QrelsLike = Mapping[str, Mapping[str, int]] | str | Path
+RunLike = Run | Mapping[str, Mapping[str, float]] | str | Path  # or a result frame (qid, docno, score)
+QrelsLike = Mapping[str, Mapping[str, int]] | str | Path  # or a qrels frame (qid, docno, label)
 
 
 class EvalError(IrpipeError):
@@ -219,8 +220,7 @@ def _check_rel_level(rel_level: int) -> None:
 
 def _as_run(run: RunLike) -> dict[str, dict[str, float]]:
     """qid -> docid -> score, a fresh dict with ties broken as trec_eval does."""
-    if isinstance(run, (str, Path)):
-        run = read_run(run)
+    run = as_run(run)
     if isinstance(run, Run):
         run = run.to_dict()
     else:
@@ -272,10 +272,21 @@ def trec_cut(run: dict[str, dict[str, float]], qrels: Qrels, depth: int | None =
     return cut
 
 
+def as_run(run: RunLike) -> Run | Mapping:
+    """A run file or a result frame (PyTerrier's qid, docno, score, or ir_measures' query_id, doc_id, score) as a
+    `Run`; a Run or a mapping as it is."""
+    if isinstance(run, (str, Path)):
+        return read_run(run)
+    return Run.from_frame(run) if is_frame(run) else run
+
+
 def as_qrels(qrels: QrelsLike) -> Qrels:
-    """Qrels from a file path or a mapping, with string ids and integer labels."""
+    """Qrels from a file path, a frame (PyTerrier's qid, docno, label, or ir_measures' query_id, doc_id, relevance)
+    or a mapping, with string ids and integer labels."""
     if isinstance(qrels, (str, Path)):
         return read_qrels(qrels)
+    if is_frame(qrels):
+        return qrels_from_frame(qrels)
     qrels = {str(qid): {str(d): int(r) for d, r in judged.items()} for qid, judged in qrels.items()}
     check_query_docs(qrels, "qrels")  # the id rule, as a qrels file has it
     return qrels
@@ -283,8 +294,7 @@ def as_qrels(qrels: QrelsLike) -> Qrels:
 
 def evaluated_queries(run: RunLike, qrels: QrelsLike, queries: str = "qrels") -> list[str]:
     """The query ids a run is evaluated over under the `queries` convention (see the module docstring)."""
-    if isinstance(run, (str, Path)):
-        run = read_run(run)
+    run = as_run(run)
     ranking = run.ranking if isinstance(run, Run) else run
     return _query_ids({str(qid): hits for qid, hits in ranking.items()}, as_qrels(qrels), queries)
 

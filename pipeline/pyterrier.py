@@ -17,8 +17,9 @@ its model loaded or trained through the recipe cache), and then takes
   the `text` column, else from the dataset's index (`pt.text.get_text` gives one); the order without score is
   `rank`'s, else the frame's;
 and gives a result frame: qid, docno, score, rank (0-based), query, + text where the run carries texts, + every
-other column of the frame it was given (features, `query_0`, ...), as PyTerrier's own transformers keep them. The rows
-become a `Run` and back through pipeline/data/frames.py (Run.from_frame / Run.to_frame), the one conversion.
+other column of the frame it was given (features, `query_0`, ...), as PyTerrier's own transformers keep them: what
+`stage.transform(frame)` gives outside PyTerrier too (pipeline/on_frames.py, `transform_frame`). The rows become a
+`Run` and back through pipeline/data/frames.py (Run.from_frame / Run.to_frame), the one conversion.
 Stage outputs go through the stage cache as in `irpipe run` (`cache=False`: always computed).
 
 A PyTerrier transformer as an irpipe stage (`PyTerrierStage`) gets `topics.to_frame()` (no input run) or
@@ -39,12 +40,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pipeline import cache
 from pipeline.binding import Binding
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.errors import IrpipeError, MissingResourceError
+from pipeline.on_frames import QUERY_COLUMNS, transform_frame
 from pipeline.rerank.pairs import CandidateTexts, missing_texts
 from pipeline.stage import Stage, StageError
 from pipeline.validate import problem
@@ -53,9 +54,6 @@ try:
     import pyterrier as pt
 except ImportError:
     raise MissingResourceError('pipeline.pyterrier needs PyTerrier: pip install -e ".[pyterrier]"') from None
-
-QUERY_COLUMNS = ["qid", "query"]
-RESULT_COLUMNS = ["qid", "docno", "score", "rank", "query"]  # + text where the run carries texts
 
 
 class IrpipeTransformer(pt.Transformer):
@@ -88,17 +86,7 @@ class IrpipeTransformer(pt.Transformer):
             v.result_frame(["query"], mode="rerank")
             if not self.stage.needs_run or self._shipped():
                 v.query_frame(["query"], mode="retrieve")
-        if "docno" in inp.columns:
-            topics = Topics.from_frame(inp[QUERY_COLUMNS].drop_duplicates())
-            run = _result_run(inp)
-        else:
-            topics = Topics.from_frame(inp)
-            run = _subset(self._shipped(), topics) if self.stage.needs_run else None
-        if not topics.queries:
-            return pd.DataFrame(columns=list(dict.fromkeys(RESULT_COLUMNS + list(inp.columns))))
-        with cache.using(cache.StageCache() if self.cache else None):
-            output = self.stage(topics, run)
-        return _with_other_columns(output.to_frame(topics)[RESULT_COLUMNS + (["text"] if output.texts else [])], inp)
+        return transform_frame(self.stage, inp, self._shipped(), self.cache)
 
     def _shipped(self) -> Run | None:
         """The candidates the dataset ships (with their texts), or None."""
@@ -158,43 +146,6 @@ def qrels_frame(qrels: Qrels) -> pd.DataFrame:
     """Qrels as PyTerrier's frame: qid, docno, label (what pt.Experiment takes)."""
     rows = [(qid, docno, label) for qid, docs in qrels.items() for docno, label in docs.items()]
     return pd.DataFrame(rows, columns=["qid", "docno", "label"]).astype({"label": "int64"})
-
-
-def _with_other_columns(result: pd.DataFrame, given: pd.DataFrame) -> pd.DataFrame:
-    """`result` with every column of the `given` frame that it lacks (features, `query_0`, a retriever's `docid`):
-    a column that has one value per query is joined on qid, any other on (qid, docno); a hit the given frame did
-    not have gets NaN there. Ids are joined as the strings irpipe makes of them."""
-    own, other = list(result.columns), [c for c in given.columns if c not in result.columns]
-    if not other:
-        return result
-    given = given.assign(qid=given["qid"].astype(str))
-    per_query = [c for c in other if "docno" not in given.columns
-                 or given.groupby("qid", sort=False)[c].nunique(dropna=False).max() <= 1]
-    per_hit = [c for c in other if c not in per_query]
-    if per_query:
-        result = result.merge(given[["qid", *per_query]].drop_duplicates("qid"), on="qid", how="left")
-    if per_hit:
-        given = given.assign(docno=given["docno"].astype(str))
-        result = result.merge(given[["qid", "docno", *per_hit]].drop_duplicates(["qid", "docno"]),
-                              on=["qid", "docno"], how="left")
-    return result[[*own, *other]]
-
-
-def _result_run(frame: pd.DataFrame) -> Run:
-    """The run of a PyTerrier result frame; without a score column, each query's hits in rank order (else the
-    frame's) get the scores -1, -2, ... (a reranker reads only the candidates; a cutoff keeps that order)."""
-    if "score" not in frame.columns:
-        order = frame["rank"] if "rank" in frame.columns else frame.groupby("qid", sort=False).cumcount()
-        frame = frame.assign(score=-(order.astype("float64") + 1.0))
-    return Run.from_frame(frame)
-
-
-def _subset(run: Run, topics: Topics) -> Run:
-    """The shipped candidates of the topics' queries (validation let a query frame through only where they exist)."""
-    ranking = {qid: run.ranking[qid] for qid in topics.queries if qid in run.ranking}
-    kept = {docid for hits in ranking.values() for docid, _ in hits}
-    return Run(ranking, {d: t for d, t in run.texts.items() if d in kept}, run.tag,
-               {d: f for d, f in run.doc_fields.items() if d in kept})
 
 
 class AnseriniJavaInit(pt.java.JavaInitializer):

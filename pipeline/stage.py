@@ -32,6 +32,7 @@ from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError, IrpipeError
 from pipeline.log import logger
+from pipeline.on_frames import frames_too, search, transform_frame
 from pipeline.rerank import migrations
 from pipeline.rerank.fusion import NORMS, fuse, fusion_weights  # noqa: F401 (fuse: pipeline.stage's, as before)
 from pipeline.validate import annotation_problem, at_least, problem
@@ -83,6 +84,8 @@ class Stage(metaclass=_Checked):
         super().__init_subclass__(**kwargs)
         if cls.transform is Stage.transform:
             raise TypeError(f"{cls.__name__} must define transform(self, topics, run) -> Run")
+        if "transform" in cls.__dict__:  # stage.transform(frame) too, as PyTerrier's (pipeline/on_frames.py)
+            cls.transform = frames_too(cls.transform)
         if "__signature__" not in cls.__dict__:  # what inspect.signature shows, the metaclass's __call__ aside
             cls.__signature__ = inspect.Signature(list(inspect.signature(cls.__init__).parameters.values())[1:])
 
@@ -132,11 +135,10 @@ class Stage(metaclass=_Checked):
         if self.needs_run and candidates is None:
             raise ConfigError(f"{self!r} starts with a reranker, but {dataset.name} ships no candidate run: "
                               "start the pipeline with a retriever, e.g. bm25() % 100 >> ...")
-        if candidates is not None:
-            missing = [qid for qid in candidates.ranking if qid not in topics.queries]
-            if missing:
-                raise ConfigError(f"{len(missing)} queries of the candidate run are not in the topics (e.g. "
-                                  f"{missing[0]!r})")
+        missing = candidates.queries_not_in(topics) if candidates is not None else []
+        if missing:
+            raise ConfigError(f"{len(missing)} queries of the candidate run are not in the topics (e.g. "
+                              f"{missing[0]!r})")
         stage = self.bind(Binding(dataset, engine, candidates))
         with cache.using(cache.StageCache() if use_cache else None) as stage_cache:
             run = stage(topics, candidates)
@@ -148,9 +150,19 @@ class Stage(metaclass=_Checked):
         """The topics that the stages after this one see (default: the same; `keywords()` adds fields)."""
         return topics
 
+    def search(self, query: str, qid: str = "1"):
+        """PyTerrier's `search`: the result frame of one query (`stage(frame)` too: pipeline/on_frames.py)."""
+        return search(self, query, qid)
+
     def __call__(self, topics: Topics, run: Run | None = None) -> Run:
+        if not isinstance(topics, Topics):  # a frame: PyTerrier's call
+            return transform_frame(self, topics)
         if self.needs_run and run is None:
             raise StageError(f"{self!r} reranks an input run: compose it after a retriever, e.g. `bm25() >> {self!r}`")
+        missing = run.queries_not_in(topics) if run is not None and self.needs_run else []
+        if missing:
+            raise StageError(f"{self!r}: {len(missing)} queries of its input run are not in the topics: "
+                             f"{', '.join(map(repr, missing[:5]))}{' ...' * (len(missing) > 5)}")
         if not self.bound:
             return self.bind(Binding(candidates=run))(topics, run)
         start = time.perf_counter()
@@ -258,8 +270,8 @@ class Compose(Stage):
         stages = []
         for stage in self.stages:
             stages.append(stage.bind(binding))
-            if not stage.keeps_candidates:
-                binding = binding.after_retrieval()
+            if not stage.keeps_candidates:  # what a reranker after reads its texts from, the dataset lacking them
+                binding = binding.after_retrieval(getattr(stages[-1], "index_path", None))
         self.stages = tuple(stages)
 
     def config(self) -> dict:

@@ -19,10 +19,11 @@ LAYERS = [
     {"engine"},                                   # where work runs (local, Ray): shards, actors, resumable jobs
     {"retrieve"},                                 # Lucene: indexes, search, keyword dictionaries
     {"rerank"},                                   # models, the BERT backbone, checkpoints, stores, scoring
-    {"evaluation", "trec_eval"},                  # ir-measures; trec_eval's flags and output over them
+    {"evaluation", "trec_eval", "significance"},  # ir-measures; trec_eval's flags and output over them; paired tests
     {"training"},                                 # examples, negatives, the loop, recipes
     {"cache", "binding"},                         # the stage cache; what a pipeline is bound to
-    {"stage", "stages"},                          # the algebra, and the stages (bind resolves, transform computes)
+    {"stage", "stages", "on_frames"},             # the algebra, and the stages (bind resolves, transform computes);
+                                                  # a stage on PyTerrier's frames
     {"spec", "compare", "experiment", "experiment_inputs", "tune", "leaderboard", "pyterrier", "api",  # specs, experiments, tables, PyTerrier,
      "provenance", "reproduce", "html_page", "browser", "prose"},  # the Python front door; reproductions and their page
     {"commands", "cli", "benchmarks"},            # the command line and the benchmark commands

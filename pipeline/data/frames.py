@@ -5,6 +5,10 @@
     run.to_frame(topics=None)   -> qid, docno, score, rank (0-based, PyTerrier's), + text where the run carries
                                    texts, + query when topics are given
     Topics.from_frame(df), Run.from_frame(df, tag)   the way back (a PyTerrier result frame goes in as it is)
+    qrels_from_frame(df)        qrels of PyTerrier's qid, docno, label or ir_measures' query_id, doc_id, relevance
+
+ir_measures' column names are read as PyTerrier's wherever a frame comes in: query_id as qid, doc_id as docno,
+relevance as label (`pyterrier_columns`).
 
 A run's row order is its ranking (score descending, docid ascending, as irpipe keeps it); coming back, each query's
 hits are ordered by `rank` when the frame has one, else by score (ties: docno ascending). Query ids and docnos
@@ -26,6 +30,8 @@ if TYPE_CHECKING:
 Ranking = dict[str, list[tuple[str, float]]]
 
 TOPIC_COLUMNS = ("qid", "query")
+QRELS_COLUMNS = ("qid", "docno", "label")
+IR_MEASURES_COLUMNS = {"query_id": "qid", "doc_id": "docno", "relevance": "label"}  # ir_measures' name: PyTerrier's
 WHERE = "DataFrame"
 
 
@@ -33,6 +39,32 @@ def _pandas():
     import pandas  # lazy: only frames need it
 
     return pandas
+
+
+def is_frame(value) -> bool:
+    """Whether `value` is a pandas DataFrame (without importing pandas where no frame can be)."""
+    return type(value).__name__ == "DataFrame" and type(value).__module__.startswith("pandas")
+
+
+def pyterrier_columns(frame: "pd.DataFrame") -> "pd.DataFrame":
+    """The frame with ir_measures' column names as PyTerrier's (query_id: qid, doc_id: docno, relevance: label)."""
+    columns = set(frame.columns)
+    renamed = {old: new for old, new in IR_MEASURES_COLUMNS.items() if old in columns and new not in columns}
+    return frame.rename(columns=renamed) if renamed else frame
+
+
+def qrels_from_frame(frame: "pd.DataFrame") -> dict[str, dict[str, int]]:
+    """qid -> docno -> label of a qrels frame (PyTerrier's or ir_measures' columns); labels are integers."""
+    frame = pyterrier_columns(frame)
+    _require(frame, QRELS_COLUMNS)
+    qrels: dict[str, dict[str, int]] = {}
+    for row, record in enumerate(frame[list(QRELS_COLUMNS)].to_dict("records")):
+        qid, docno, label = _id(record["qid"], row, "qid"), _id(record["docno"], row, "docno"), record["label"]
+        if _finite(label, row, "label") != int(label):
+            raise InputError(WHERE, f"label {label!r} is not an integer", row, "label")
+        if qrels.setdefault(qid, {}).setdefault(docno, int(label)) != int(label):
+            raise InputError(WHERE, f"docno {docno!r} of query {qid!r} has two labels", row, "docno")
+    return qrels
 
 
 def topics_frame(queries: dict[str, str], extra: dict[str, dict]) -> "pd.DataFrame":
@@ -44,6 +76,7 @@ def topics_frame(queries: dict[str, str], extra: dict[str, dict]) -> "pd.DataFra
 
 def topics_from_frame(frame: "pd.DataFrame") -> tuple[dict[str, str], dict[str, dict]]:
     """(queries, extra) of a frame with columns qid, query and optionally others."""
+    frame = pyterrier_columns(frame)
     _require(frame, TOPIC_COLUMNS)
     fields = [c for c in frame.columns if c not in TOPIC_COLUMNS]
     queries, extras = {}, {}
@@ -76,6 +109,7 @@ def run_frame(ranking: Ranking, texts: dict[str, str], queries: dict[str, str] |
 
 def run_from_frame(frame: "pd.DataFrame") -> tuple[Ranking, dict[str, str]]:
     """(ranking, texts) of a frame with columns qid, docno, score and optionally rank and text."""
+    frame = pyterrier_columns(frame)
     _require(frame, ("qid", "docno", "score"))
     has_rank, has_text = "rank" in frame.columns, "text" in frame.columns
     hits: dict[str, list[tuple[tuple, str, float]]] = {}

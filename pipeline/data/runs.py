@@ -91,6 +91,10 @@ class Run:
             ranking[qid] = [hit for hit in hits if hit[0] not in excluded] if excluded else hits
         return Run._derived(ranking, self.texts, self.tag, self.doc_fields, self.features)
 
+    def queries_not_in(self, topics: Topics) -> list[str]:
+        """The query ids of this run that the topics lack (a reranker could not read their query)."""
+        return [qid for qid in self.ranking if qid not in topics.queries]
+
     def to_dict(self) -> dict[str, dict[str, float]]:
         """qid -> docid -> score, the shape ir-measures accepts."""
         return {qid: dict(hits) for qid, hits in self.ranking.items()}

@@ -79,7 +79,8 @@ class BM25(Stage):
         workers under the ray engine."""
         self._index_path = self.index or binding.dataset_index(self.segment)
         if self._index_path is None:
-            where = f"{binding.dataset.name} has no documents" if binding.dataset is not None else "no dataset"
+            where = f"{binding.dataset.name} has no documents" if binding.dataset is not None else \
+                "bound to no dataset: stage.bind(DATASET)(topics), stage.run(DATASET)"
             raise ConfigError(f"{self.name} needs an index: {self.name}(index=DIR), or a dataset with a corpus "
                               f"({where})", field="index")
         self._cluster = binding.on_cluster
@@ -98,12 +99,12 @@ class BM25(Stage):
             from pipeline.retrieve.on_cluster import search_on_cluster
 
             return search_on_cluster(self.for_worker(), topics, self._cluster)[0]
-        return Run(self.search(self._lucene, topics), tag=self.run_tag())
+        return Run(self.rankings(self._lucene, topics), tag=self.run_tag())
 
     def run_tag(self) -> str:
         return "bm25+rm3" if self.rm3 else "bm25"
 
-    def search(self, index: LuceneIndex, topics: Topics) -> dict[str, list[tuple[str, float]]]:
+    def rankings(self, index: LuceneIndex, topics: Topics) -> dict[str, list[tuple[str, float]]]:
         with progress(desc=self.name, total=len(topics), unit="q") as bar:
             if self.rm3:
                 return index.search_rm3(topics.queries, self.hits, self.k1, self.b, self.threads, self.fb_terms,

@@ -122,7 +122,7 @@ class BM25KW(BM25):
     def run_tag(self) -> str:
         return "bm25kw"
 
-    def search(self, index, topics: Topics) -> dict[str, list[tuple[str, float]]]:
+    def rankings(self, index, topics: Topics) -> dict[str, list[tuple[str, float]]]:
         with progress(desc=self.name, total=len(topics), unit="q") as bar:
             if index.language == "en" and index.segmenter is None:
                 return index.search_many_terms(topics.queries, self.weigher(index), self.hits, self.k1, self.b,
