@@ -9,7 +9,8 @@ from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
 from pipeline.data.runs import RUN_FORMATS
 from pipeline.errors import ConfigError
-from pipeline.experiment import (DEFAULT_EXPERIMENT, LOCAL_RESULTS, RECORDED_RESULTS, Experiment, format_result,
+from pipeline.result_text import format_result
+from pipeline.experiment import (DEFAULT_EXPERIMENT, LOCAL_RESULTS, RECORDED_RESULTS, Experiment,
                                  run_experiment)
 from pipeline.log import logger
 
