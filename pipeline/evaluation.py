@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from pipeline.data.ids import check_query_docs
-from pipeline.data.qrels import Qrels, read_qrels
+from pipeline.data.qrels import Qrels, check_labels, read_qrels
 from pipeline.data.runs import Run, read_run
 from pipeline.errors import IrpipeError, UnknownNameError
 from pipeline.log import logger
@@ -278,6 +278,7 @@ def as_qrels(qrels: QrelsLike) -> Qrels:
         return read_qrels(qrels)
     qrels = {str(qid): {str(d): int(r) for d, r in judged.items()} for qid, judged in qrels.items()}
     check_query_docs(qrels, "qrels")  # the id rule, as a qrels file has it
+    check_labels(qrels)  # and its label range
     return qrels
 
 

@@ -16,7 +16,6 @@ and `cost_class(result)` is what `irpipe reproduce` lists: seconds / minutes / h
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
 from datetime import datetime, timezone
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from pipeline import environment
 from pipeline.data import reuse
-from pipeline.data.files import load_yaml
+from pipeline.data.files import load_yaml, parse_json
 from pipeline.log import logger
 
 WIN_LOSS_POINTS = 400
@@ -35,7 +34,7 @@ UNMEASURED = "unmeasured"
 def previous(path: Path) -> dict:
     """The result file a run is about to replace ({} when there is none or it is not readable JSON)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = parse_json(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

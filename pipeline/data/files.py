@@ -14,8 +14,10 @@ import errno
 import glob
 import gzip
 import hashlib
+import itertools
 import os
 import re
+import stat
 import tempfile
 import time
 import zlib
@@ -57,10 +59,10 @@ def free_bytes(path: str | Path) -> int | None:
     while not path.exists() and path != path.parent:
         path = path.parent
     try:
-        stat = os.statvfs(path)
+        system = os.statvfs(path)
     except OSError:
         return None
-    return stat.f_bavail * stat.f_frsize
+    return system.f_bavail * system.f_frsize
 
 
 def _write_errno(path: Path, error: BaseException, needed: int | None) -> int | None:
@@ -145,9 +147,10 @@ def json_digest(obj) -> str:
 
 
 def file_sha256(path: Path) -> str:
-    """The sha256 of a file, computed once per process for each (path, size, mtime)."""
-    stat = path.stat()
-    key = (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+    """The sha256 of a regular file (`require_file`: never a FIFO or device, which would be read forever), computed
+    once per process for each (path, size, mtime)."""
+    info = require_file(path)
+    key = (str(Path(path).resolve()), info.st_size, info.st_mtime_ns)
     if key not in _digests:
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
@@ -223,17 +226,57 @@ def _running(pid: int) -> bool:
     return True
 
 
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a device"),
+          (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
+
+
+def path_problem(path: str | Path, folder: bool = False) -> str | None:
+    """Why `path` is not a regular file (`folder`: not a folder) irpipe can read, or None: asked of the file system
+    before any read, since a FIFO, a device (`/dev/zero`) or an endless file would be read or hashed forever."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file" if not folder else "no such folder"
+    except (OSError, ValueError) as error:  # ELOOP: a symlink loop; ENAMETOOLONG; a NUL in the name (ValueError)
+        reason = "a symlink loop" if getattr(error, "errno", None) == errno.ELOOP else \
+            getattr(error, "strerror", None) or str(error)
+        return f"cannot be read ({reason})"
+    if stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode):
+        return None
+    kind = "a regular file" if stat.S_ISREG(mode) else next((name for test, name in _KINDS if test(mode)), "special")
+    return f"is {kind}, not {'a folder' if folder else 'a regular file'}" + \
+        ("" if folder or stat.S_ISDIR(mode) else ": irpipe reads (and hashes) regular files only, never a pipe or device")
+
+
+def require_file(path: str | Path, where: str | Path | None = None, field: str | None = None,
+                 folder: bool = False) -> os.stat_result:
+    """The stat of `path` when it is a regular file (`folder`: a folder), else an error before any read: a
+    MissingResourceError when it does not exist, an InputError naming `where` (default: the path) and `field`."""
+    problem = path_problem(path, folder)
+    if problem is None:
+        return os.stat(path)
+    if problem.startswith("no such") and where is None:
+        raise MissingResourceError(f"{path}: {problem}")
+    raise InputError(where or path, problem if where is None else f"{path} {problem}", field=field)
+
+
+def names_file(text: str) -> bool:
+    """Whether `text` names an existing regular file: False, not an OSError, for text no file can be named (a
+    pipeline spec longer than a file name may be, one holding a NUL)."""
+    return path_problem(text) is None
+
+
 def open_text(path: str | Path) -> IO[str]:
-    """Open a (possibly gzipped) UTF-8 text file, with a clear error when it is missing."""
+    """Open a (possibly gzipped) UTF-8 text file, with a clear error when it is missing or not a regular file."""
     path = Path(path)
-    if not path.is_file():
-        raise MissingResourceError(f"{path}: no such file")
+    require_file(path)
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8-sig")
     return open(path, encoding="utf-8-sig")
 
 
 def _open_binary(path: Path) -> IO[bytes]:
+    require_file(path)
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
@@ -265,36 +308,72 @@ def read_text(path: str | Path) -> str:
         raise decoding_error(path, error) from None
 
 
-def load_yaml(path: str | Path):
-    """A YAML file parsed safely and without aliases (`*name`): nested aliases expand exponentially (a 1 KB file
-    can stand for gigabytes), so an alias is an InputError naming its line."""
+def _yaml_loader(path, first_line: int = 1):
+    """PyYAML's SafeLoader, refusing aliases (`*name`: nested ones expand exponentially, a 1 KB file standing for
+    gigabytes) and a key given twice in one mapping (PyYAML keeps the last: an `expected:` or `files:` written twice
+    was read as the second alone), each an InputError naming its lines (`first_line`: the text's first line in
+    `path`)."""
     import yaml
 
-    class NoAliasLoader(yaml.SafeLoader):
+    class StrictLoader(yaml.SafeLoader):
         def compose_node(self, parent, index):
             if self.check_event(yaml.AliasEvent):
                 mark = self.peek_event().start_mark
-                raise InputError(path, "YAML aliases (*name) are not allowed: write the value out", line=mark.line + 1)
+                raise InputError(path, "YAML aliases (*name) are not allowed: write the value out",
+                                 line=mark.line + first_line)
             return super().compose_node(parent, index)
 
+        def construct_mapping(self, node, deep=False):
+            seen = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
+                line = key_node.start_mark.line + first_line
+                if key is not None and _hashable(key) and key in seen:
+                    raise InputError(path, f"key {key!r} given twice, on lines {seen[key]} and {line}: YAML would "
+                                           "keep the second alone; remove one", line=line, field=str(key))
+                if key is not None and _hashable(key):
+                    seen[key] = line
+            return super().construct_mapping(node, deep)
+
+    return StrictLoader
+
+
+def _hashable(value) -> bool:
     try:
-        return yaml.load(read_text(path), Loader=NoAliasLoader)  # noqa: S506 (a SafeLoader)
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def parse_yaml(text: str, path: str | Path, first_line: int = 1):
+    """YAML text (from `path`, starting at its line `first_line`) parsed safely, without aliases or duplicate keys
+    (`_yaml_loader`); what it cannot read is an InputError naming the file and line."""
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_yaml_loader(path, first_line))  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         if isinstance(error, yaml.reader.ReaderError):  # a character YAML refuses (a control character): its line
-            return _yaml_character(path, error)
+            _yaml_character(path, error, text, first_line)
         raise InputError(path, f"invalid YAML: {getattr(error, 'problem', None) or str(error).splitlines()[0]}",
-                         line=mark.line + 1 if mark else None) from None
-    except (ValueError, OverflowError) as error:  # a value PyYAML fails to make: "\\U30005266" (chr), 2024-13-01 (a date)
+                         line=mark.line + first_line if mark else None) from None
+    except (ValueError, OverflowError) as error:  # a value PyYAML fails to make: "\\U30005266" (chr), 2024-13-01
         raise InputError(path, f"invalid YAML: a value it cannot read ({error})") from None
     except RecursionError:
         raise InputError(path, "invalid YAML: nested too deeply") from None
 
 
-def _yaml_character(path, error) -> None:
+def load_yaml(path: str | Path):
+    """A YAML file parsed safely, without aliases or duplicate keys (`parse_yaml`): every YAML file irpipe reads."""
+    return parse_yaml(read_text(path), path)
+
+
+def _yaml_character(path, error, text: str, first_line: int) -> None:
     """The InputError for a character YAML cannot hold (PyYAML's ReaderError gives its offset, not its line)."""
     code = error.character if isinstance(error.character, int) else ord(error.character)
-    line = read_text(path).count("\n", 0, error.position) + 1
+    line = text.count("\n", 0, error.position) + first_line
     raise InputError(path, f"invalid YAML: U+{code:04X} is a character YAML does not allow (a control character): "
                            "remove it", line=line) from None
 
@@ -332,17 +411,29 @@ def first_line(path: str | Path) -> tuple[int, str]:
         lines.close()
 
 
+MAX_JSON_DEPTH = 100  # arrays and objects inside each other: no file irpipe reads or writes nests past a few
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def parse_json(text: str):
+    """`json.loads(text)` with its nesting bounded by MAX_JSON_DEPTH: deeper is a json.JSONDecodeError (a
+    ValueError, as every reader already handles a damaged file), not the RecursionError traceback Python's reader
+    ends in at ~1,000 levels. The depth is counted only for text with more brackets than the bound."""
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:
+        brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+        if max(itertools.accumulate(1 if char in "[{" else -1 for char in brackets), default=0) > MAX_JSON_DEPTH:
+            raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", text, 0)
+    return json.loads(text)
+
+
 def json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
     """(line number, object) for each line of a JSON-lines file; a line that is not a JSON object is an error."""
-    import json
-
     for number, line in numbered_lines(path):
         try:
-            record = json.loads(line)
+            record = parse_json(line)
         except json.JSONDecodeError as error:
             raise InputError(path, f"not a JSON object: {error.msg}", number) from None
-        except RecursionError:
-            raise InputError(path, "not a JSON object: nested too deeply", number) from None
         if not isinstance(record, dict):
             raise InputError(path, "expected one JSON object per line", number)
         if "\\u" in line and _SURROGATE_ESCAPE.search(line):
@@ -369,7 +460,7 @@ INDEX_METADATA = "irpipe-index.json"  # a Lucene index folder's build record, wr
 def read_json(path: str | Path):
     """A whole JSON file; one that does not parse is an InputError naming the file and line."""
     try:
-        return json.loads(read_text(path))
+        return parse_json(read_text(path))
     except json.JSONDecodeError as error:
         raise InputError(path, f"not valid JSON: {error.msg}", error.lineno) from None
 
@@ -380,7 +471,7 @@ def read_index_metadata(index_dir: str | Path) -> dict:
     if not path.is_file():
         return {}
     try:
-        return json.loads(read_text(path))
+        return parse_json(read_text(path))
     except json.JSONDecodeError as error:
         raise InputError(path, f"damaged index record ({error.msg}): rebuild the index with `irpipe index ... "
                                "--overwrite`", error.lineno) from None
