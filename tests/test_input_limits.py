@@ -23,9 +23,10 @@ RUN = "1 Q0 d1 1 2.0 t\n1 Q0 d4 2 1.0 t\n2 Q0 d2 1 1.0 t\n"
 
 
 def _cli(*argv, timeout: int = 60) -> subprocess.CompletedProcess:
-    """`irpipe ARGV` as a subprocess (stdin closed), killed after `timeout` s: a hang fails the test, not the suite."""
+    """`irpipe ARGV` as a subprocess (stdin closed), killed after `timeout` s: a hang fails the test, not the suite.
+    It runs in `/`, so `-m` finds the package the tests import (PYTHONPATH or the install), not a checkout's in cwd."""
     return subprocess.run([sys.executable, "-m", "pipeline.cli", "-q", *map(str, argv)], capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=os.environ.copy())
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd="/")
 
 
 # -- relevance labels --------------------------------------------------------------------------------------------
@@ -50,7 +51,7 @@ def test_a_label_out_of_range_in_a_python_mapping_is_refused():
 def _peak_rss_kib(argv: list[str]) -> int:
     """The peak resident memory (KiB) of one `irpipe` subprocess, from the kernel's own account of it (wait4)."""
     process = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "-q", *argv], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, cwd="/")
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     assert process.returncode == 0

@@ -244,8 +244,8 @@ def path_problem(path: str | Path, folder: bool = False) -> str | None:
     if stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode):
         return None
     kind = "a regular file" if stat.S_ISREG(mode) else next((name for test, name in _KINDS if test(mode)), "special")
-    return f"is {kind}, not {'a folder' if folder else 'a regular file'}" + \
-        ("" if folder or stat.S_ISDIR(mode) else ": irpipe reads (and hashes) regular files only, never a pipe or device")
+    why = "" if folder or stat.S_ISDIR(mode) else ": irpipe reads (and hashes) regular files only, never a pipe or device"
+    return f"is {kind}, not {'a folder' if folder else 'a regular file'}{why}"
 
 
 def require_file(path: str | Path, where: str | Path | None = None, field: str | None = None,
