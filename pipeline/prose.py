@@ -27,7 +27,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pipeline.data.files import parse_yaml, read_json
+from pipeline.data.files import read_json
+from pipeline.data.yaml_files import parse_yaml
 from pipeline.errors import InputError
 
 START = re.compile(r"^<!-- results\s*$")

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from pipeline import environment
 from pipeline.data import reuse
-from pipeline.data.files import load_yaml, parse_json
+from pipeline.data.files import parse_json
+from pipeline.data.yaml_files import load_yaml
 from pipeline.log import logger
 
 WIN_LOSS_POINTS = 400

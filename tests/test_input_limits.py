@@ -142,7 +142,7 @@ def test_an_experiment_with_expected_twice_is_refused_naming_both_lines(tmp_path
 
 
 def test_a_key_twice_in_a_nested_mapping_is_refused_and_keys_once_are_read():
-    from pipeline.data.files import parse_yaml
+    from pipeline.data.yaml_files import parse_yaml
 
     assert parse_yaml("files:\n  topics: a\n  qrels: b\n", "x.yaml") == {"files": {"topics": "a", "qrels": "b"}}
     with pytest.raises(InputError, match=r"x.yaml:3 \[topics\]: key 'topics' given twice, on lines 2 and 3"):

@@ -180,7 +180,7 @@ class RoundTrip(AssertionError):
 def _read_spec(folder: Path):
     """The pipeline of the spec, and its repr read back: the same pipeline (`repr` prints the spec grammar)."""
     import pipeline.stages  # noqa: F401 -- the stages register before the spec is parsed
-    from pipeline.data.files import names_file
+    from pipeline.data.paths import names_file
     from pipeline.spec import parse
 
     text = (folder / "spec.txt").read_text(encoding="utf-8", errors="surrogatepass")

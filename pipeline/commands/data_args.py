@@ -22,7 +22,7 @@ import argparse
 import difflib
 import os
 
-from pipeline.data.files import require_file
+from pipeline.data.paths import require_file
 from pipeline.errors import ConfigError, MissingResourceError
 from pipeline.log import logger
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from pipeline import log
 from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.compare import CORRECTIONS, FORMATS, compare, plot_differences, plot_format
-from pipeline.data.files import names_file
+from pipeline.data.paths import names_file
 from pipeline.data.outputs import check_writable
 from pipeline.data.qrels import Qrels, read_qrels
 from pipeline.data.runs import read_run

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
-from pipeline.data.files import names_file
+from pipeline.data.paths import names_file
 from pipeline.data.runs import RUN_FORMATS
 from pipeline.errors import ConfigError
 from pipeline.experiment import DEFAULT_EXPERIMENT, Experiment, format_result, run_experiment

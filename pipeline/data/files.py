@@ -1,10 +1,13 @@
 """Small file helpers shared by every reader and writer: atomic writes, text reading and line iteration.
 
 Every text file is read as UTF-8 through `open_text`/`numbered_lines`/`read_text`, so a binary or mis-encoded
-file is one `InputError` naming the file and the line; every output is written through `atomic_write` (a file
-object) or `write_by_path` (a writer that takes a path: safetensors, numpy), or inside `writing(folder)`, so a
-read-only, forbidden or full place is one `OutputError` (exit 2) naming the file the user asked for -- not the
-scratch file beside it, which is removed -- with the bytes free (and needed, where known) on a full disk.
+file is one `InputError` naming the file and the line, and one that is no regular file (a FIFO, a device, a
+symlink loop: pipeline/data/paths.py) is refused before it is opened or hashed; every JSON text is parsed by
+`parse_json`, its nesting bounded (MAX_JSON_DEPTH; YAML: pipeline/data/yaml_files.py). Every output is written
+through `atomic_write` (a file object) or `write_by_path` (a writer that takes a path: safetensors, numpy), or
+inside `writing(folder)`, so a read-only, forbidden or full place is one `OutputError` (exit 2) naming the file the
+user asked for -- not the scratch file beside it, which is removed -- with the bytes free (and needed, where known)
+on a full disk.
 """
 from __future__ import annotations
 
@@ -17,13 +20,13 @@ import hashlib
 import itertools
 import os
 import re
-import stat
 import tempfile
 import time
 import zlib
 from pathlib import Path
 from typing import IO, Callable, Iterator
 
+from pipeline.data.paths import require_file
 from pipeline.errors import InputError, MissingResourceError, OutputError
 from pipeline.log import logger
 
@@ -226,46 +229,6 @@ def _running(pid: int) -> bool:
     return True
 
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a device"),
-          (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
-
-
-def path_problem(path: str | Path, folder: bool = False) -> str | None:
-    """Why `path` is not a regular file (`folder`: not a folder) irpipe can read, or None: asked of the file system
-    before any read, since a FIFO, a device (`/dev/zero`) or an endless file would be read or hashed forever."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return "no such file" if not folder else "no such folder"
-    except (OSError, ValueError) as error:  # ELOOP: a symlink loop; ENAMETOOLONG; a NUL in the name (ValueError)
-        reason = "a symlink loop" if getattr(error, "errno", None) == errno.ELOOP else \
-            getattr(error, "strerror", None) or str(error)
-        return f"cannot be read ({reason})"
-    if stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode):
-        return None
-    kind = "a regular file" if stat.S_ISREG(mode) else next((name for test, name in _KINDS if test(mode)), "special")
-    why = "" if folder or stat.S_ISDIR(mode) else ": irpipe reads (and hashes) regular files only, never a pipe or device"
-    return f"is {kind}, not {'a folder' if folder else 'a regular file'}{why}"
-
-
-def require_file(path: str | Path, where: str | Path | None = None, field: str | None = None,
-                 folder: bool = False) -> os.stat_result:
-    """The stat of `path` when it is a regular file (`folder`: a folder), else an error before any read: a
-    MissingResourceError when it does not exist, an InputError naming `where` (default: the path) and `field`."""
-    problem = path_problem(path, folder)
-    if problem is None:
-        return os.stat(path)
-    if problem.startswith("no such") and where is None:
-        raise MissingResourceError(f"{path}: {problem}")
-    raise InputError(where or path, problem if where is None else f"{path} {problem}", field=field)
-
-
-def names_file(text: str) -> bool:
-    """Whether `text` names an existing regular file: False, not an OSError, for text no file can be named (a
-    pipeline spec longer than a file name may be, one holding a NUL)."""
-    return path_problem(text) is None
-
-
 def open_text(path: str | Path) -> IO[str]:
     """Open a (possibly gzipped) UTF-8 text file, with a clear error when it is missing or not a regular file."""
     path = Path(path)
@@ -306,76 +269,6 @@ def read_text(path: str | Path) -> str:
             return handle.read()
     except _DECODING as error:
         raise decoding_error(path, error) from None
-
-
-def _yaml_loader(path, first_line: int = 1):
-    """PyYAML's SafeLoader, refusing aliases (`*name`: nested ones expand exponentially, a 1 KB file standing for
-    gigabytes) and a key given twice in one mapping (PyYAML keeps the last: an `expected:` or `files:` written twice
-    was read as the second alone), each an InputError naming its lines (`first_line`: the text's first line in
-    `path`)."""
-    import yaml
-
-    class StrictLoader(yaml.SafeLoader):
-        def compose_node(self, parent, index):
-            if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark
-                raise InputError(path, "YAML aliases (*name) are not allowed: write the value out",
-                                 line=mark.line + first_line)
-            return super().compose_node(parent, index)
-
-        def construct_mapping(self, node, deep=False):
-            seen = {}
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
-                line = key_node.start_mark.line + first_line
-                if key is not None and _hashable(key) and key in seen:
-                    raise InputError(path, f"key {key!r} given twice, on lines {seen[key]} and {line}: YAML would "
-                                           "keep the second alone; remove one", line=line, field=str(key))
-                if key is not None and _hashable(key):
-                    seen[key] = line
-            return super().construct_mapping(node, deep)
-
-    return StrictLoader
-
-
-def _hashable(value) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
-
-
-def parse_yaml(text: str, path: str | Path, first_line: int = 1):
-    """YAML text (from `path`, starting at its line `first_line`) parsed safely, without aliases or duplicate keys
-    (`_yaml_loader`); what it cannot read is an InputError naming the file and line."""
-    import yaml
-
-    try:
-        return yaml.load(text, Loader=_yaml_loader(path, first_line))  # noqa: S506 (a SafeLoader)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        if isinstance(error, yaml.reader.ReaderError):  # a character YAML refuses (a control character): its line
-            _yaml_character(path, error, text, first_line)
-        raise InputError(path, f"invalid YAML: {getattr(error, 'problem', None) or str(error).splitlines()[0]}",
-                         line=mark.line + first_line if mark else None) from None
-    except (ValueError, OverflowError) as error:  # a value PyYAML fails to make: "\\U30005266" (chr), 2024-13-01
-        raise InputError(path, f"invalid YAML: a value it cannot read ({error})") from None
-    except RecursionError:
-        raise InputError(path, "invalid YAML: nested too deeply") from None
-
-
-def load_yaml(path: str | Path):
-    """A YAML file parsed safely, without aliases or duplicate keys (`parse_yaml`): every YAML file irpipe reads."""
-    return parse_yaml(read_text(path), path)
-
-
-def _yaml_character(path, error, text: str, first_line: int) -> None:
-    """The InputError for a character YAML cannot hold (PyYAML's ReaderError gives its offset, not its line)."""
-    code = error.character if isinstance(error.character, int) else ord(error.character)
-    line = text.count("\n", 0, error.position) + first_line
-    raise InputError(path, f"invalid YAML: U+{code:04X} is a character YAML does not allow (a control character): "
-                           "remove it", line=line) from None
 
 
 def numbered_lines(path: str | Path, skip_blank: bool = True) -> Iterator[tuple[int, str]]:

@@ -35,7 +35,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from pipeline.data.corpus import DOC_FORMATS
-from pipeline.data.files import load_yaml, numbered_lines, read_index_metadata, require_file
+from pipeline.data.files import numbered_lines, read_index_metadata
+from pipeline.data.paths import require_file
+from pipeline.data.yaml_files import load_yaml
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import RUN_FORMATS, Run, read_run
 from pipeline.data.sets.answer_selection import AnswerSelectionDataset
