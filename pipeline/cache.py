@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from pipeline.data import reuse
-from pipeline.data.files import atomic_write, cache_root, output_error
+from pipeline.data.files import atomic_write, cache_root, output_error, parse_json
 from pipeline.data.locks import file_lock
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
@@ -78,7 +78,7 @@ class StageCache:
             return None
         try:
             with gzip.open(path, "rt", encoding="utf-8") as handle:
-                data = json.load(handle)
+                data = parse_json(handle.read())
             run = Run({q: [(d, s) for d, s in hits] for q, hits in data["ranking"].items()}, data["texts"], data["tag"],
                       data.get("doc_fields", {}))
         except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as error:  # cut short, rotten

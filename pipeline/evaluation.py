@@ -45,7 +45,7 @@ from typing import Iterable, Mapping
 
 from pipeline.data.frames import is_frame, qrels_from_frame
 from pipeline.data.ids import check_query_docs
-from pipeline.data.qrels import Qrels, read_qrels
+from pipeline.data.qrels import Qrels, check_labels, read_qrels
 from pipeline.data.runs import Run, read_run
 from pipeline.errors import IrpipeError, UnknownNameError
 from pipeline.log import logger
@@ -289,6 +289,7 @@ def as_qrels(qrels: QrelsLike) -> Qrels:
         return qrels_from_frame(qrels)
     qrels = {str(qid): {str(d): int(r) for d, r in judged.items()} for qid, judged in qrels.items()}
     check_query_docs(qrels, "qrels")  # the id rule, as a qrels file has it
+    check_labels(qrels)  # and its label range
     return qrels
 
 

@@ -56,7 +56,8 @@ from pathlib import Path
 from pipeline import provenance
 from pipeline.version import __version__
 from pipeline.data import reuse
-from pipeline.data.files import atomic_write, load_yaml
+from pipeline.data.files import atomic_write
+from pipeline.data.yaml_files import load_yaml
 from pipeline.data.outputs import check_writable
 from pipeline.data.runs import RUN_FORMATS, Run
 from pipeline.engine import ENGINES, EngineOptions

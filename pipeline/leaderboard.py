@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.data.files import load_yaml, read_json
+from pipeline.data.files import read_json
+from pipeline.data.yaml_files import load_yaml
 from pipeline.errors import InputError
 
 

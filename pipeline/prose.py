@@ -29,9 +29,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import yaml
-
 from pipeline.data.files import read_json
+from pipeline.data.yaml_files import parse_yaml
 from pipeline.errors import InputError
 from pipeline.provenance import PENDING
 
@@ -123,10 +122,7 @@ def rewrite(text: str, path: Path, results: dict[str, dict]) -> str:
         end = next((j for j in range(start, len(lines)) if lines[j].strip() == END), None)
         if close is None or end is None or end < close:
             raise InputError(path, f"a results marker needs a closing --> and then {END}", line=start)
-        try:
-            spec = yaml.safe_load("\n".join(lines[start:close])) or {}
-        except yaml.YAMLError as error:
-            raise InputError(path, f"the results marker is not YAML: {error}", line=start) from None
+        spec = parse_yaml("\n".join(lines[start:close]), path, first_line=start + 1) or {}
         if not isinstance(spec, dict):
             raise InputError(path, "the results marker is a YAML mapping (table: ..., measures: ...)", line=start)
         out += lines[start:close + 1] + [""] + render(spec, results, (path, start)) + ["", END]  # blank lines: the

@@ -19,7 +19,6 @@ mean's p-value of its win_loss measure, made again from the recorded differences
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
@@ -28,7 +27,8 @@ from pathlib import Path
 
 from pipeline import environment
 from pipeline.data import reuse
-from pipeline.data.files import load_yaml
+from pipeline.data.files import parse_json
+from pipeline.data.yaml_files import load_yaml
 
 WIN_LOSS_POINTS = 400
 CPU_SENSITIVITY = Path(__file__).resolve().parent.parent / "eval" / "benchmarks" / "cpu-sensitivity.yaml"
@@ -40,7 +40,7 @@ PENDING = "seed-0 only, pending re-run"  # how a `pending` p-value is shown: its
 def previous(path: Path) -> dict:
     """The result file a run is about to replace ({} when there is none or it is not readable JSON)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = parse_json(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -62,9 +62,26 @@ def _tokenize(spec: str) -> list[_Token]:
     return tokens
 
 
+MAX_DEPTH = 32  # brackets inside brackets: the parser recurses at each, and no real pipeline nests past a few
+
+
+def _check_depth(spec: str, tokens: list[_Token]) -> None:
+    """A SpecError at the first bracket nested deeper than MAX_DEPTH (the parser's recursion would end in a
+    RecursionError traceback at ~250)."""
+    depth = 0
+    for token in tokens:
+        if token.kind == "op" and token.text in "([":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SpecError(spec, token.position, f"brackets nested deeper than {MAX_DEPTH} levels")
+        elif token.kind == "op" and token.text in ")]":
+            depth -= 1
+
+
 class _Parser:
     def __init__(self, spec: str):
         self.spec, self.tokens, self.index = spec, _tokenize(spec), 0
+        _check_depth(spec, self.tokens)
 
     @property
     def token(self) -> _Token:

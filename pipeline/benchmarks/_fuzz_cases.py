@@ -9,11 +9,15 @@ A case passes (`check`) when the reader
   character reaches an output;
 - and, for a valid case, returns what the case was built from; for runs and qrels, whenever irpipe accepts a file,
   what the reference reader (ir-measures' readers, the ones ir_measures and pytrec_eval users read files with) makes
-  of it, less the `#` comment lines that trec_eval 10.0 skips.
+  of it, less the `#` comment lines that trec_eval 10.0 skips;
+- and, for a case built to be refused (`REFUSED`: a label out of range, a YAML key given twice, a spec nested too
+  deeply), refuses it. A file of a case may be a `Special` (a FIFO, a device, a folder, a symlink loop): refused
+  before any read, never read forever.
 """
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -22,22 +26,37 @@ from hypothesis import strategies as st
 
 from pipeline.data.corpus import collapse_whitespace, iter_docs
 from pipeline.data.ids import id_problem
+from pipeline.data.qrels import LABEL_LIMIT
 from pipeline.errors import IrpipeError
 
 # what the readers trip on: controls, separators, invisible characters, comment marks, tags, escapes, odd numbers
 NASTY = [*"\x00\x01\x08\t\n\r\x0b\x0c\x1b\x1c\x1f \x7f\x85\xa0\u2028\u2029\u200b\u202e\ufeff\ud800#<>{}[]\":,\\",
          *"0123456789-+.eE_\u0661", "\\ud800", "\\u0000", "<top>", "</top>", "<DOC>", "</DOC>", "<num>", "<title>",
-         "<DOCNO>", "</DOCNO>", "Q0", "nan", "inf", "1_0", "0x1p3", "1e999", "\t\t", "\n#", "\n\n"]
+         "<DOCNO>", "</DOCNO>", "Q0", "nan", "inf", "1_0", "0x1p3", "1e999", "\t\t", "\n#", "\n\n",
+         "\u0301", "\ufe0f", "\u034f", "\u3164", "\u212a", "e\u0301",  # what prints as nothing or as another id
+         "[" * 1000, '{"a": ' * 300, "[" * 101 + "]" * 101, str(LABEL_LIMIT + 1), str(2**31), str(2**32)]
 # ids by the rule, most of them ASCII (so files share ids and queries repeat), some of any script
 _ID_CHARS = st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"),
                           blacklist_characters="<>#")
-IDS = st.one_of(st.from_regex(r"[A-Za-z0-9_.-]{1,4}", fullmatch=True), st.text(_ID_CHARS, min_size=1, max_size=5))
+IDS = st.one_of(st.from_regex(r"[A-Za-z0-9_.-]{1,4}", fullmatch=True),
+                st.text(_ID_CHARS, min_size=1, max_size=5).filter(lambda text: id_problem(text) is None))
+# labels: the usual ones, and those at and past the range's ends (pipeline/data/qrels.py)
+LABELS = st.one_of(st.integers(-2, 4), st.sampled_from([LABEL_LIMIT, -LABEL_LIMIT, LABEL_LIMIT + 1, -LABEL_LIMIT - 1,
+                                                          2**31 - 1, 2**31, 2**32, 10**18 - 1]))
 # texts of a line-based file: anything but a line break, a tab or SGML's angle brackets and topic prefixes
 TEXTS = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\t\n\r<>:"), min_size=1,
                 max_size=12).filter(lambda text: text.strip())
 
 
 ACCEPTED = "accepted"  # a valid case's `expected` where any result will do, as long as the input is not refused
+REFUSED = "refused"  # the `expected` of a case built to be refused
+
+
+@dataclass(frozen=True)
+class Special:
+    """A case's file that is no regular file: "fifo", "device" (a link to /dev/zero), "folder" or "loop" (links to
+    each other)."""
+    kind: str
 
 
 @dataclass(frozen=True)
@@ -68,6 +87,8 @@ def mutated(valid: st.SearchStrategy) -> st.SearchStrategy:
         text = case.files[name]
         if draw(st.integers(0, 20)) == 0:
             return Case({**case.files, name: draw(st.binary(max_size=40))})
+        if draw(st.integers(0, 20)) == 0:
+            return Case({**case.files, name: Special(draw(st.sampled_from(["fifo", "device", "folder", "loop"])))})
         for _ in range(draw(st.integers(1, 4))):
             at = draw(st.integers(0, len(text)))
             how = draw(st.integers(0, 3))
@@ -90,10 +111,24 @@ def write(case: Case, folder: Path) -> None:
     for name, content in case.files.items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
+        if isinstance(content, Special):
+            _make_special(path, content.kind)
+        elif isinstance(content, bytes):
             path.write_bytes(content)
         else:  # a lone surrogate is written as UTF-8 would write its code point: bytes a reader must refuse
             path.write_bytes(content.encode("utf-8", "surrogatepass"))
+
+
+def _make_special(path: Path, kind: str) -> None:
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(path.with_name(path.name + ".loop"))
+        path.with_name(path.name + ".loop").symlink_to(path)
 
 
 def check(reader: Reader, case: Case, folder: Path) -> str | None:
@@ -104,11 +139,13 @@ def check(reader: Reader, case: Case, folder: Path) -> str | None:
         message = str(error)
         if not all(line.isprintable() for line in message.split("\n")):  # lines: a spec error shows a caret line
             return f"{type(error).__name__} message holds a character that is not printable: {message!r}"
-        if case.expected is not None:
+        if case.expected not in (None, REFUSED):
             return f"a valid input refused: {message}"
         return None
     except Exception as error:  # noqa: BLE001 -- what the fuzzing is for: any other exception is a traceback
         return f"traceback: {type(error).__name__}: {error}"[:300]
+    if case.expected == REFUSED or any(isinstance(content, Special) for content in case.files.values()):
+        return f"accepted, where it must be refused: {_short(case.files)}"
     bad = [text for text in reader.ids(result) if id_problem(text) is not None]
     if bad:
         return f"an id or tag breaks the id rule in the output: {bad[0]!r}"
@@ -164,7 +201,7 @@ def _read_topics(folder: Path):
 
 @st.composite
 def _qrels(draw):
-    judged = draw(st.dictionaries(st.tuples(IDS, IDS), st.integers(-2, 4), min_size=1, max_size=6))
+    judged = draw(st.dictionaries(st.tuples(IDS, IDS), LABELS, min_size=1, max_size=6))
     expected: dict = {}
     for (q, d), level in judged.items():
         expected.setdefault(q, {})[d] = level
@@ -176,7 +213,8 @@ def _qrels(draw):
         name = "qrels/test.tsv"
     for _ in range(draw(st.integers(0, 2))):  # comments, as trec_eval 10.0 skips them
         lines.insert(draw(st.integers(0, len(lines))), "#" + draw(st.text(max_size=8).map(_one_line)))
-    return Case({name: "\n".join(lines) + "\n"}, expected)
+    in_range = all(-LABEL_LIMIT <= level <= LABEL_LIMIT for level in judged.values())
+    return Case({name: "\n".join(lines) + "\n"}, expected if in_range else REFUSED)
 
 
 def _one_line(text: str) -> str:
@@ -184,7 +222,7 @@ def _one_line(text: str) -> str:
 
 
 def _qrels_file(folder: Path) -> Path:
-    return next(path for path in folder.rglob("*") if path.is_file())
+    return max(folder.rglob("*"), key=lambda path: (len(path.parts), not path.name.endswith(".loop")))  # the file
 
 
 def _read_qrels(folder: Path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from hypothesis import strategies as st
 
-from pipeline.benchmarks._fuzz_cases import ACCEPTED, IDS, NASTY, TEXTS, Case, Reader, mutated
+from pipeline.benchmarks._fuzz_cases import ACCEPTED, IDS, NASTY, REFUSED, TEXTS, Case, Reader, mutated
 
 _TOPICS, _QRELS, _RUN = "q1\tfirst query\nq2\tsecond one\n", "q1 0 d1 1\nq2 0 d2 0\n", "q1 Q0 d1 1 2.5 t\nq2 Q0 d2 1 1 t\n"
 _LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-3, 5), st.floats(allow_nan=True), st.text(max_size=6),
@@ -26,6 +26,14 @@ def _yaml(mapping) -> str:
     return yaml.safe_dump(mapping, allow_unicode=True)
 
 
+def _twice(draw, mapping: dict) -> Case | None:
+    """A YAML file of `mapping` with one of its keys written again (a case to refuse), or None (not drawn)."""
+    if draw(st.integers(0, 3)):
+        return None
+    key = draw(st.sampled_from(sorted(mapping)))
+    return Case({"x.yaml": _yaml(mapping) + _yaml({key: mapping[key]})}, REFUSED)
+
+
 # -- dataset.yaml ------------------------------------------------------------------------------------------------
 
 _SPEC_KEYS = ["name", "description", "kind", "rel_level", "language", "files", "run_texts", "topics", "qrels",
@@ -38,6 +46,9 @@ def _dataset_yaml(draw):
     if draw(st.booleans()):
         spec = {"name": draw(IDS), "rel_level": draw(st.integers(1, 3)),
                 "files": {"topics": "topics.tsv", "qrels": {"path": "qrels.txt"}, "run": "run.trec"}}
+        twice = _twice(draw, spec)
+        if twice is not None:
+            return Case({**files, "dataset.yaml": twice.files["x.yaml"]}, REFUSED)
         return Case({**files, "dataset.yaml": _yaml(spec)}, _DATASET_EXPECTED)
     spec = draw(st.dictionaries(st.sampled_from(_SPEC_KEYS), _values(_SPEC_KEYS), max_size=5))
     return Case({**files, "dataset.yaml": _yaml(spec)})
@@ -102,8 +113,10 @@ def _read_folder(folder: Path):
         return _read_dataset(folder)
     dataset = (load_beir_folder(folder) if is_beir_folder(folder) else
                load_msmarco_folder(folder) if is_msmarco_folder(folder) else None)
-    if dataset is None:
-        return None, None, None
+    if dataset is None:  # no layout: refused as `--dataset DIR` refuses it
+        from pipeline.data.registry import load_folder
+
+        load_folder(folder)
     topics, qrels = dataset.topics().queries, dataset.qrels() if "qrels" in dataset.files else None
     run = dataset.run()
     if "corpus" in dataset.files:
@@ -126,7 +139,7 @@ def _experiment(draw):
     valid = {"dataset": "tiny", "pipeline": draw(st.sampled_from(_SPECS)),
              "measures": draw(st.lists(st.sampled_from(_MEASURES[:12]), min_size=1, max_size=3))}
     if draw(st.booleans()):
-        return Case({"x.yaml": _yaml(valid)}, ACCEPTED)
+        return _twice(draw, valid) or Case({"x.yaml": _yaml(valid)}, ACCEPTED)
     extra = draw(st.dictionaries(st.sampled_from(_EXPERIMENT_KEYS), _values(_EXPERIMENT_KEYS), max_size=4))
     return Case({"x.yaml": _yaml(valid | extra)})
 
@@ -147,6 +160,15 @@ _SPEC_TOKENS = ["bm25", "overlap", "fusion", "monobert", "exclude", "keywords", 
 def _spec(draw):
     if draw(st.booleans()):
         return Case({"spec.txt": draw(st.sampled_from(_SPECS))}, ACCEPTED)
+    if draw(st.integers(0, 3)) == 0:  # long (a file name holds 255 bytes) or nested to the bound, or past it
+        from pipeline.spec import MAX_DEPTH
+
+        fused = "fusion(" + ", ".join(draw(st.lists(st.sampled_from(_SPECS[:3]), min_size=2, max_size=12))) + ")"
+        depth = draw(st.integers(1, 300))
+        nested = "(" * depth + draw(st.sampled_from(_SPECS)) + ")" * depth
+        return draw(st.sampled_from([Case({"spec.txt": fused}, ACCEPTED),
+                                     Case({"spec.txt": nested}, ACCEPTED if depth <= MAX_DEPTH - 2 else
+                                          REFUSED if depth >= MAX_DEPTH else None)]))  # 2: a spec's own brackets
     tokens = draw(st.lists(st.sampled_from(_SPEC_TOKENS) | st.sampled_from(NASTY), min_size=1, max_size=12))
     return Case({"spec.txt": "".join(tokens)})
 
@@ -158,9 +180,12 @@ class RoundTrip(AssertionError):
 def _read_spec(folder: Path):
     """The pipeline of the spec, and its repr read back: the same pipeline (`repr` prints the spec grammar)."""
     import pipeline.stages  # noqa: F401 -- the stages register before the spec is parsed
+    from pipeline.data.paths import names_file
     from pipeline.spec import parse
 
-    shown = repr(parse((folder / "spec.txt").read_text(encoding="utf-8", errors="surrogatepass")))
+    text = (folder / "spec.txt").read_text(encoding="utf-8", errors="surrogatepass")
+    names_file(text)  # as `irpipe run` asks whether it names an experiment file: a spec of any length is no file
+    shown = repr(parse(text))
     again = repr(parse(shown))
     if again != shown:
         raise RoundTrip(f"{shown!r} reads back as {again!r}")
@@ -205,6 +230,9 @@ def _checkpoint(draw):
         field = draw(st.sampled_from(sorted(config)))
         config[field] = draw(_LEAVES | st.lists(st.integers(), max_size=2) | st.floats())
         text = json.dumps({"format": FORMAT, "model": name, "config": config}, indent=1)
+    elif draw(st.booleans()):  # a value nested past the JSON bound (or to it)
+        depth = draw(st.sampled_from([3, 99, 101, 1000, 5000]))
+        text = text.replace('"config": {', '"config": {"deep": ' + "[" * depth + "]" * depth + ", ", 1)
     return Case({"config.json": text})
 
 

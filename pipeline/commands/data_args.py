@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from pathlib import Path
+import os
 
+from pipeline.data.paths import require_file
 from pipeline.errors import ConfigError, MissingResourceError
 from pipeline.log import logger
 
@@ -65,18 +66,19 @@ def dataset_from_args(args: argparse.Namespace, prefix: str | None = None, requi
     name = getattr(args, _dest(prefix, "dataset") if prefix else "dataset", None)
     files = {key: getattr(args, _dest(prefix, key), None) for key in PARTS}
     files = {key: path for key, path in files.items() if path}
-    if "topics" in files and not Path(files["topics"]).exists():
+    if "topics" in files and not os.path.lexists(files["topics"]):
         named = _named_topics(files.pop("topics"), prefix)
         if name:
             raise ConfigError(f"{_flag(prefix, 'topics')} {named} names a dataset's topics: give it without "
                               f"{_flag(None, prefix or 'dataset')} {name}, or give a topics file")
         name = named
     for key, path in files.items():
-        if not Path(path).exists():
+        if not os.path.lexists(path):
             what = "no Lucene index" if key == "index" else "no such file"
             if key == "index" and "/" not in path:
                 what += " (Pyserini's prebuilt indexes are not downloaded here: build one with `irpipe index`)"
             raise MissingResourceError(f"{_flag(prefix, key)} {path}: {what}")
+        require_file(path, folder=key == "index")  # before any read: a FIFO, a device, a symlink loop refused
     if not name and not files:
         if required:
             raise ConfigError(f"give {_flag(None, prefix or 'dataset')} NAME|DIR, or files of your own: "

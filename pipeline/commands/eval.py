@@ -10,6 +10,7 @@ from pathlib import Path
 from pipeline import log
 from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.compare import CORRECTIONS, FORMATS, compare, plot_differences, plot_format
+from pipeline.data.paths import names_file
 from pipeline.data.outputs import check_writable
 from pipeline.data.qrels import Qrels, read_qrels
 from pipeline.data.runs import read_run
@@ -70,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
         check_writable(args.plot, "file")
     if len(set(args.runs)) != len(args.runs):
         raise EvalError("a run file is given twice")
-    stray = [m for m in args.measures or [] if Path(m).is_file()]
+    stray = [m for m in args.measures or [] if names_file(m)]
     if stray:
         raise EvalError(f"{stray[0]} is a file, not a measure: give the run files before -m MEASURE ... (trec_eval's "
                         f"order, -m MEASURE QRELS RUN, is irpipe trec_eval's: irpipe trec_eval -m map QRELS RUN)")

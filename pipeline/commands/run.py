@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
+from pipeline.data.paths import names_file
 from pipeline.data.runs import RUN_FORMATS
 from pipeline.errors import ConfigError
 from pipeline.result_text import format_result
@@ -47,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
                           "or nothing at all for the main job")
     dataset = dataset_from_args(args, required=False)
     seeds = _seeds(args.seeds) if args.seeds else None
-    if target and (target.endswith((".yaml", ".yml")) or Path(target).is_file()):
+    if target and (target.endswith((".yaml", ".yml")) or names_file(target)):  # a spec of any length: not a file
         experiment = Experiment.load(target)
     elif target:
         if dataset is None:

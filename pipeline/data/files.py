@@ -1,10 +1,13 @@
 """Small file helpers shared by every reader and writer: atomic writes, text reading and line iteration.
 
 Every text file is read as UTF-8 through `open_text`/`numbered_lines`/`read_text`, so a binary or mis-encoded
-file is one `InputError` naming the file and the line; every output is written through `atomic_write` (a file
-object) or `write_by_path` (a writer that takes a path: safetensors, numpy), or inside `writing(folder)`, so a
-read-only, forbidden or full place is one `OutputError` (exit 2) naming the file the user asked for -- not the
-scratch file beside it, which is removed -- with the bytes free (and needed, where known) on a full disk.
+file is one `InputError` naming the file and the line, and one that is no regular file (a FIFO, a device, a
+symlink loop: pipeline/data/paths.py) is refused before it is opened or hashed; every JSON text is parsed by
+`parse_json`, its nesting bounded (MAX_JSON_DEPTH; YAML: pipeline/data/yaml_files.py). Every output is written
+through `atomic_write` (a file object) or `write_by_path` (a writer that takes a path: safetensors, numpy), or
+inside `writing(folder)`, so a read-only, forbidden or full place is one `OutputError` (exit 2) naming the file the
+user asked for -- not the scratch file beside it, which is removed -- with the bytes free (and needed, where known)
+on a full disk.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import errno
 import glob
 import gzip
 import hashlib
+import itertools
 import os
 import re
 import tempfile
@@ -22,7 +26,8 @@ import zlib
 from pathlib import Path
 from typing import IO, Callable, Iterator
 
-from pipeline.errors import InputError, MissingResourceError, OutputError
+from pipeline.data.paths import require_file
+from pipeline.errors import InputError, OutputError
 from pipeline.log import logger
 
 def cache_root() -> Path:
@@ -57,10 +62,10 @@ def free_bytes(path: str | Path) -> int | None:
     while not path.exists() and path != path.parent:
         path = path.parent
     try:
-        stat = os.statvfs(path)
+        system = os.statvfs(path)
     except OSError:
         return None
-    return stat.f_bavail * stat.f_frsize
+    return system.f_bavail * system.f_frsize
 
 
 def _write_errno(path: Path, error: BaseException, needed: int | None) -> int | None:
@@ -145,10 +150,11 @@ def json_digest(obj) -> str:
 
 
 def file_sha256(path: Path) -> str:
-    """The sha256 of a file, computed once per process for each (path, size, mtime, ctime, inode): a write changes
-    the ctime even where the mtime is set back."""
-    stat = path.stat()
-    key = (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+    """The sha256 of a regular file (`require_file`: never a FIFO or device, which would be read forever), computed
+    once per process for each (path, size, mtime, ctime, inode): a write changes the ctime even where the mtime is
+    set back."""
+    info = require_file(path)
+    key = (str(Path(path).resolve()), info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
     if key not in _digests:
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
@@ -225,16 +231,16 @@ def _running(pid: int) -> bool:
 
 
 def open_text(path: str | Path) -> IO[str]:
-    """Open a (possibly gzipped) UTF-8 text file, with a clear error when it is missing."""
+    """Open a (possibly gzipped) UTF-8 text file, with a clear error when it is missing or not a regular file."""
     path = Path(path)
-    if not path.is_file():
-        raise MissingResourceError(f"{path}: no such file")
+    require_file(path)
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8-sig")
     return open(path, encoding="utf-8-sig")
 
 
 def _open_binary(path: Path) -> IO[bytes]:
+    require_file(path)
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
@@ -264,40 +270,6 @@ def read_text(path: str | Path) -> str:
             return handle.read()
     except _DECODING as error:
         raise decoding_error(path, error) from None
-
-
-def load_yaml(path: str | Path):
-    """A YAML file parsed safely and without aliases (`*name`): nested aliases expand exponentially (a 1 KB file
-    can stand for gigabytes), so an alias is an InputError naming its line."""
-    import yaml
-
-    class NoAliasLoader(yaml.SafeLoader):
-        def compose_node(self, parent, index):
-            if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark
-                raise InputError(path, "YAML aliases (*name) are not allowed: write the value out", line=mark.line + 1)
-            return super().compose_node(parent, index)
-
-    try:
-        return yaml.load(read_text(path), Loader=NoAliasLoader)  # noqa: S506 (a SafeLoader)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        if isinstance(error, yaml.reader.ReaderError):  # a character YAML refuses (a control character): its line
-            return _yaml_character(path, error)
-        raise InputError(path, f"invalid YAML: {getattr(error, 'problem', None) or str(error).splitlines()[0]}",
-                         line=mark.line + 1 if mark else None) from None
-    except (ValueError, OverflowError) as error:  # a value PyYAML fails to make: "\\U30005266" (chr), 2024-13-01 (a date)
-        raise InputError(path, f"invalid YAML: a value it cannot read ({error})") from None
-    except RecursionError:
-        raise InputError(path, "invalid YAML: nested too deeply") from None
-
-
-def _yaml_character(path, error) -> None:
-    """The InputError for a character YAML cannot hold (PyYAML's ReaderError gives its offset, not its line)."""
-    code = error.character if isinstance(error.character, int) else ord(error.character)
-    line = read_text(path).count("\n", 0, error.position) + 1
-    raise InputError(path, f"invalid YAML: U+{code:04X} is a character YAML does not allow (a control character): "
-                           "remove it", line=line) from None
 
 
 def numbered_lines(path: str | Path, skip_blank: bool = True) -> Iterator[tuple[int, str]]:
@@ -333,17 +305,29 @@ def first_line(path: str | Path) -> tuple[int, str]:
         lines.close()
 
 
+MAX_JSON_DEPTH = 100  # arrays and objects inside each other: no file irpipe reads or writes nests past a few
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def parse_json(text: str):
+    """`json.loads(text)` with its nesting bounded by MAX_JSON_DEPTH: deeper is a json.JSONDecodeError (a
+    ValueError, as every reader already handles a damaged file), not the RecursionError traceback Python's reader
+    ends in at ~1,000 levels. The depth is counted only for text with more brackets than the bound."""
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:
+        brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+        if max(itertools.accumulate(1 if char in "[{" else -1 for char in brackets), default=0) > MAX_JSON_DEPTH:
+            raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", text, 0)
+    return json.loads(text)
+
+
 def json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
     """(line number, object) for each line of a JSON-lines file; a line that is not a JSON object is an error."""
-    import json
-
     for number, line in numbered_lines(path):
         try:
-            record = json.loads(line)
+            record = parse_json(line)
         except json.JSONDecodeError as error:
             raise InputError(path, f"not a JSON object: {error.msg}", number) from None
-        except RecursionError:
-            raise InputError(path, "not a JSON object: nested too deeply", number) from None
         if not isinstance(record, dict):
             raise InputError(path, "expected one JSON object per line", number)
         if "\\u" in line and _SURROGATE_ESCAPE.search(line):
@@ -370,7 +354,7 @@ INDEX_METADATA = "irpipe-index.json"  # a Lucene index folder's build record, wr
 def read_json(path: str | Path):
     """A whole JSON file; one that does not parse is an InputError naming the file and line."""
     try:
-        return json.loads(read_text(path))
+        return parse_json(read_text(path))
     except json.JSONDecodeError as error:
         raise InputError(path, f"not valid JSON: {error.msg}", error.lineno) from None
 
@@ -381,7 +365,7 @@ def read_index_metadata(index_dir: str | Path) -> dict:
     if not path.is_file():
         return {}
     try:
-        return json.loads(read_text(path))
+        return parse_json(read_text(path))
     except json.JSONDecodeError as error:
         raise InputError(path, f"damaged index record ({error.msg}): rebuild the index with `irpipe index ... "
                                "--overwrite`", error.lineno) from None

@@ -7,7 +7,9 @@ Two file forms, told apart by the first line:
 
 A line whose first character is `#` is a comment, skipped, as trec_eval 10.0 skips it (9.0.8 reads it as a
 judgement of the query "#", or refuses it). Ids follow the id rule (pipeline/data/ids.py); a relevance is an
-integer written in ASCII digits (`1`, `-1`, `+2`), the form trec_eval's atoi reads the same way.
+integer written in ASCII digits (`1`, `-1`, `+2`), the form trec_eval's atoi reads the same way, from -LABEL_LIMIT
+to LABEL_LIMIT: trec_eval's evaluator (pytrec_eval's, through ir-measures) allocates 8 bytes for every level up to
+the highest label, so 2^31 grew by gigabytes and 2^32 (no C int) scored every measure 0; at the limit it is 8 MB.
 """
 from __future__ import annotations
 
@@ -23,6 +25,23 @@ TREC_COLUMNS = ("qid", "iter", "docid", "relevance")
 BEIR_COLUMNS = ("query-id", "corpus-id", "score")
 COMMENT = "#"
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")  # what int() and trec_eval's atoi both read as this number
+LABEL_LIMIT = 1_000_000  # a label's magnitude: the evaluator's memory grows with the highest label (module docstring)
+
+
+def label_problem(level) -> str | None:
+    """Why `level` cannot be a relevance label, or None."""
+    if isinstance(level, int) and not isinstance(level, bool) and -LABEL_LIMIT <= level <= LABEL_LIMIT:
+        return None
+    return f"relevance {level!r} is not an integer from {-LABEL_LIMIT:,} to {LABEL_LIMIT:,} (the evaluator's memory " \
+           "grows with the highest label)"
+
+
+def check_labels(qrels: Qrels, where: str = "qrels") -> None:
+    """An InputError naming `where` (a qrels mapping built in Python) unless every label is in the range."""
+    for qid, judged in qrels.items():
+        problem = next((label_problem(level) for level in judged.values() if label_problem(level)), None)
+        if problem:
+            raise InputError(where, f"{problem} (query {qid!r})", field="relevance")
 
 
 def is_beir_header(parts: list[str]) -> bool:
@@ -58,6 +77,8 @@ def read_qrels(path: str | Path) -> Qrels:
             raise InputError(path, f"relevance {relevance!r} is not an integer (ASCII digits, at most 18)", number,
                              columns[-1])
         level = int(relevance)
+        if not -LABEL_LIMIT <= level <= LABEL_LIMIT:
+            raise InputError(path, label_problem(level), number, columns[-1])
         judged = qrels.setdefault(qid, {})
         if docid in judged and judged[docid] != level:
             raise InputError(path, f"docid {docid!r} judged twice for query {qid!r} ({judged[docid]} and {level})",

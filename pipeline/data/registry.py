@@ -30,7 +30,7 @@ from pipeline.data.sets.msmarco import BM25TopDataset
 from pipeline.data.sets.questions import QuestionRetrievalDataset
 from pipeline.data.sets.squad import SquadDataset
 from pipeline.data.sets.standard import StandardDataset
-from pipeline.data.files import cache_root
+from pipeline.data.files import cache_root, parse_json
 from pipeline.data.files import atomic_write
 from pipeline.errors import ConfigError, MissingResourceError, UnknownNameError
 
@@ -75,7 +75,7 @@ def pyserini_topics() -> dict[str, tuple[str, str]]:
 def local_datasets() -> dict[str, str]:
     """Names given to dataset folders with `add_local` (`irpipe datasets add`): name -> folder."""
     path = cache_root() / LOCAL_REGISTRY_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return parse_json(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def add_local(name: str, folder: str | Path) -> Dataset:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.version import __version__
-from pipeline.data.files import atomic_write, cache_root, file_sha256, json_digest
+from pipeline.data.files import atomic_write, cache_root, file_sha256, json_digest, parse_json
 from pipeline.errors import CheckpointError, ConfigError, UnknownNameError
 from pipeline.log import logger
 from pipeline.rerank import hf_folders, migrations, models
@@ -270,7 +270,7 @@ def read_checkpoint_config(directory: str | Path) -> dict:
             return hf_folders.foreign_record(Path(directory))
         raise CheckpointError(path, "missing: a checkpoint folder holds config.json and model.safetensors")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise CheckpointError(path, f"not valid JSON: {error.msg}; {rebuild_hint(Path(directory))}",
                               line=error.lineno) from None
@@ -355,7 +355,7 @@ def _digested_files(directory: Path) -> list[str]:
     """config.json and the weights; of a transformers or sentence-transformers folder, each file its load reads."""
     path = directory / CONFIG_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        data = parse_json(path.read_text(encoding="utf-8")) if path.is_file() else None
     except (OSError, ValueError):
         return [CONFIG_FILE, WEIGHTS_FILE]  # (a damaged config.json: its digest, as for any checkpoint)
     if hf_folders.is_foreign(directory, data):

@@ -35,7 +35,7 @@ import os
 import shutil
 from pathlib import Path
 
-from pipeline.data.files import atomic_write, write_by_path
+from pipeline.data.files import atomic_write, parse_json, write_by_path
 from pipeline.errors import ModelFolderError
 from pipeline.log import logger
 
@@ -226,7 +226,7 @@ def read_json(path: Path, kind: type = dict):
     if not path.is_file():
         raise ModelFolderError(path, "missing")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise ModelFolderError(path, f"not valid JSON: {error.msg}", line=error.lineno) from None
     except UnicodeDecodeError:

@@ -8,6 +8,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from pipeline.data.files import parse_json
+
 
 # what a save stamps, and how a model is run rather than what it is (sentence-transformers saves use_cache=False)
 _NOT_THE_MODEL = frozenset({"transformers_version", "_name_or_path", "use_cache", "return_dict", "output_attentions",
@@ -61,8 +63,8 @@ def pretraining_recipe(folder: Path) -> tuple[str | None, str]:
     and the folder still holds that step's tensors; else (None, why not). The options, corpus and vocabulary decide
     the weights, up to the floating-point rounding of the CPU that ran it: the same recipe on every machine."""
     try:
-        settings = json.loads((folder / PRETRAIN_RECORD).read_text(encoding="utf-8"))
-        commit = json.loads((folder / PRETRAIN_STATE / "current.json").read_text(encoding="utf-8"))
+        settings = parse_json((folder / PRETRAIN_RECORD).read_text(encoding="utf-8"))
+        commit = parse_json((folder / PRETRAIN_STATE / "current.json").read_text(encoding="utf-8"))
         steps, saved = settings["options"]["steps"], folder / PRETRAIN_STATE / commit["folder"] / "model.safetensors"
         if commit["step"] != steps:
             return None, f"its pretraining saved step {commit['step']} of {steps}, not the last"

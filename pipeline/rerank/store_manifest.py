@@ -17,7 +17,7 @@ import re
 import shlex
 from pathlib import Path
 
-from pipeline.data.files import atomic_write, file_sha256
+from pipeline.data.files import atomic_write, file_sha256, parse_json
 from pipeline.errors import InputError, OutputError
 from pipeline.rerank.codecs import FLOATS, Codec, known, load_codec, needs_training
 
@@ -53,7 +53,7 @@ def save_manifest(directory: Path, manifest: dict) -> None:
 def sealed(directory: Path) -> bool:
     """Whether the manifest on disk carries its checksum (stores from before it do not)."""
     try:
-        return CHECKSUM in json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+        return CHECKSUM in parse_json((directory / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
 
@@ -65,7 +65,7 @@ def read_manifest(directory: Path) -> dict | None:
     if not path.is_file():
         return None
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = parse_json(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as error:
         raise InputError(path, f"not a readable store manifest ({error}); {rebuild_hint(directory, {})}") from None
     if isinstance(manifest, dict) and CHECKSUM in manifest:

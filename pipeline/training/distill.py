@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from pipeline.data.files import atomic_write
+from pipeline.data.files import atomic_write, parse_json
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 from pipeline.rerank.checkpoint import ModelSource, checkpoint_digest, read_checkpoint_config
@@ -96,7 +96,7 @@ def saved_targets(path: Path, source: dict) -> dict[str, dict[str, float]] | Non
     if not path.is_file():
         return None
     try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
+        saved = parse_json(path.read_text(encoding="utf-8"))
         if saved["source"] == source:
             return saved["targets"]
     except (OSError, ValueError, KeyError, TypeError):

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from pipeline.data.files import atomic_write, write_by_path, writing
+from pipeline.data.files import atomic_write, write_by_path, parse_json, writing
 from pipeline.errors import ConfigError, IrpipeError
 from pipeline.rerank.checkpoint import file_digest
 
@@ -144,7 +144,7 @@ class StateStore:
             for name, digest in record["files"].items():
                 if file_digest(folder / name) != digest:
                     raise ValueError(f"{folder / name} changed after it was saved")
-            encoded = json.loads((folder / RECORD).read_text(encoding="utf-8"))
+            encoded = parse_json((folder / RECORD).read_text(encoding="utf-8"))
             return folder, decode_state(encoded, load_file(str(folder / TENSORS)))
         except (OSError, ValueError, KeyError, TypeError, IrpipeError) as error:
             raise self.inconsistent(error) from None

@@ -34,7 +34,9 @@ from typing import Callable, Iterator
 
 from pipeline.data.corpus import DOC_FORMATS
 from pipeline.data.digests import content_digest
-from pipeline.data.files import json_digest, load_yaml, numbered_lines
+from pipeline.data.files import json_digest, numbered_lines
+from pipeline.data.paths import require_file
+from pipeline.data.yaml_files import load_yaml
 from pipeline.data.qrels import Qrels
 from pipeline.data.runs import RUN_FORMATS, Run, read_run
 from pipeline.data.sets.answer_selection import AnswerSelectionDataset
@@ -130,9 +132,11 @@ def local_dataset(spec: dict, folder: Path, where: str | Path, name: str | None 
             raise InputError(where, f"unknown file key {key!r} for kind {kind}; allowed: {', '.join(FILE_KEYS[kind])}",
                              field=f"files.{key}")
         path, fmt = _file_entry(entry, key, where)
-        path = (folder / path).resolve()  # an absolute `path` stays itself
-        if not path.exists():
-            raise InputError(where, f"{key} file {path} does not exist", field=f"files.{key}")
+        path = folder / path  # an absolute `path` stays itself
+        if not path.exists() and not path.is_symlink():
+            raise InputError(where, f"{key} file {path.resolve()} does not exist", field=f"files.{key}")
+        require_file(path, where, f"files.{key}", folder=key == "index")  # before any read: no FIFO, device, loop
+        path = path.resolve()
         files[key] = (DataFile(str(path), "local", "", str(path), content_digest(path), _size(path)), None)
         if fmt:
             formats[key] = fmt

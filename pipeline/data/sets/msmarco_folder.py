@@ -16,6 +16,7 @@ evaluate). A folder needs queries and collection.tsv or a top1000 file.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pipeline.data.files import numbered_lines
@@ -42,7 +43,7 @@ def is_msmarco_folder(folder: Path) -> bool:
 def candidates_file(folder: Path, split: str) -> Path | None:
     """top1000.<split>.tsv, else (a `.small` split) the top1000 file of the split it is a subset of, else None."""
     for name in (split, split.removesuffix(".small")):
-        if (folder / f"top1000.{name}.tsv").is_file():
+        if os.path.lexists(folder / f"top1000.{name}.tsv"):  # a FIFO or folder there: named, and then refused
             return folder / f"top1000.{name}.tsv"
     return None
 
@@ -54,9 +55,9 @@ def load_msmarco_folder(folder: Path, split: str | None = None, name: str | None
         raise MissingResourceError(f"{folder}: MS MARCO split {split!r} has no queries file queries.{split}.tsv "
                                    f"(splits here: {', '.join(splits(folder))}; pick one with --dataset {folder}:SPLIT)")
     files = {"topics": f"queries.{split}.tsv"}
-    if (folder / f"qrels.{split}.tsv").is_file():
+    if os.path.lexists(folder / f"qrels.{split}.tsv"):
         files["qrels"] = f"qrels.{split}.tsv"
-    if (folder / COLLECTION).is_file():
+    if os.path.lexists(folder / COLLECTION):
         files["corpus"] = COLLECTION
     candidates = candidates_file(folder, split)
     if candidates is not None:
