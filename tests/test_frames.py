@@ -1,4 +1,4 @@
-"""A PyTerrier user's Python (issue 62): frames, objects and files wherever pt.Experiment and ir_measures take them
+"""A PyTerrier user's Python: frames, objects and files wherever pt.Experiment and ir_measures take them
 (`ir.evaluate`, `ir.Experiment`), pt.Experiment's tests, per-query frame and win/loss counts, and the verbs a
 PyTerrier user types on a stage (`search`, `transform(frame)`, `stage(frame)`), checked against PyTerrier's and
 ir_measures' own functions on the same inputs."""
