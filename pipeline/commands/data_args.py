@@ -78,7 +78,8 @@ def dataset_from_args(args: argparse.Namespace, prefix: str | None = None, requi
             if key == "index" and "/" not in path:
                 what += " (Pyserini's prebuilt indexes are not downloaded here: build one with `irpipe index`)"
             raise MissingResourceError(f"{_flag(prefix, key)} {path}: {what}")
-        require_file(path, folder=key == "index")  # before any read: a FIFO, a device, a symlink loop refused
+        # before any read: a FIFO, a device, a symlink loop refused (an index is a folder, a corpus may be one)
+        require_file(path, folder=key == "index" or (key == "corpus" and os.path.isdir(path)))
     if not name and not files:
         if required:
             raise ConfigError(f"give {_flag(None, prefix or 'dataset')} NAME|DIR, or files of your own: "

@@ -80,7 +80,7 @@ def test_search_eval_train_and_rerank_on_the_folder(tmp_path, cache, capsys):
     code, out, err = irpipe(capsys, "rerank", "--model", model, "--dataset", MSMARCO, "--output",
                             tmp_path / "reranked.trec", "--threads", "1", "--eval", "recip_rank")
     assert code == 0, err
-    assert out.startswith("RR\t") and not (cache / "indexes").exists()
+    assert out.splitlines()[0].split()[-1] == "RR" and not (cache / "indexes").exists()  # irpipe eval's table
     reranked = read_run(tmp_path / "reranked.trec").ranking
     assert {q: sorted(d for d, _ in hits) for q, hits in reranked.items()} == {"2001": ["0", "3", "5"],
                                                                               "2002": ["2", "4"]}

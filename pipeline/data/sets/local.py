@@ -135,7 +135,7 @@ def local_dataset(spec: dict, folder: Path, where: str | Path, name: str | None 
         path = folder / path  # an absolute `path` stays itself
         if not path.exists() and not path.is_symlink():
             raise InputError(where, f"{key} file {path.resolve()} does not exist", field=f"files.{key}")
-        require_file(path, where, f"files.{key}", folder=key == "index")  # before any read: no FIFO, device, loop
+        require_file(path, where, f"files.{key}", folder=key == "index" or (key == "corpus" and path.is_dir()))
         path = path.resolve()
         files[key] = (DataFile(str(path), "local", "", str(path), content_digest(path), _size(path)), None)
         if fmt:
