@@ -33,7 +33,7 @@ from pipeline.data.files import load_yaml
 WIN_LOSS_POINTS = 400
 CPU_SENSITIVITY = Path(__file__).resolve().parent.parent / "eval" / "benchmarks" / "cpu-sensitivity.yaml"
 UNMEASURED = "unmeasured"
-RECOMPUTE = "python eval/seed_mean_pvalues.py"
+RECOMPUTE = "python bench/studies/seed_mean_pvalues.py"
 PENDING = "seed-0 only, pending re-run"  # how a `pending` p-value is shown: its seed-mean test needs the runs again
 
 
