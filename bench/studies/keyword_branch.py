@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pipeline.compare import paired_difference
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "eval" / "results"
 
 for dataset, measures in (("wikiqa", ("AP", "RR", "P@1", "nDCG@10")), ("dl20", ("nDCG@10", "AP(rel=2)"))):
     kwbert, monobert = (json.loads((RESULTS / f"{dataset}-{name}.json").read_text())["seeds"]

@@ -22,7 +22,7 @@ from pipeline.data.files import atomic_write, read_json
 from pipeline.errors import IrpipeError
 from pipeline.provenance import seed_mean_pvalues
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "eval" / "results"
 
 
 def _shown(p: float | None) -> str:
