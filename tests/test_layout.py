@@ -239,3 +239,12 @@ def test_the_repositorys_tooling_is_outside_the_installed_package():
     assert [str(p.relative_to(root)) for p in (root / "eval").rglob("*.py")] == []
     assert [str(p.relative_to(root)) for p in PACKAGE.rglob("*.py")
             if re.search(r"^\s*(from|import) bench\b", p.read_text(encoding="utf-8"), re.M)] == []
+
+
+def test_the_model_registry_and_the_models_import_one_way():
+    """The registry (rerank/models/__init__.py) imports each model module by name and takes its RerankModel by `name`;
+    no model module imports the registry back (before: `@register_model` from it, a circle through importlib)."""
+    models = PACKAGE / "rerank" / "models"
+    back = [str(p.relative_to(PACKAGE)) for p in models.rglob("*.py") if p.name != "__init__.py" or p.parent != models
+            if re.search(r"^\s*from pipeline\.rerank\.models import", p.read_text(encoding="utf-8"), re.M)]
+    assert back == []

@@ -49,7 +49,6 @@ from pipeline.errors import ConfigError
 from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, last_layer, single_inputs, single_lengths
 from pipeline.declared import check_declared, option
 from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
-from pipeline.rerank.models import register_model
 from pipeline.rerank.losses import pairwise_hinge
 
 ABLATIONS = ("none", "no_mags", "no_highway", "no_denoiser", "attention_only_mags")
@@ -182,7 +181,6 @@ def on_rows(function, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return scatter_rows(function(x[mask]), mask)
 
 
-@register_model
 class ADDAX(LateInteraction, BertBackbone, RerankModel):
     name = "addax"
     config_class = ADDAXConfig

@@ -55,7 +55,6 @@ from pipeline.rerank.layers import masked_softmax
 from pipeline.rerank.losses import hardest_triplets
 from pipeline.rerank.memo import TextMemo
 from pipeline.rerank.model import Batch, Loss, RerankModel
-from pipeline.rerank.models import register_model
 from pipeline.rerank.models.mrnn.config import CONTEXTUAL, MRNNConfig
 from pipeline.rerank.models.mrnn.inputs import MRNNInputs
 from pipeline.rerank.text import Vocabulary
@@ -188,7 +187,6 @@ class MRNNOutput:
 
 
 # -- the model ---------------------------------------------------------------------------------------------------------
-@register_model
 class MRNN(MRNNInputs, RerankModel):
     name = "mrnn"
     config_class = MRNNConfig
