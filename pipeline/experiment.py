@@ -66,7 +66,7 @@ from pipeline.experiment_inputs import check_inputs, check_make
 from pipeline.log import logger
 from pipeline.stage import Stage
 
-DEFAULT_EXPERIMENT = Path(__file__).resolve().parent.parent / "eval" / "main-job.yaml"  # `irpipe run` alone
+DEFAULT_EXPERIMENT = Path("eval") / "main-job.yaml"  # `irpipe run` alone, in the working folder (the checkout)
 LOCAL_RESULTS = Path("runs") / "results"  # where a run's result goes unless recorded: untracked, beside the runs
 RECORDED_RESULTS = Path("eval") / "results"  # `--record`: the tracked results that the leaderboard and pages read
 OKISH_FACTOR = 10

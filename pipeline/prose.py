@@ -21,7 +21,7 @@ A marker is an HTML comment (invisible once rendered) holding YAML, and the tabl
 Scores are as in the results file, 4 decimals (a seeded experiment's mean ± its sample sd); a p-value is two
 significant digits, under a header naming its test (a seeded experiment's: the two-sided paired t-test over
 per-query seed means); a seed-0 p-value that results from before 2026-12-02 hold in `baseline.pending` reads
-"seed-0 only, pending re-run" (eval/seed_mean_pvalues.py). A marker naming a result, measure or row that is not
+"seed-0 only, pending re-run" (bench/studies/seed_mean_pvalues.py). A marker naming a result, measure or row that is not
 there is an InputError naming the file and line of the marker.
 """
 from __future__ import annotations

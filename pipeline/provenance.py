@@ -31,9 +31,9 @@ from pipeline.data.files import parse_json
 from pipeline.data.yaml_files import load_yaml
 
 WIN_LOSS_POINTS = 400
-CPU_SENSITIVITY = Path(__file__).resolve().parent.parent / "eval" / "benchmarks" / "cpu-sensitivity.yaml"
+CPU_SENSITIVITY = Path("eval") / "benchmarks" / "cpu-sensitivity.yaml"  # the checkout's, where irpipe is run from
 UNMEASURED = "unmeasured"
-RECOMPUTE = "python eval/seed_mean_pvalues.py"
+RECOMPUTE = "python bench/studies/seed_mean_pvalues.py"
 PENDING = "seed-0 only, pending re-run"  # how a `pending` p-value is shown: its seed-mean test needs the runs again
 
 

@@ -13,7 +13,7 @@ row as JSON (atomically).
 
 Runs made elsewhere, with no spec to run (a benchmark's BM25 and model scores of one candidate list): their fusion
 weight is tuned the same way on a tuning query set by `tune_fusion_weight(runs, qrels, grid, measure)`, and applied
-to another query set's runs by `pipeline.stage.fuse` (pipeline/benchmarks/keyword_bert.py's `--fusion`).
+to another query set's runs by `pipeline.stage.fuse` (bench/keyword_bert.py's `--fusion`).
 """
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def test_importing_the_package_imports_neither_torch_nor_the_jvm():
 def test_a_module_of_the_package_imports_first_on_its_own():
     """`from pipeline import cache` (pipeline/stage.py's, before anything imported pipeline.cache) imports the module,
     not a stage named so: `from pipeline.stage import fuse` first in a process once failed as a circular import."""
-    for module in ("pipeline.stage", "pipeline.tune", "pipeline.compare", "pipeline.benchmarks.keyword_bert"):
+    for module in ("pipeline.stage", "pipeline.tune", "pipeline.compare", "bench.keyword_bert"):
         subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, check=True)
 
 

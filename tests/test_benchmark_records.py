@@ -14,7 +14,7 @@ import pytest
     ("dev_small_projection", "--rerank")])
 @pytest.mark.parametrize("name", ["../README", "/tmp/x", "runs/x", "x.json", ""])
 def test_a_record_name_that_is_not_a_plain_name_is_exit_2_before_any_work(module, flag, name, capsys):
-    main = importlib.import_module(f"pipeline.benchmarks.{module}").main
+    main = importlib.import_module(f"bench.{module}").main
     with pytest.raises(SystemExit) as exit_:
         main([flag, name])
     assert exit_.value.code == 2 and "a record's name is letters, digits" in capsys.readouterr().err
@@ -27,7 +27,7 @@ def test_a_record_name_that_is_not_a_plain_name_is_exit_2_before_any_work(module
 @pytest.mark.parametrize("value", ["0", "-1", "ten"])
 def test_a_count_below_one_is_exit_2_before_any_work(module, flag, value, capsys):
     """`--queries -1` would otherwise drop the last topic silently (a slice); 0 hits is no search at all."""
-    main = importlib.import_module(f"pipeline.benchmarks.{module}").main
+    main = importlib.import_module(f"bench.{module}").main
     with pytest.raises(SystemExit) as exit_:
         main([flag, value])
     assert exit_.value.code == 2 and "expected a whole number of at least 1" in capsys.readouterr().err

@@ -103,22 +103,22 @@ def test_sigterm_cleans_up_like_ctrl_c_and_exits_143(tmp_path, jvm):
     assert not target.exists() and list(tmp_path.iterdir()) == []  # the temporary file is gone too
 
 
-BENCHMARKS = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "pipeline" / "benchmarks").glob("*.py")
+BENCHMARKS = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "bench").glob("*.py")
                     if not p.stem.startswith("_"))  # _name.py: a module the benchmarks share, not a command
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_every_benchmark_command_reports_bad_input_like_irpipe(name):
-    """`python -m pipeline.benchmarks.<name>` goes through run_main: an IrpipeError is exit 2, not a traceback."""
-    source = (Path(__file__).resolve().parent.parent / "pipeline" / "benchmarks" / f"{name}.py").read_text()
+    """`python -m bench.<name>` goes through run_main: an IrpipeError is exit 2, not a traceback."""
+    source = (Path(__file__).resolve().parent.parent / "bench" / f"{name}.py").read_text()
     assert source.rstrip().endswith("sys.exit(run_main(main))"), f"{name}.py: end with sys.exit(run_main(main))"
 
 
 def test_a_bad_benchmark_setting_is_one_line_and_exit_2():
-    result = subprocess.run([sys.executable, "-m", "pipeline.benchmarks.mrnn_dynamics", "--set", "lr"],
-                            capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "bench.mrnn_dynamics", "--set", "lr"],
+                            capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip() == ("python -m pipeline.benchmarks.mrnn_dynamics: error: --set 'lr': expected "
+    assert result.stderr.strip() == ("python -m bench.mrnn_dynamics: error: --set 'lr': expected "
                                      "KEY=VALUE"), result.stderr
 
 

@@ -1,4 +1,4 @@
-"""The dev-small projection (pipeline/benchmarks/dev_small_projection.py): its arithmetic, and that the committed
+"""The dev-small projection (bench/dev_small_projection.py): its arithmetic, and that the committed
 record is what the committed measurements give."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.benchmarks import dev_small_projection as projection
+from bench import dev_small_projection as projection
 
 RECORDS = Path(__file__).resolve().parent.parent / "eval" / "benchmarks"
 
@@ -37,7 +37,7 @@ def test_the_committed_projection_is_made_from_the_committed_measurements():
 
 
 def test_a_missing_record_is_exit_2_naming_it():
-    done = subprocess.run([sys.executable, "-m", "pipeline.benchmarks.dev_small_projection", "--rerank", "absent"],
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "bench.dev_small_projection", "--rerank", "absent"],
+                          capture_output=True, text=True, cwd=RECORDS.parent.parent)
     assert done.returncode == 2
     assert "eval/benchmarks/absent.json" in done.stderr and "Traceback" not in done.stderr

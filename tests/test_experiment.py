@@ -209,8 +209,8 @@ def test_the_main_job_is_the_default_experiment(tmp_path, monkeypatch, capsys):
     from pipeline.commands import run as run_command
     from pipeline.experiment import DEFAULT_EXPERIMENT
 
-    main_job = Experiment.load(DEFAULT_EXPERIMENT)
-    assert DEFAULT_EXPERIMENT == REPO / "eval" / "main-job.yaml" and main_job.name == "main-job"
+    main_job = Experiment.load(REPO / DEFAULT_EXPERIMENT)  # the checkout's, found from the working folder
+    assert DEFAULT_EXPERIMENT == Path("eval") / "main-job.yaml" and main_job.name == "main-job"
     # a seed reranker (ADDAX) against BM25's candidates, the zero-shot bi-encoder as a third row
     assert main_job.pipeline.startswith("candidates() >> addax(") and main_job.baseline == "candidates()"
     assert main_job.beside == {"biencoder": "candidates() >> biencoder()"} and main_job.dataset == "dl19-passage"
@@ -258,3 +258,11 @@ def test_an_experiment_is_parsed_once_when_read_and_its_run_parses_nothing_again
         monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
     run_experiment(experiment, output=tmp_path / "runs" / "exp.trec", results_dir=tmp_path / "results")
     assert calls == []
+
+
+def test_run_alone_outside_a_checkout_says_where_the_main_job_is(tmp_path, monkeypatch, capsys):
+    """The installed library reads no file of the repository: `irpipe run` alone finds eval/main-job.yaml in the
+    working folder, and elsewhere says so (exit 2)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["-q", "run"]) == 2
+    assert "eval/main-job.yaml: no such experiment file here" in capsys.readouterr().err

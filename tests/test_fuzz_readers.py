@@ -1,5 +1,5 @@
-"""Property-based fuzzing of every reader, CI-sized (pipeline/benchmarks/fuzz_readers.py; the long run and its
-record: `python -m pipeline.benchmarks.fuzz_readers --cases 100000 --record`, eval/benchmarks/fuzz-readers.json).
+"""Property-based fuzzing of every reader, CI-sized (bench/fuzz_readers.py; the long run and its
+record: `python -m bench.fuzz_readers --cases 100000 --record`, eval/benchmarks/fuzz-readers.json).
 
 Per reader, a few dozen derandomized hypothesis cases (the same ones every run): valid inputs built from known data
 and the same inputs mutated with control characters, separators, comment marks and odd numbers. Each must end in
@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("hypothesis", reason="hypothesis is in the test extra: pip install -e .[test]")
 
-from pipeline.benchmarks.fuzz_readers import fuzz, readers  # noqa: E402
+from bench.fuzz_readers import fuzz, readers  # noqa: E402
 
 CASES = 40  # per reader: the suite's share, a few seconds each
 

@@ -35,12 +35,12 @@ def test_the_gpu_script_runs_every_section_on_the_cpu_and_returns_its_json(tmp_p
 
 
 def test_the_minilm_that_travels_loads_in_fp32_with_the_fp16_rounded_weights(tmp_path, monkeypatch):
-    """`--prepare`'s all-MiniLM-L6-v2 (pipeline/benchmarks/_gpu_carry.py): half the bytes, found where bert.py looks
+    """`--prepare`'s all-MiniLM-L6-v2 (bench/_gpu_carry.py): half the bytes, found where bert.py looks
     without the package, loaded as fp32 by transformers, each weight the original's fp16 rounding."""
     import torch
 
     import pipeline.rerank.bert as bert_module
-    from pipeline.benchmarks._gpu_carry import fp16_copy
+    from bench._gpu_carry import fp16_copy
 
     original, _ = bert_module.load_bert("all-MiniLM-L6-v2")
     fp16_copy(bert_module.bert_folder("all-MiniLM-L6-v2"), tmp_path / "models" / "all-MiniLM-L6-v2")
@@ -58,7 +58,7 @@ def test_the_minilm_that_travels_loads_in_fp32_with_the_fp16_rounded_weights(tmp
 def test_a_failing_section_keeps_the_others_each_recorded_as_it_ends(monkeypatch):
     from argparse import Namespace
 
-    from pipeline.benchmarks import _inference_gpu as gpu
+    from bench import _inference_gpu as gpu
 
     for name in ("side_by_side", "budget_sweep", "dev_small", "gpu_vs_cpu"):
         monkeypatch.setattr(gpu, name, lambda *args, name=name, **kwargs: {"measured": name})

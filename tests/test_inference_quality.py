@@ -1,8 +1,8 @@
-"""The inference benchmark's ranking comparison of a mode with fp32 (pipeline/benchmarks/inference_speed.py
+"""The inference benchmark's ranking comparison of a mode with fp32 (bench/inference_speed.py
 `swaps`, `adjacent_gap`): what it counts as a swapped pair and the fp32 gap it reports for it."""
 from __future__ import annotations
 
-from pipeline.benchmarks.inference_speed import adjacent_gap, swaps
+from bench.inference_speed import adjacent_gap, swaps
 from pipeline.data.runs import Run
 
 
@@ -29,7 +29,7 @@ def test_adjacent_gap_is_the_median_over_neighbours_in_the_top_k():
 
 
 def test_kept_scores_are_written_once_and_reused(tmp_path):
-    from pipeline.benchmarks.inference_speed import saved_scores
+    from bench.inference_speed import saved_scores
 
     calls = []
     function = lambda pairs: calls.append(pairs) or [float(p) for p in pairs]  # noqa: E731

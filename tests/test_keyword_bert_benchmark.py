@@ -1,4 +1,4 @@
-"""The keyword-BERT benchmark's LCQMC/BQ ranking (pipeline/benchmarks/keyword_bert.py).
+"""The keyword-BERT benchmark's LCQMC/BQ ranking (bench/keyword_bert.py).
 
 Its ranking column once came from the pair classifier trained on LCQMC's labelled dev pairs, which ranked BM25's
 top 20 worse than a random order (Success@1 0.03 against 0.05; BM25 0.74): LCQMC dev's labels follow the length of
@@ -14,7 +14,7 @@ import statistics
 
 import pytest
 
-from pipeline.benchmarks.keyword_bert import Ranking, ranking_result, recipe_of
+from bench.keyword_bert import Ranking, ranking_result, recipe_of
 from pipeline.rerank.model import Pair
 from support import needs_shared_data
 
@@ -101,7 +101,7 @@ def test_lcqmc_dev_labels_follow_length_and_test_labels_do_not(shared_data):
 def test_accuracy_alone_without_a_ranking():
     """--ranking-queries 0 (no Lucene: what a GPU machine without Java runs): the summary holds accuracy and its
     paired comparison, and nothing of a ranking."""
-    from pipeline.benchmarks.keyword_bert import summarise
+    from bench.keyword_bert import summarise
 
     def run(correct: list[float]) -> dict:
         return {"accuracy": statistics.fmean(correct), "correct": {f"q{i}/d": c for i, c in enumerate(correct)}}
@@ -117,7 +117,7 @@ def test_accuracy_alone_without_a_ranking():
 
 def test_scores_from_elsewhere_must_list_the_same_pairs(tmp_path):
     """--rankings-from: the scores written by --score-rankings are taken only for the very pairs exported."""
-    from pipeline.benchmarks._question_ranking import check_exported, exported_scores, load_ranking, scores_path
+    from bench._question_ranking import check_exported, exported_scores, load_ranking, scores_path
     from pipeline.errors import ConfigError
 
     ranking = _ranking()
@@ -144,7 +144,7 @@ def test_scores_from_elsewhere_must_list_the_same_pairs(tmp_path):
 def test_the_exported_training_data_is_the_rankers_own(tmp_path, shared_data):
     """--export-rankings writes a folder on which the ranker's recipe (`negatives=bm25`, depth 10) trains on the very
     queries, candidates, labels and texts it trains on from lcqmc/questions-dev, without an index."""
-    from pipeline.benchmarks.keyword_bert import main
+    from bench.keyword_bert import main
     from pipeline.data.registry import get_dataset
     from pipeline.training.examples import examples_from
 

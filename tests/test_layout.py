@@ -26,7 +26,7 @@ LAYERS = [
                                                   # a stage on PyTerrier's frames
     {"spec", "compare", "experiment", "experiment_inputs", "tune", "leaderboard", "pyterrier", "api",  # specs, experiments, tables, PyTerrier,
      "provenance", "reproduce", "html_page", "browser", "prose", "result_text"},  # the Python front door; reproductions and their page
-    {"commands", "cli", "benchmarks"},            # the command line and the benchmark commands
+    {"commands", "cli"},                          # the command line
 ]
 LAYER_OF = {unit: number for number, units in enumerate(LAYERS) for unit in units}
 
@@ -172,10 +172,11 @@ def test_no_module_over_its_line_cap():
 
 
 def test_command_line_code_lives_in_commands():
-    """argparse only in pipeline/commands/, cli.py and the benchmark commands: library modules hold no CLI code."""
+    """argparse only in pipeline/commands/ and cli.py: library modules hold no CLI code (the benchmark commands are
+    bench/'s, outside the package)."""
     allowed = {"cli.py"}
     offenders = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
-                 if "argparse" in p.read_text(encoding="utf-8") and p.parts[-2] not in ("commands", "benchmarks")
+                 if "argparse" in p.read_text(encoding="utf-8") and p.parts[-2] != "commands"
                  and p.name not in allowed]
     assert offenders == []
 
@@ -205,7 +206,7 @@ def test_every_cited_section_of_docs_models_exists():
 def test_eval_scripts_use_the_package_as_it_is_published():
     """eval/'s scripts import no private module or name of the package (`pipeline.x._y`, `from pipeline.x import
     _y`), nothing of tests/, and leave sys.path alone: a helper they need is public in the package, or the script's
-    logic is a benchmark module (`python -m pipeline.benchmarks.X`)."""
+    logic is a benchmark module (`python -m bench.X`)."""
     def unpublished(name: str) -> bool:
         parts = name.split(".")
         return parts[0] in ("tests", "support", "conftest") or \
@@ -223,3 +224,28 @@ def test_eval_scripts_use_the_package_as_it_is_published():
             if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "") == "sys":
                 offenders.append(f"{where}:{node.lineno} uses sys.path")
     assert offenders == []
+
+
+def test_the_repositorys_tooling_is_outside_the_installed_package():
+    """Benchmarks and studies are bench/ (`python -m bench.NAME` from the checkout), which setup.cfg does not install;
+    no module of the package imports them. Before: pipeline/benchmarks/ (4,200 lines, a fifth of the package) wrote
+    eval/benchmarks/ relative to the installed file, and eval/ held Python too."""
+    import configparser
+
+    root = PACKAGE.parent
+    setup = configparser.ConfigParser()
+    setup.read(root / "setup.cfg")
+    assert setup["options.packages.find"]["include"].split(", ") == ["pipeline", "pipeline.*"]
+    assert not (PACKAGE / "benchmarks").exists() and (root / "bench" / "__init__.py").is_file()
+    assert [str(p.relative_to(root)) for p in (root / "eval").rglob("*.py")] == []
+    assert [str(p.relative_to(root)) for p in PACKAGE.rglob("*.py")
+            if re.search(r"^\s*(from|import) bench\b", p.read_text(encoding="utf-8"), re.M)] == []
+
+
+def test_the_model_registry_and_the_models_import_one_way():
+    """The registry (rerank/models/__init__.py) imports each model module by name and takes its RerankModel by `name`;
+    no model module imports the registry back (before: `@register_model` from it, a circle through importlib)."""
+    models = PACKAGE / "rerank" / "models"
+    back = [str(p.relative_to(PACKAGE)) for p in models.rglob("*.py") if p.name != "__init__.py" or p.parent != models
+            if re.search(r"^\s*from pipeline\.rerank\.models import", p.read_text(encoding="utf-8"), re.M)]
+    assert back == []

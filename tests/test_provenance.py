@@ -1,6 +1,6 @@
 """Seeded results from before 2026-12-02, whose p-values were the first seed's run against the baseline: the seed
 mean's p-value made again from the recorded per-query differences, the rest marked pending (pipeline/provenance.py,
-eval/seed_mean_pvalues.py)."""
+bench/studies/seed_mean_pvalues.py)."""
 from __future__ import annotations
 
 import json
@@ -59,7 +59,7 @@ def test_no_committed_seeded_result_shows_seed_0s_pvalue_as_the_seed_means():
 
 def _script(results_dir):
     environment = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, str(REPO / "eval" / "seed_mean_pvalues.py"), "--results-dir",
+    return subprocess.run([sys.executable, str(REPO / "bench" / "studies" / "seed_mean_pvalues.py"), "--results-dir",
                            str(results_dir)], capture_output=True, text=True, env=environment, timeout=120)
 
 

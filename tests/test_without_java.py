@@ -65,7 +65,7 @@ def test_train_rerank_and_encode_need_neither_pyserini_nor_java(tmp_path):
 
 def test_a_run_with_its_corpus_trains_with_bm25_negatives_and_reranks_without_java(tmp_path):
     """A TREC-style folder whose run takes its texts from its corpus (`run_texts: corpus`; what
-    pipeline/benchmarks/_question_ranking.py exports for a GPU machine): `--negatives bm25` trains on the shipped
+    bench/_question_ranking.py exports for a GPU machine): `--negatives bm25` trains on the shipped
     run's candidates (cut to depth 1: a relevant one cut away keeps its text) and `rerank` reranks them, with no
     index and nothing of Lucene tried."""
     bert = save_tiny_bert(tmp_path / "tiny-bert")

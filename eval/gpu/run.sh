@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU measurements (pipeline/benchmarks/_inference_gpu.py) on a lent GPU machine: one call, the steps in priority
+# The GPU measurements (bench/_inference_gpu.py) on a lent GPU machine: one call, the steps in priority
 # order, each under its own time cap, each step's JSON copied into $OUT as soon as the step ends, so that a run cut
 # off by the machine's limits still returns what it finished.
 #
@@ -31,7 +31,7 @@ if [ "$MODE" = "--prepare" ]; then
         cp -r "$IRPIPE_MIRROR/$d" "$CARRY/data/"
     done
     chmod -R u+w "$CARRY/data"   # the mirror is read-only
-    python -m pipeline.benchmarks._gpu_carry "$CARRY/data/models/all-MiniLM-L6-v2"
+    python -m bench._gpu_carry "$CARRY/data/models/all-MiniLM-L6-v2"
     du -sh "$CARRY"
     exit 0
 fi
@@ -68,7 +68,7 @@ step() {  # step NAME CAP RESULT COMMAND...: run under its cap, then copy RESULT
 }
 
 step "$NAME" "${CAPS[0]}" "eval/benchmarks/$NAME.json" \
-    python -m pipeline.benchmarks.inference_speed --gpu-only ${DEVICE[@]+"${DEVICE[@]}"} --record --output "$NAME"
+    python -m bench.inference_speed --gpu-only ${DEVICE[@]+"${DEVICE[@]}"} --record --output "$NAME"
 [ "$MODE" = "--smoke" ] && rm -f "eval/benchmarks/$NAME.json"
 step gpu-wikiqa-monobert "${CAPS[1]}" eval/results/wikiqa-monobert.json \
     python -m pipeline.cli run eval/wikiqa-monobert.yaml --check

@@ -9,7 +9,7 @@ from pipeline.commands.data_args import add_data_args, dataset_from_args
 from pipeline.commands.engine_args import add_engine_args, engine_from_args
 from pipeline.data.paths import names_file
 from pipeline.data.runs import RUN_FORMATS
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, InputError
 from pipeline.result_text import format_result
 from pipeline.experiment import (DEFAULT_EXPERIMENT, LOCAL_RESULTS, RECORDED_RESULTS, Experiment,
                                  run_experiment)
@@ -60,6 +60,10 @@ def main(args: argparse.Namespace) -> int:
                                            "measures": args.eval or "RR@10,AP,nDCG@10",
                                            "seeds": seeds})
     else:
+        if not DEFAULT_EXPERIMENT.is_file():  # the library reads the checkout's files only where it is run from
+            raise InputError(DEFAULT_EXPERIMENT, "no such experiment file here: `irpipe run` alone runs the main job "
+                             "of the irpipe checkout it is run from; run it there, or give an experiment file or a "
+                             "pipeline spec")
         experiment = Experiment.load(DEFAULT_EXPERIMENT)
     if args.baseline:
         experiment.baseline = args.baseline

@@ -14,7 +14,7 @@ at most `batch_size` items and at most `batch_tokens` padded positions (items x 
 longer than the budget is a batch alone (0: no budget). So long inputs go fewer to a batch, short ones more, and
 padding stays small. Defaults (`batch_limits`): on the CPU 64 items and 2,048 positions (about 8 pairs of 256
 word pieces: a small batch's activations stay in cache), on CUDA 512 and 65,536, to keep the GPU busy (not
-measured here: no GPU; `python -m pipeline.benchmarks.inference_speed --gpu-only` sweeps the budget on one).
+measured here: no GPU; `python -m bench.inference_speed --gpu-only` sweeps the budget on one).
 `batch_cuts` is the one rule: the ray engine cuts its shards from the same batches, so a shard scores the very
 batches a local run scores (bit-identical scores), and cutting again from a batch boundary gives the same batches.
 

@@ -212,7 +212,7 @@ def write_bert_folder(model, tokenizer, folder: Path) -> Path:
 def save_tiny_bert(folder: Path, layers: int = 2, positions: int = 512) -> Path:
     """A randomly initialised (seeded) BERT of width 32 with all-MiniLM-L6-v2's tokenizer, saved as a BERT folder:
     a model trains for an epoch, or scores a few hundred pairs, in about a second on 2 CPU cores (the tests' BERT,
-    and eval/faults_probe.py's)."""
+    and bench/studies/faults_probe.py's)."""
     import torch
     from transformers import BertModel
 

@@ -1,7 +1,7 @@
 """The contract between a neural reranker model and the shared framework (scoring, training, checkpoints, store).
 
-A model file in pipeline/rerank/models/ (hcan.py, monobert.py, biencoder.py, ...) defines a config dataclass and
-a `RerankModel` subclass decorated with `@register_model`; the module's name is the model's name. The framework
+A model file in pipeline/rerank/models/ (monobert.py, biencoder.py, ..., or a package: hcan/, mrnn/) defines a
+config dataclass and a `RerankModel` subclass whose `name` is the module's name (the registry finds it by that). The framework
 never looks inside a model; it only calls what is declared here:
 
     model = ModelClass.from_training_data(config, queries, docs, doc_fields)  # vocabularies / IDF tables, the net

@@ -1,5 +1,5 @@
 """The reranker stage of every neural model: each model file of pipeline/rerank/models/ (a `RerankModel` with
-`@register_model`) is a stage of that name, made here on first use (`reranker_class(name)`).
+its `name`) is a stage of that name, made here on first use (`reranker_class(name)`).
 
     bm25() % 100 >> monobert(ckpt=models/monobert-wikiqa)         # a checkpoint folder (pipeline/rerank/checkpoint.py)
     monobert(ckpt=hf:cross-encoder/ms-marco-MiniLM-L-6-v2)        # a model of the local Hugging Face cache (hf_cache.py)

@@ -98,9 +98,9 @@ def test_every_encoder_takes_contextual_inputs(tiny_bert, encoder):
 
 @pytest.mark.parametrize("uniform", [False, True])
 def test_the_inputs_probe_scores_a_candidate_that_repeats_the_query_one(tiny_qa, uniform):
-    """pipeline/benchmarks/hcan_inputs_probe.py: the IDF-weighted (or plain) mean over query words of their best
+    """bench/hcan_inputs_probe.py: the IDF-weighted (or plain) mean over query words of their best
     cosine; a candidate holding every query word scores 1 (each word's own vector), the others less."""
-    from pipeline.benchmarks.hcan_inputs_probe import probe_scores
+    from bench.hcan_inputs_probe import probe_scores
     from pipeline.data.runs import Run
 
     class Echo(type(tiny_qa)):

@@ -314,10 +314,10 @@ def test_trains_and_round_trips_through_the_framework(embeddings, tiny_bert, tin
 
 
 def test_the_start_benchmark_scores_each_start_and_the_identity_one_finds_the_answers(tiny_qa):
-    """pipeline/benchmarks/mrnn_start.py: untrained MRNN, random and init=identity, at each width; on TinyQA (the
+    """bench/mrnn_start.py: untrained MRNN, random and init=identity, at each width; on TinyQA (the
     answer repeats the question's thing, the fillers do not) the identity start ranks every answer first. A set's
     shipped candidates are in file order: no first-stage row."""
-    from pipeline.benchmarks.mrnn_start import bench
+    from bench.mrnn_start import bench
 
     settings = {"embeddings": "random", "embedding_dim": 64, "max_query_length": 12, "max_doc_length": 24}
     result = bench(tiny_qa, tiny_qa, None, None, [32, 64], ["P@1", "AP"], settings)  # words nearly orthogonal

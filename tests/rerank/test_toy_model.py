@@ -17,7 +17,6 @@ TOY = textwrap.dedent('''
 
     from pipeline.rerank.losses import pairwise_hinge
     from pipeline.rerank.model import Batch, Loss, RerankModel
-    from pipeline.rerank.models import register_model
 
 
     @dataclass
@@ -25,7 +24,6 @@ TOY = textwrap.dedent('''
         margin: float = 1.0
 
 
-    @register_model
     class ToyRank(RerankModel):
         name = "toyrank"
         config_class = ToyConfig

@@ -1,13 +1,16 @@
 """The model registry: one file per neural reranker model in this package, or one small package for a model with
 inputs of its own (hcan/, mrnn/: config, inputs, network); the file's (package's) name is the model's name.
 
-A model file declares itself once, with `@register_model` on its `RerankModel` subclass (whose `name` must equal
-the file's name). Stage names (`hcan(...)` in a spec), `irpipe train MODEL`, checkpoint loading, `irpipe encode`
-and the benchmarks all find models here; listing them reads only file names (nothing imported, torch included).
+A model declares itself once, by its `RerankModel` subclass whose `name` is the file's (package's) name: the
+registry imports the module on first use and takes that class; a model module imports nothing of the registry, so
+the arrows run one way (registry -> model). Stage names (`hcan(...)` in a spec), `irpipe train MODEL`, checkpoint
+loading, `irpipe encode` and the benchmarks all find models here; listing them reads only file names (nothing
+imported, torch included).
 """
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from typing import TYPE_CHECKING
 
@@ -25,23 +28,16 @@ def model_names() -> list[str]:
 
 
 def model_class(name: str) -> type["RerankModel"]:
-    """The `RerankModel` subclass of the model file `name` (imported on first use)."""
+    """The `RerankModel` subclass named `name` of the model module `name` (imported on first use)."""
     if name not in _MODELS:
         if name not in model_names():
             raise UnknownNameError("model", name, model_names())
-        importlib.import_module(f"{__name__}.{name}")
-    if name not in _MODELS:
-        raise TypeError(f"{__name__}.{name} registers no model: decorate its RerankModel with @register_model")
+        module = importlib.import_module(f"{__name__}.{name}")
+        found = [cls for _, cls in inspect.getmembers(module, inspect.isclass)
+                 if getattr(cls, "name", None) == name and hasattr(cls, "config_class")
+                 and cls.__module__.startswith(module.__name__)]
+        if len(found) != 1:
+            raise TypeError(f"{module.__name__} declares {len(found)} models named {name!r}: give its RerankModel "
+                            f"subclass `name = {name!r}` (exactly one)")
+        _MODELS[name] = found[0]
     return _MODELS[name]
-
-
-def register_model(cls: type["RerankModel"]) -> type["RerankModel"]:
-    """Class decorator of a model file: the model becomes a spec stage (`<name>(...)`, made by
-    pipeline/stages/neural.py), a training target (`irpipe train <name>`) and a checkpoint kind."""
-    if not cls.name:
-        raise TypeError(f"{cls.__name__} needs a `name` to be registered")
-    module = cls.__module__.removeprefix(f"{__name__}.").split(".")[0]  # the model file, or the model's package
-    if cls.name != module:
-        raise TypeError(f"{cls.__name__}.name is {cls.name!r}; it must be the model file's name {module!r}")
-    _MODELS[cls.name] = cls
-    return cls

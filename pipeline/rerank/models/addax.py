@@ -28,7 +28,7 @@ Default BERT: all-MiniLM-L6-v2 (a siamese sentence encoder: the right start); an
 The start and the pull of L2 [R] (the paper says neither), both the defaults. `init=identity` starts MAGS as the
 identity (h = U_Q, V_D) and the denoiser as a sign projection shared with the query side (codes ~ sgn(G V_D), query
 tanh(G U_Q)), so the untrained head ranks as MaxSim over the encoder's own token vectors (DL19: nDCG@10 0.65 against
-0.17 for a random head; pipeline/benchmarks/addax_start.py). `reconstruction=detached` stops L2's gradient at its
+0.17 for a random head; bench/addax_start.py). `reconstruction=detached` stops L2's gradient at its
 target H_D: otherwise the summed ||H_D^r - H_D||^2 over the real BERT vectors that identity passes through outweighs
 the hinge about 25 to 1 in the encoder's gradient and training spends itself on making H_D easy to rebuild. Trained,
 the two together: WikiQA test AP 0.8138 +- 0.0103 against 0.7394 +- 0.0236 for the paper's reading, and above the
@@ -49,7 +49,6 @@ from pipeline.errors import ConfigError
 from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, last_layer, single_inputs, single_lengths
 from pipeline.declared import check_declared, option
 from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
-from pipeline.rerank.models import register_model
 from pipeline.rerank.losses import pairwise_hinge
 
 ABLATIONS = ("none", "no_mags", "no_highway", "no_denoiser", "attention_only_mags")
@@ -182,7 +181,6 @@ def on_rows(function, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return scatter_rows(function(x[mask]), mask)
 
 
-@register_model
 class ADDAX(LateInteraction, BertBackbone, RerankModel):
     name = "addax"
     config_class = ADDAXConfig

@@ -21,7 +21,6 @@ import torch.nn.functional as F
 from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, last_layer, mean_pool, single_inputs, single_lengths
 from pipeline.declared import check_declared, option
 from pipeline.rerank.model import Batch, LateInteraction, Loss, Pair, RerankModel
-from pipeline.rerank.models import register_model
 from pipeline.rerank.losses import in_batch_softmax
 
 
@@ -37,7 +36,6 @@ class BiEncoderConfig:
         check_declared("biencoder", self)
 
 
-@register_model
 class BiEncoder(LateInteraction, BertBackbone, RerankModel):
     name = "biencoder"
     config_class = BiEncoderConfig

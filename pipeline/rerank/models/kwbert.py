@@ -31,7 +31,6 @@ from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_forward, cls_po
 from pipeline.declared import check_declared, option
 from pipeline.rerank.model import RerankModel
 from pipeline.rerank.models.monobert import TwoClassOutput
-from pipeline.rerank.models import register_model
 from pipeline.rerank.models._kwbert_inputs import SIDE_A, SIDE_B, KeywordInputs
 
 
@@ -68,7 +67,6 @@ def keyword_attention_mask(side: torch.Tensor, keyword: torch.Tensor) -> torch.T
     return mask | (own & ~(in_a | in_b).unsqueeze(2))
 
 
-@register_model
 class KeywordBERT(KeywordInputs, TwoClassOutput, BertBackbone, RerankModel):
     name = "kwbert"
     config_class = KeywordBERTConfig

@@ -22,7 +22,6 @@ from torch import nn
 from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_forward, cls_pool, pair_inputs, pair_lengths
 from pipeline.declared import check_declared, option
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
-from pipeline.rerank.models import register_model
 
 
 @dataclass
@@ -57,7 +56,6 @@ class TwoClassOutput:
         return Loss(ce, {"ce": ce})
 
 
-@register_model
 class MonoBERT(TwoClassOutput, BertBackbone, RerankModel):
     name = "monobert"
     config_class = MonoBERTConfig

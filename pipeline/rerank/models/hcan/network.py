@@ -65,7 +65,6 @@ from pipeline.errors import ConfigError
 from pipeline.rerank.layers import masked_softmax
 from pipeline.rerank.losses import pairwise_hinge
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
-from pipeline.rerank.models import register_model
 from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, save_bert_assets
 from pipeline.rerank.memo import TextMemo, frozen_token_features
 from pipeline.rerank.models.hcan.config import CONTEXTUAL, KERNEL, TRIGRAM_DIM, TRIGRAM_KERNEL, HCANConfig
@@ -234,7 +233,6 @@ def trigram_embedding(size: int, dim: int) -> nn.Embedding:
 
 
 # -- the model --------------------------------------------------------------------------------------------------------
-@register_model
 class HCAN(RerankModel):
     name = "hcan"
     config_class = HCANConfig

@@ -33,7 +33,7 @@ depends on that text alone, so each distinct text's is computed once (`remembere
 query's top 100 costs the pair attention of eqs. (5)-(8), not 100 passes of the feature maps.
 `init=identity` [R] starts the network as its inputs' own nearest-word distance (`start_as_identity`): on frozen
 contextual features that ranks better untrained than PyTorch's initialisation does trained (eval/MRNN.md 2.7).
-Two defaults depart from the paper because they stopped training (measured by pipeline/benchmarks/mrnn_dynamics.py):
+Two defaults depart from the paper because they stopped training (measured by bench/mrnn_dynamics.py):
 the feature sum T of eq. (2) is ~0.3 s after BN + PReLU, so eq. (3) is one-hot from the start and its FC gets no
 gradient (summary=mean keeps it soft); and Adam at lr 1e-4 moves no parameter by more than 1e-4 a step.
 
@@ -55,7 +55,6 @@ from pipeline.rerank.layers import masked_softmax
 from pipeline.rerank.losses import hardest_triplets
 from pipeline.rerank.memo import TextMemo
 from pipeline.rerank.model import Batch, Loss, RerankModel
-from pipeline.rerank.models import register_model
 from pipeline.rerank.models.mrnn.config import CONTEXTUAL, MRNNConfig
 from pipeline.rerank.models.mrnn.inputs import MRNNInputs
 from pipeline.rerank.text import Vocabulary
@@ -188,7 +187,6 @@ class MRNNOutput:
 
 
 # -- the model ---------------------------------------------------------------------------------------------------------
-@register_model
 class MRNN(MRNNInputs, RerankModel):
     name = "mrnn"
     config_class = MRNNConfig
