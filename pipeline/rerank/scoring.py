@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from pipeline.declared import option
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 from pipeline.rerank.batching import PREFETCH, batch_cuts, batch_limits, in_input_order, length_order, run_batches
@@ -40,12 +41,18 @@ class Runtime:
     present), autocast ("auto": bf16 on CUDA and, for inference, on a CPU with native bf16; else none), int8 quantisation (CPU), torch CPU threads (None:
     torch's default)."""
 
-    batch_size: int | None = None
-    device: str = "auto"
-    amp: str | None = "auto"
-    threads: int | None = None
-    batch_tokens: int | None = None
-    quantize: str | None = None
+    batch_size: int | None = option(None, "pairs a batch at most; none: the device's default (batching.py)",
+                                    at_least=1, integer=True, optional=True)
+    device: str = option("auto", "auto: CUDA when present; cpu, cuda, cuda:N", check=lambda owner, v: check_device(v))
+    amp: str | None = option("auto", "autocast: auto (bf16 on CUDA and, for inference, on a CPU with native bf16, "
+                             "else none), none, bf16, fp16; changes scores a little",
+                             check=lambda owner, v: check_amp(v))
+    threads: int | None = option(None, "torch CPU threads; none: torch's default (all cores)", at_least=1,
+                                 integer=True, optional=True)
+    batch_tokens: int | None = option(None, "padded positions a batch at most; 0: no budget; none: the device's "
+                                      "default", at_least=0, integer=True, optional=True)
+    quantize: str | None = option(None, "an int8 scheme of the linear layers (quantize.py), CPU; changes scores a "
+                                  "little", check=lambda owner, v: check_quantize(v))
 
     def start(self) -> torch.device:
         """Set the thread count; the device to run on."""
@@ -70,6 +77,13 @@ def resolve_device(device: str = "auto") -> torch.device:
         raise ConfigError(f"device {device!r} asked for, but torch sees no CUDA device here; use device=cpu or auto",
                           field="device")
     return resolved
+
+
+def check_device(device: str) -> str:
+    """auto, cpu, cuda or cuda:N (a ConfigError naming the choices else)."""
+    if device not in DEVICES and not str(device).startswith("cuda:"):
+        raise ConfigError(f"device={device!r}; choose one of auto, cpu, cuda, cuda:N", field="device")
+    return device
 
 
 def check_amp(amp: str | None) -> str:

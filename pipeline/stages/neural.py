@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from pipeline.binding import Binding
-from pipeline.declared import check_applies, declarations, markdown_table
+from pipeline.declared import check_applies, check_declared, declarations, markdown_table
 from pipeline.errors import ConfigError
 from pipeline.log import logger
 from pipeline.rerank import models
@@ -47,14 +47,14 @@ from pipeline.rerank.checkpoint import ModelSource, checkpoint_digest, file_dige
 from pipeline.rerank.config import config_to_dict, make_config
 from pipeline.rerank.model import LateInteraction, RerankModel
 from pipeline.rerank.pairs import Pair
-from pipeline.rerank.scoring import DEVICES, Runtime, check_amp, check_quantize, predict, resolve_amp, \
+from pipeline.rerank.scoring import Runtime, check_amp, check_quantize, predict, resolve_amp, \
     resolve_device
 from pipeline.stages import register, register_model_stages
 from pipeline.stages.rerank import Reranker
 from pipeline.training.options import RUNTIME, SOURCES, TrainOptions, check_namespaces, \
     resolve_options, split_options, training_names
 from pipeline.training.recipes import Recipe
-from pipeline.validate import at_least, default_of
+from pipeline.validate import default_of
 
 
 class NeuralReranker(Reranker):
@@ -78,11 +78,7 @@ class NeuralReranker(Reranker):
                               "(train=DATASET [, dev=DATASET, epochs=N, ...])")
         if dev is not None and train is None:
             raise ConfigError(f"{name}: dev= goes with a training recipe (train=DATASET)", field="dev")
-        at_least(name, "batch_size", batch_size, 1, optional=True)
-        at_least(name, "batch_tokens", batch_tokens, 0, optional=True)
-        at_least(name, "threads", threads, 1, optional=True)
-        if device not in DEVICES and not str(device).startswith("cuda:"):
-            raise ConfigError(f"{name}: device={device!r}; choose one of auto, cpu, cuda, cuda:N", field="device")
+        check_declared(name, Runtime(batch_size, device, amp, threads, batch_tokens, quantize))  # declared once
         if store is not None and not issubclass(self.model_class, LateInteraction):
             raise ConfigError(f"{name} scores query and document together: it has no stored encodings (store=)",
                               field="store")
@@ -255,11 +251,12 @@ def _options_doc(stage: type[NeuralReranker], groups: dict[str, dict]) -> str:
               "unless given)", "training": "training (with train=DATASET; this model's defaults)",
               "runtime": "runtime (how it runs; amp and quantize change scores a little)"}
     declared = {"source": {}, "config": declarations(model.config_class), "training": declarations(TrainOptions),
-                "runtime": {}}
+                "runtime": declarations(Runtime)}
     for group, options in groups.items():
         lines.append(f"  {titles[group]}:")
         for k, v in options.items():
-            note = _SOURCE_DOCS[k] if group == "source" else declared[group][k].describe() if k in declared[group] else ""
+            known = declared[group]
+            note = _SOURCE_DOCS[k] if group == "source" else known[k].describe() if k in known else ""
             lines.append(f"    {k} = {v!r}" + (f"  # {note}" if note else ""))
     return "\n".join(lines) + "\n"
 
@@ -280,8 +277,10 @@ def options_page() -> str:
              "Generated from the declarations (pipeline/declared.py) by `python -c \"from pipeline.stages.neural import "
              "options_page; print(options_page(), end='')\" > docs/options.md`; tests/test_declared.py checks it is "
              "current. An option given where it does not act (the *acts* column) is refused when the stage is made. "
-             "Runtime options (device, amp, threads, batch_size, batch_tokens, quantize) are in docs/usage.md.\n",
-             "## Training (with `train=DATASET`)\n", markdown_table(TrainOptions)]
+             "The runtime options follow the training options.\n",
+             "## Training (with `train=DATASET`)\n", markdown_table(TrainOptions),
+             "\n## Runtime (how a model runs, not what it computes; every neural stage)\n",
+             markdown_table(Runtime)]
     for name in models.model_names():
         model = models.model_class(name)
         parts += [f"\n## `{name}` ({model.config_class.__name__})\n", markdown_table(model.config_class)]
