@@ -96,7 +96,7 @@ def _monobert(folder: Path, bert: Path | None = None) -> Path:
 
 def _rerank(model: Path, run: Path, output: Path, *extra: str) -> list[str]:
     argv = ["rerank", "--model", str(model), "--run", str(run), "--dataset", "wikiqa/test", "--output", str(output),
-            "--batch-size", "8", *extra]
+            "--batch-size", "8", "--no-cache", *extra]  # each engine computes: the stage cache keys no engine
     assert main(argv) == 0
     return output.read_text().splitlines()
 
@@ -301,7 +301,8 @@ def test_an_interrupted_job_resumes(wikiqa_subset, tmp_path, cluster, caplog):
     local = _rerank(checkpoint, run, tmp_path / "local.trec")
     argv = ["rerank", "--model", str(checkpoint), "--run", str(run), "--dataset", "wikiqa/test", "--output",
             str(tmp_path / "ray.trec"), "--batch-size", "8", *RAY, "--shard-pairs", "8", "--ray-address", cluster.address,
-            "--amp", "none"]  # fp32 in the subprocess too, on any CPU (conftest's fp32 patch reaches this process only)
+            "--amp", "none", "--no-cache"]  # fp32 in the subprocess too, on any CPU (conftest's fp32 patch reaches
+    # this process only); --no-cache: the stage cache keys no engine, and the local run above is in it
     env = os.environ | {"PYTHONPATH": str(REPO)}
     first = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "-q", *argv], env=env)
     deadline = time.time() + 120
