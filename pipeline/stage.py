@@ -24,6 +24,7 @@ import copy
 import difflib
 import inspect
 import time
+from pathlib import PurePath
 from typing import ClassVar
 
 from pipeline import cache
@@ -129,7 +130,7 @@ class Stage(metaclass=_Checked):
         pipeline bound to the dataset and the engine (`EngineOptions`; None: here), run inside the stage cache."""
         from pipeline.data.registry import get_dataset
 
-        dataset = get_dataset(dataset) if isinstance(dataset, str) else dataset
+        dataset = get_dataset(str(dataset)) if isinstance(dataset, (str, PurePath)) else dataset  # a name or folder
         topics = dataset.topics()
         candidates = dataset.run() if self.needs_run else None
         if self.needs_run and candidates is None:

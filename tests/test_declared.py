@@ -110,3 +110,14 @@ def test_a_stage_made_in_python_meets_the_specs_argument_check():
     with pytest.raises(ConfigError, match="hits='x': expected an integer"):
         ir.bm25(hits="x")
     assert list(inspect.signature(ir.bm25).parameters)[:3] == ["index", "k1", "b"]
+
+
+def test_a_dataset_folder_given_as_a_path_runs_as_its_name_does(tmp_path, monkeypatch):
+    """Before: `ir.bm25().run(Path(folder))` was an AttributeError ('PosixPath' object has no attribute 'topics')."""
+    from pathlib import Path
+
+    from support import write_collection
+
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    data = write_collection(tmp_path / "data")
+    assert ir.bm25().run(Path(data)).ranking == ir.bm25().run(str(data)).ranking
