@@ -80,6 +80,8 @@ def checkpoint_config(config_class: type, fields, where: str | Path, overrides: 
         raise CheckpointError(where, "the model config is not a JSON object", field="config")
     renamed = migrations.renamed(config_class)  # a field saved under its old name
     fields = {renamed.get(name, name): value for name, value in fields.items()}
+    fields |= {name: values[fields[name]] for name, values in migrations.values_renamed(config_class).items()
+               if isinstance(fields.get(name), str) and fields[name] in values}  # a value saved under its old name
     retired = {name: value for name, value in fields.items() if name in migrations.retired(config_class)}
     for name, value in retired.items():  # a retired field: dropped at the value computed now, refused at another
         problem = migrations.retired_value_problem(config_class, name, value)

@@ -21,7 +21,9 @@ def make_config(config_class: type, values: dict[str, Any], base=None):
     """The config dataclass from `values` (over `base`, or the defaults), each field checked by kind, then the
     whole by its `check()`; a `ConfigError` names the field otherwise."""
     for name, value in values.items():
-        problem = migrations.retired_message(config_class, name) or field_problem(config_class, name, value)
+        problem = (migrations.retired_message(config_class, name)
+                   or migrations.renamed_value_message(config_class, name, value)
+                   or field_problem(config_class, name, value))
         if problem:
             raise ConfigError(problem, field=name)
     defaults = {f.name: default_of(f) for f in dataclasses.fields(config_class)}
@@ -47,6 +49,10 @@ def recipe_fields(values) -> dict:
     legacy = json.loads(json.dumps(migrations.added(type(values))))
     old_names = {new: old for old, new in migrations.renamed(type(values)).items()}  # keys keep a field's old name
     fields = json.loads(json.dumps(migrations.retired(type(values)))) | config_to_dict(values)
+    old_values = {name: {new: old for old, new in renames.items()}
+                  for name, renames in migrations.values_renamed(type(values)).items()}
+    fields = {name: old_values.get(name, {}).get(value, value) if isinstance(value, str) else value
+              for name, value in fields.items()}  # a renamed value keyed as it was
     return {old_names.get(name, name): value for name, value in fields.items()
             if name not in legacy or value != legacy[name]}
 

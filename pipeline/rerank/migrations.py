@@ -50,6 +50,14 @@ RENAMED: dict[str, dict[str, str]] = {
 }
 
 
+# class name -> {field: {old value: new value}}; checkpoints saved with the old value load as the new one, keys keep the
+# old value. HCAN's BiLSTM encoder was encoder=contextual (the paper's word), which embeddings=contextual (frozen BERT
+# states, as MRNN's) also said: two meanings of one word in one config.
+VALUES_RENAMED: dict[str, dict[str, dict]] = {
+    "HCANConfig": {"encoder": {"contextual": "bilstm"}},
+}
+
+
 # class name -> {retired field: the value every model of the class computes with now}. Issue 42: the authors'-code
 # variants and constants of HCAN that no experiment used (docs/models.md §1 names what each was).
 RETIRED: dict[str, dict] = {
@@ -86,6 +94,17 @@ def added(config_class: type) -> dict:
 def renamed(config_class: type) -> dict[str, str]:
     """{old name: new name} of a config class's renamed fields."""
     return RENAMED.get(config_class.__name__, {})
+
+
+def values_renamed(config_class: type) -> dict[str, dict]:
+    """{field: {old value: new value}} of a config class's renamed values."""
+    return VALUES_RENAMED.get(config_class.__name__, {})
+
+
+def renamed_value_message(config_class: type, name: str, value) -> str | None:
+    """What an old value given now (a spec, --set) is called, or None."""
+    new = values_renamed(config_class).get(name, {}).get(value) if isinstance(value, str) else None
+    return f"{name}={value} is now {name}={new} (renamed: {value} said something else elsewhere)" if new else None
 
 
 def retired(config_class: type) -> dict:

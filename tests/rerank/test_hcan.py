@@ -40,7 +40,7 @@ def padded(tensors: dict, query: int, doc: int) -> dict:
                       "doc_ids": F.pad(tensors["doc_ids"], (0, doc)), "query_idf": F.pad(tensors["query_idf"], (0, query))}
 
 
-MODES = [dict(encoder=e, rm_softmax=s) for e in ("deep", "wide", "contextual")
+MODES = [dict(encoder=e, rm_softmax=s) for e in ("deep", "wide", "bilstm")
          for s in ("query", "context")] + [dict(external_features=True)] + [
     dict(rm_softmax=s, rm_similarity=sim) for s in ("padded", "raw") for sim in ("dot", "cosine")]
 
@@ -132,7 +132,7 @@ def test_prepare_aligns_idf_levels_with_query_positions():
             assert idf[i, level, :len(words)].tolist() == pytest.approx(expected)
     assert (idf[1, :, 3:] == 0).all()                                       # padding weighs 0
     assert idf[0, 1, 4] == model.idf.weight("lady ?", 2) and model.idf.weight("unseen words", 2) == 1.0
-    contextual = build(encoder="contextual").prepare(make_pairs(["capital of france"], DOCS[:1])).tensors["query_idf"]
+    contextual = build(encoder="bilstm").prepare(make_pairs(["capital of france"], DOCS[:1])).tensors["query_idf"]
     assert (contextual[0] == contextual[0, :1]).all()                       # unigram IDF at every level
 
 
@@ -206,7 +206,7 @@ def test_from_training_data_fixes_the_embedding_width_and_vocabulary():
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(encoder="cnn"), "encoder='cnn'; choose one of deep, wide, contextual"),
+    (dict(encoder="cnn"), "encoder='cnn'; choose one of deep, wide, bilstm"),
     (dict(rm_only=True, sm_only=True), "exclude each other"),
     (dict(sm_hidden=15), "even"),
     (dict(rm_softmax="row"), "query, context, padded, raw"),

@@ -88,7 +88,7 @@ def test_static_tables_keep_their_inputs():
     assert model.bert is None and set(model.prepare(pairs()).tensors) == {"query_ids", "doc_ids", "query_idf"}
 
 
-@pytest.mark.parametrize("encoder", ["deep", "wide", "contextual"])
+@pytest.mark.parametrize("encoder", ["deep", "wide", "bilstm"])
 def test_every_encoder_takes_contextual_inputs(tiny_bert, encoder):
     model = build(tiny_bert, encoder=encoder)
     with torch.no_grad():

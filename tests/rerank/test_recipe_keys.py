@@ -127,3 +127,21 @@ def test_a_retired_field_is_keyed_at_the_value_computed_now():
         {"idf_stat": "df", "rm_mode": "paper", "sm_mode": "paper", "kernel": 2, "min_count": 1}
     assert not {"trigram_dim", "trigram_kernel", "max_query_trigrams", "max_doc_trigrams", "max_url_trigrams"} & set(fields)
     assert recipe_fields(HCANConfig(char_trigrams=True))["char_trigrams"] is True
+
+
+def test_hcans_renamed_bilstm_encoder_keeps_its_key_and_its_checkpoints():
+    """encoder=contextual (the paper's BiLSTM encoder, a word embeddings=contextual also used) is encoder=bilstm: a
+    recipe keys it as before, a checkpoint saved with the old value loads as the new one, and the old value given now
+    says what it is called."""
+    import pytest
+
+    from pipeline.errors import ConfigError
+    from pipeline.rerank.checkpoint import checkpoint_config
+    from pipeline.rerank.config import config_to_dict, make_config, recipe_fields
+    from pipeline.rerank.models.hcan import HCANConfig
+
+    assert recipe_fields(HCANConfig(encoder="bilstm"))["encoder"] == "contextual"  # the key it had
+    saved = config_to_dict(HCANConfig(encoder="bilstm")) | {"encoder": "contextual"}
+    assert checkpoint_config(HCANConfig, saved, "config.json").encoder == "bilstm"
+    with pytest.raises(ConfigError, match="encoder=contextual is now encoder=bilstm"):
+        make_config(HCANConfig, {"encoder": "contextual"})

@@ -30,7 +30,8 @@ class HCANConfig:
                                    "of the test set unseen in a small training set keep their own pretrained vector",
                                    at_least=0, integer=True)
     freeze_embeddings: bool = option(False, "the paper trains them; the padding row stays zero either way")
-    encoder: str = option("deep", "deep (all paper tables) | wide | contextual", choices=("deep", "wide", "contextual"))
+    encoder: str = option("deep", "deep (all paper tables) | wide | bilstm (the paper's contextual encoder: stacked "
+                          "BiLSTMs; was encoder=contextual)", choices=("deep", "wide", "bilstm"))
     levels: int = option(4, "N conv levels used (the authors' code builds 5 and never uses the last)", at_least=1,
                          integer=True)
     filters: int = option(128, "F: the code's default (its README says 256)", at_least=1, integer=True)
@@ -67,7 +68,7 @@ class HCANConfig:
         if self.sm_only and self.trigrams:
             raise ConfigError("hcan: char_trigrams and with_url are relevance matching, which sm_only turns off",
                               field="sm_only")
-        if (self.encoder == "contextual" and self.filters % 2) or self.sm_hidden % 2:
+        if (self.encoder == "bilstm" and self.filters % 2) or self.sm_hidden % 2:
             raise ConfigError("hcan: filters (contextual encoder) and sm_hidden must be even: F/2, d/2 per direction",
                               field="sm_hidden")
 

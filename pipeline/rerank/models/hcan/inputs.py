@@ -207,7 +207,7 @@ def pair_batch(pairs: list[Pair], vocab: Vocabulary, idf: IdfTable, trigram_voca
         doc_ids[i, :len(d)] = torch.tensor(vocab.encode(d))
         key = tuple(q)
         if key not in weights:  # contextual encoder: unigram IDF at every level
-            weights[key] = [idf.positions(q, 0 if c.encoder == "contextual" else l) for l in range(c.levels + 1)]
+            weights[key] = [idf.positions(q, 0 if c.encoder == "bilstm" else l) for l in range(c.levels + 1)]
         query_idf[i, :, :len(q)] = torch.tensor(weights[key])
         if c.external_features:
             overlap[i] = torch.tensor(OVERLAP_FEATURES[c.overlap_mode](q, d, idf, vocab))

@@ -127,7 +127,7 @@ class ContextualEncoder(nn.Module):
         return levels
 
 
-ENCODERS = {"deep": DeepEncoder, "wide": WideEncoder, "contextual": ContextualEncoder}
+ENCODERS = {"deep": DeepEncoder, "wide": WideEncoder, "bilstm": ContextualEncoder}  # bilstm: the paper's contextual
 
 
 # -- relevance matching (no parameters) -------------------------------------------------------------------------------
@@ -211,7 +211,7 @@ class TrigramMatching(nn.Module):
     def __init__(self, c: HCANConfig):
         super().__init__()
         self.config = c
-        encoder = WideEncoder if c.encoder == "wide" else DeepEncoder      # contextual: deep, as in the code
+        encoder = WideEncoder if c.encoder == "wide" else DeepEncoder      # bilstm: deep, as in the code
         self.encoder = encoder(c, TRIGRAM_DIM, TRIGRAM_KERNEL)
 
     def forward(self, query: torch.Tensor, qmask: torch.Tensor, seq: torch.Tensor, smask: torch.Tensor) -> torch.Tensor:
@@ -280,7 +280,7 @@ class HCAN(RerankModel):
 
     @staticmethod
     def idf_order(c: HCANConfig) -> int:
-        return 1 if c.encoder == "contextual" else c.levels + 1  # contextual: unigram IDF at every level
+        return 1 if c.encoder == "bilstm" else c.levels + 1  # bilstm: unigram IDF at every level
 
     # -- building, saving, inputs: from texts (inputs.py) -------------------------------------------------------
     @classmethod
