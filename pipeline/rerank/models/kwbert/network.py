@@ -15,42 +15,22 @@ layer. The equation numbers are those of docs/models.md §4; the comments beside
 
 Keywords of A and B are the words of a diff-idf dictionary (`dict=NAME|FILE`, pipeline/retrieve/keyword_dictionary.py)
 found in each text; A's come from the topic instead when a `keywords()` stage ran before the reranker. Which word
-pieces are keyword pieces is decided in _kwbert_inputs.py beside this file. With neither a dictionary nor topic
+pieces are keyword pieces is decided in inputs.py beside this file (the config in config.py). With neither a dictionary nor topic
 keywords every side falls back to attending to its whole counterpart.
 """
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_forward, cls_pool, mean_pool
-from pipeline.declared import check_declared, option
+from pipeline.rerank.bert import BertBackbone, cls_forward, cls_pool, mean_pool
 from pipeline.rerank.model import RerankModel
 from pipeline.rerank.models.monobert import TwoClassOutput
-from pipeline.rerank.models._kwbert_inputs import SIDE_A, SIDE_B, KeywordInputs
-
-
-@dataclass
-class KeywordBERTConfig:
-    bert: str = option(DEFAULT_BERT, "a local BERT checkpoint folder, or all-MiniLM-L6-v2 (the package's folder)")
-    bert_sha256: str = option("", "the sha256 of `bert`'s tensors, pinned: another backbone is refused (bert.py)")
-    bert_recipe: str = option("", "or the recipe irpipe pretrain-mlm made it by, pinned (bert.py)")
-    dict: str = option("", 'keyword dictionary (preset name or TSV); "": topic keywords for A only, none for B')
-    language: str = option("", 'keyword matching; "": the dictionary\'s language (zh without one)',
-                           choices=("", "zh", "en"))
-    max_length: int = option(128, 'word pieces of "[CLS] A [SEP] B [SEP]" (the paper\'s 128)', at_least=5,
-                             integer=True)
-    fusion: str = option("paper", "paper: CLS + h_kw(A) + h_kw(B) + k_diff; code: CLS + tanh(Linear([h_kw(A); "
-                         "h_kw(B)]))", choices=("paper", "code"))
-    dropout: float = option(0.1, "on the classifier's input", at_least=0, below=1)
-    score: str = option("logit", "logit: z_rel - z_nonrel; prob: P(relevant)", choices=("logit", "prob"))
-
-    def check(self) -> None:
-        check_declared("kwbert", self)
+from pipeline.rerank.models.kwbert.config import KeywordBERTConfig
+from pipeline.rerank.models.kwbert.inputs import SIDE_A, SIDE_B, KeywordInputs
 
 
 # -- the keyword attention mask, eq. (3) -------------------------------------------------------------------------------
@@ -91,7 +71,7 @@ class KeywordBERT(KeywordInputs, TwoClassOutput, BertBackbone, RerankModel):
     def uses_pooler(cls, config: KeywordBERTConfig) -> bool:
         return True  # the main branch: h(CLS) through the pooler [C]
 
-    # -- inputs: keywords, word pieces, their sides and flags (prepare): KeywordInputs, _kwbert_inputs.py --------
+    # -- inputs: keywords, word pieces, their sides and flags (prepare): KeywordInputs, inputs.py --------
 
     # -- the model -----------------------------------------------------------------------------------------------
     def keyword_branch(self, hidden: torch.Tensor, side: torch.Tensor, keyword: torch.Tensor) -> torch.Tensor:

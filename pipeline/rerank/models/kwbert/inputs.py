@@ -1,4 +1,4 @@
-"""Keyword-attentive BERT's inputs, private to pipeline/rerank/models/kwbert.py (which has the config, the keyword
+"""Keyword-attentive BERT's inputs, beside its network (network.py: the keyword
 attention mask M of eq. (3) and the network, docs/models.md §4): from a pair's texts to "[CLS] A [SEP] B [SEP]" with
 each word piece's side and keyword flag.
 
