@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -58,6 +59,17 @@ def _holder(lock: Path) -> str:
     return f"pid {pid} on {host}" if pid else ""
 
 
+def _holder_note(lock: Path, tries: int = 20) -> str:
+    """The holder's note, read again for up to a second while it is empty: a holder writes it just after taking the
+    lock, so a waiter that comes in between would otherwise name no one."""
+    for _ in range(tries):
+        note = _holder(lock)
+        if note:
+            return note
+        time.sleep(0.05)
+    return ""
+
+
 def _acquire(lock: Path, what: str) -> int:
     """An open descriptor of `lock`, flock-ed exclusively, the file still at its path, with this process in it."""
     waited = False
@@ -73,7 +85,7 @@ def _acquire(lock: Path, what: str) -> int:
             except BlockingIOError:
                 if not waited:
                     logger.warning("%s: waiting for %s, which is working on it (%s)", what,
-                                   _holder(lock) or "another process", lock)
+                                   _holder_note(lock) or "another process", lock)
                     waited = True
                 fcntl.flock(fd, fcntl.LOCK_EX)
             if _still_there(fd, lock):

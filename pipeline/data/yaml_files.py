@@ -58,8 +58,7 @@ def parse_yaml(text: str, path: str | Path, first_line: int = 1):
         mark = getattr(error, "problem_mark", None)
         if isinstance(error, yaml.reader.ReaderError):  # a character YAML refuses (a control character): its line
             _yaml_character(path, error, text, first_line)
-        last = text.rstrip("\n").count("\n")  # the text's end is its last line that holds something
-        line = min(mark.line, last) + first_line if mark else None
+        line = min(mark.line, text.count("\n")) + first_line if mark else None  # the text's end: its last line
         raise InputError(path, f"invalid YAML: {getattr(error, 'problem', None) or str(error).splitlines()[0]}",
                          line=line) from None
     except (ValueError, OverflowError) as error:  # a value PyYAML fails to make: "\\U30005266" (chr), 2024-13-01

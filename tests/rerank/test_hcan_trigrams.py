@@ -69,7 +69,7 @@ def test_shapes_and_classifier_width(options, branches):
 
 
 MODES = [dict(char_trigrams=True, with_url=True, encoder=e, rm_softmax=s)
-         for e in ("deep", "wide", "contextual") for s in ("query", "padded")] + [
+         for e in ("deep", "wide", "bilstm") for s in ("query", "padded")] + [
     dict(with_url=True, rm_only=True, rm_softmax="raw", rm_similarity="cosine")]
 
 
