@@ -57,7 +57,7 @@ class Ranking:
         return Run.from_scores(scores_by_query(self.pairs, scores))
 
     def runs(self, scores: list[float]) -> list:
-        """[BM25's run, the ranker's run (`scores`)]: what `--fusion` fuses (pipeline.stage.fuse)."""
+        """[BM25's run, the ranker's run (`scores`)]: what `--fusion` fuses (pipeline.rerank.fusion.fuse)."""
         return [self.run(self.bm25), self.run(scores)]
 
     def random_order(self) -> dict[str, float]:

@@ -15,9 +15,10 @@ it was not trained on:
   the paired question is the short one (eval/KEYWORD_BERT.md section 4). `shortcuts` records each ranker's mean
   per-query Spearman correlation with the candidate's length and its character overlap with the query;
 - `--fusion`: BM25 + w x the ranker, both z-normalised per query (the `fusion(..., method=weighted, norm=zscore)`
-  stage's arithmetic, pipeline.stage.fuse), w of `--fusion-grid` picked by Success@1 on the first `--tune-queries`
-  queries of `<dataset>/questions-dev` (pipeline.tune.tune_fusion_weight, the smaller on a tie; the ranker's own
-  training queries with --ranking-train questions: the weight is tuned on training data), then applied to the test.
+  stage's arithmetic, pipeline.rerank.fusion.fuse), w of `--fusion-grid` picked by Success@1 on the first
+  `--tune-queries` queries of `<dataset>/questions-dev` (pipeline.tune.tune_fusion_weight, the smaller on a tie;
+  the ranker's own training queries with --ranking-train questions: the weight is tuned on training data), then
+  applied to the test.
 Numbers are mean ± sd over the seeds; each comparison (kwbert vs monobert; kwbert's code fusion vs the paper's;
 keyword vs random negatives; every ranker, alone and fused, against BM25) has a two-sided paired t-test over the test
 pairs (correct or not, averaged over the seeds) and over the queries (Success@k averaged over the seeds): those of
@@ -112,7 +113,7 @@ def ranking_result(scores: list[float], ranking: Ranking, tuning: Ranking | None
     """Success@k (and per query) and shortcuts of a ranker's `scores` of the ranking; with `tuning`, its fusion with
     BM25, the weight of `grid` tuned on the tuning ranking (whose scores are `tuning_scores`) by Success@1, the
     smaller on a tie."""
-    from pipeline.stage import fuse
+    from pipeline.rerank.fusion import fuse
     from pipeline.tune import tune_fusion_weight
 
     table = ranking.per_query(scores)
@@ -175,7 +176,8 @@ def summarise(results: dict[str, list[dict]], bm25: dict[str, dict[str, float]])
     """Mean ± sd and seeds of each system's numbers (`fusion`: of its dev-tuned fusion with BM25), its mean
     shortcuts, and the paired t-tests: the COMPARISONS (with their mean paired difference and its 95% interval), and
     each ranker (alone and fused) against BM25 (`bm25`: measure -> qid -> value)."""
-    from pipeline.compare import mean_over_seeds, paired_difference, paired_ttest
+    from pipeline.compare import mean_over_seeds
+    from pipeline.significance import paired_difference, paired_ttest
 
     def spread(values: list[float]) -> dict:
         return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,

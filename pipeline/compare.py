@@ -25,8 +25,7 @@ from pipeline.data.files import atomic_write
 from pipeline.errors import UnknownNameError
 from pipeline.evaluation import (QUERY_SETS, EvalError, QrelsLike, RunLike, as_qrels, evaluation_inputs, evaluator,
                                parse_measures)
-from pipeline.significance import (CORRECTIONS, PAIRED, PAIRED_SEED_MEANS, TESTS, adjust_pvalues,  # noqa: F401
-                                   paired_difference, paired_pvalue, paired_ttest, wins_losses)
+from pipeline.significance import CORRECTIONS, OVER_SEED_MEANS, TESTS, adjust_pvalues, paired_pvalue, wins_losses
 
 SEED = re.compile(r"\.seed(\d+)(?=\.|$)")  # runs/x.seed2.trec: seed 2 of system runs/x.seed{...}.trec
 FORMATS = ("table", "json", "csv", "markdown")
@@ -115,7 +114,7 @@ class Comparison:
 
     def significance_test(self) -> str:
         """The test behind the p-values, in words."""
-        return TESTS[self.test] + (" over per-query seed means" if self.seed_mean else "")
+        return TESTS[self.test] + (OVER_SEED_MEANS if self.seed_mean else "")
 
     def to_json_lines(self, per_query: bool = False) -> str:
         """One JSON object per run: {"run", "measures", "queries"} (+ "baseline", "p_values", "per_query")."""

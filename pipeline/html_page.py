@@ -19,7 +19,7 @@ import re
 from html import escape
 
 from pipeline import environment, provenance
-from pipeline.compare import PAIRED
+from pipeline.significance import PAIRED
 
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}

@@ -79,7 +79,7 @@ def seed_mean_pvalue(record: dict | None) -> float | None:
     """The paired t-test of a win_loss record's measure, from its per-query differences (the seed means' minus the
     baseline's, to 4 decimals; the test pairs them with 0); None where the record keeps quantiles, not every query,
     or the test is undefined."""
-    from pipeline.compare import paired_ttest
+    from pipeline.significance import paired_ttest
 
     if not record or len(record["differences"]) != record["queries"]:
         return None
@@ -93,7 +93,7 @@ def seed_mean_pvalues(result: dict) -> dict:
     run against the baseline (results from before 2026-12-02, their runs not kept): the win_loss measure's
     p-value made again from its per-query differences, every other measure's seed-0 p-value set apart in
     `pending` (seed-0 only, pending re-run), the test named."""
-    from pipeline.compare import PAIRED_SEED_MEANS
+    from pipeline.significance import PAIRED_SEED_MEANS
 
     baseline = dict(result["baseline"])
     if not result.get("seeds") or baseline.get("test"):

@@ -16,8 +16,9 @@ from pipeline.errors import UnknownNameError
 
 CORRECTIONS = ("holm", "bonferroni")
 TESTS = {"t": "two-sided paired t-test", "wilcoxon": "two-sided Wilcoxon signed-rank test"}
+OVER_SEED_MEANS = " over per-query seed means"  # the test of a row that folds a system's seeds (compare.fold_seeds)
 PAIRED = TESTS["t"]
-PAIRED_SEED_MEANS = "two-sided paired t-test over per-query seed means"
+PAIRED_SEED_MEANS = PAIRED + OVER_SEED_MEANS
 
 
 def _pairs(values: Mapping[str, float], baseline: Mapping[str, float]) -> tuple[list[float], list[float]]:

@@ -35,7 +35,7 @@ from pipeline.errors import ConfigError, IrpipeError
 from pipeline.log import logger
 from pipeline.on_frames import frames_too, search, transform_frame
 from pipeline.rerank import migrations
-from pipeline.rerank.fusion import NORMS, fuse, fusion_weights  # noqa: F401 (fuse: pipeline.stage's, as before)
+from pipeline.rerank.fusion import fuse, fusion_weights
 from pipeline.validate import annotation_problem, at_least, problem
 
 

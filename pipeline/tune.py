@@ -13,7 +13,7 @@ row as JSON (atomically).
 
 Runs made elsewhere, with no spec to run (a benchmark's BM25 and model scores of one candidate list): their fusion
 weight is tuned the same way on a tuning query set by `tune_fusion_weight(runs, qrels, grid, measure)`, and applied
-to another query set's runs by `pipeline.stage.fuse` (bench/keyword_bert.py's `--fusion`).
+to another query set's runs by `pipeline.rerank.fusion.fuse` (bench/keyword_bert.py's `--fusion`).
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def tune_fusion_weight(runs: Sequence[Run], qrels, grid: Sequence[float], measur
     (pipeline/stage.py, the `fusion` stage's arithmetic): the `grid` value whose fusion scores best on `qrels` by
     `measure`, the first in grid order among equals (`best`), and every value's row as `grid_search` makes them.
     Apply the weight to the test queries' runs with the same `fuse`: tuned on one query set, used on another."""
-    from pipeline.stage import fuse
+    from pipeline.rerank.fusion import fuse
 
     rows = []
     for weight in grid:

@@ -17,7 +17,8 @@ from scipy import stats
 from pipeline.data.runs import Run, read_run
 from pipeline.data.qrels import read_qrels
 from pipeline.errors import IrpipeError, MissingResourceError, UnknownNameError
-from pipeline.compare import Comparison, adjust_pvalues, compare, plot_differences
+from pipeline.compare import Comparison, compare, plot_differences
+from pipeline.significance import adjust_pvalues
 from pipeline.evaluation import EvalError, evaluate, evaluated_queries, parse_measures, per_query
 from support import SHARED_DATA, needs_shared_data
 
@@ -498,7 +499,7 @@ def hash_score(qid: str, doc: str) -> int:
 
 def test_paired_difference_is_the_t_tests_interval():
     """The 95% interval excludes 0 exactly when the paired t-test's p < 0.05; mean and interval by hand."""
-    from pipeline.compare import paired_difference, paired_ttest
+    from pipeline.significance import paired_difference, paired_ttest
 
     base = {f"q{i}": 0.1 * (i % 7) for i in range(40)}
     for shift in (0.0, 0.02, 0.05, 0.2):

@@ -59,9 +59,9 @@ def test_a_length_ranker_is_seen_for_what_it_is():
 
 
 def test_fusion_weight_is_tuned_and_zero_keeps_the_bm25_order():
-    """--fusion: BM25's and the ranker's runs fused by the toolkit (pipeline.stage.fuse, z-scored), the weight tuned
+    """--fusion: BM25's and the ranker's runs fused by the toolkit (pipeline.rerank.fusion.fuse, z-scored), the weight tuned
     on the tuning ranking (pipeline.tune.tune_fusion_weight) and applied to the test ranking."""
-    from pipeline.stage import fuse
+    from pipeline.rerank.fusion import fuse
 
     ranking = _ranking()
     overlap = [len(set(p.query) & set(p.text)) / len(set(p.query) | set(p.text)) for p in ranking.pairs]

@@ -11,7 +11,7 @@ import sys
 import pytest
 from scipy import stats
 
-from pipeline.compare import PAIRED_SEED_MEANS
+from pipeline.significance import PAIRED_SEED_MEANS
 from pipeline.provenance import PENDING, RECOMPUTE, seed_mean_pvalue, seed_mean_pvalues
 from support import REPO
 

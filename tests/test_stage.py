@@ -7,7 +7,8 @@ from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.errors import ConfigError
 from pipeline.stages.rerank import Reranker
-from pipeline.stage import Compose, Cutoff, Fusion, Stage, StageError, fuse, rrf
+from pipeline.rerank.fusion import fuse
+from pipeline.stage import Compose, Cutoff, Fusion, Stage, StageError, rrf
 
 TOPICS = Topics({"q1": "alpha beta", "q2": "gamma"})
 

@@ -35,7 +35,7 @@ def test_fusion_weight_of_runs_made_elsewhere():
     """tune_fusion_weight: the weight of the last run in the weighted fusion (z-scored per query), the first of the
     best in grid order, each weight's row as grid_search writes them; a harmful run gets no weight."""
     from pipeline.data.runs import Run
-    from pipeline.stage import fuse
+    from pipeline.rerank.fusion import fuse
     from pipeline.tune import best, format_rows, tune_fusion_weight
 
     # BM25 puts the relevant d1 second for q1 and first for q2; the model has q1 right and q2 wrong, by less

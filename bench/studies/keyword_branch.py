@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.compare import paired_difference
+from pipeline.significance import paired_difference
 
 RESULTS = Path(__file__).resolve().parents[2] / "eval" / "results"
 

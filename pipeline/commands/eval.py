@@ -9,7 +9,8 @@ from pathlib import Path
 
 from pipeline import log
 from pipeline.commands.data_args import add_data_args, dataset_from_args
-from pipeline.compare import CORRECTIONS, FORMATS, compare, plot_differences, plot_format
+from pipeline.compare import FORMATS, compare, plot_differences, plot_format
+from pipeline.significance import CORRECTIONS
 from pipeline.data.paths import names_file
 from pipeline.data.outputs import check_writable
 from pipeline.data.qrels import Qrels, read_qrels
