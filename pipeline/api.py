@@ -17,11 +17,13 @@ spec and its Python read alike; `help(ir.monobert)` lists that stage's options w
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline import cache as stage_cache
 from pipeline.compare import Comparison, compare
 from pipeline.data.frames import is_frame
 from pipeline.data.outputs import check_writable
+from pipeline.data.paths import names_file
 from pipeline.data.registry import get_dataset
 from pipeline.data.runs import Run, read_run
 from pipeline.data.topics import Topics, read_topics
@@ -31,6 +33,9 @@ from pipeline.evaluation import evaluate as evaluate_run
 from pipeline.experiment import run_pipeline
 from pipeline.spec import parse
 from pipeline.stage import Stage
+
+if TYPE_CHECKING:
+    import pandas
 
 
 def dataset(name):
@@ -150,7 +155,7 @@ def _inputs(dataset) -> tuple[object, Topics | None, QrelsLike, int]:
 def _system_run(system, data, topics: Topics | None, cache: bool) -> Run:
     """The run of a system: a stage or spec run on the dataset (or bound to nothing, on `topics`); a run, a run
     file or a result frame as it is."""
-    if isinstance(system, Path) or (isinstance(system, str) and Path(system).is_file()):
+    if isinstance(system, Path) or (isinstance(system, str) and names_file(system)):  # a spec of any length
         return read_run(system)
     if not isinstance(system, (str, Stage)):
         return as_run(system) if isinstance(system, Run) or is_frame(system) else _not_a_system(system)

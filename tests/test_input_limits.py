@@ -161,6 +161,18 @@ def test_a_spec_longer_than_a_file_name_is_a_spec(capsys):
     assert code == 2 and "a pipeline spec needs data" in err
 
 
+def test_a_spec_longer_than_a_file_name_is_a_system_of_ir_experiment(tmp_path, monkeypatch):
+    """ir.Experiment asked the file system whether a spec string is a run file: over 255 characters, an OSError."""
+    import pipeline as ir
+
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "cache"))
+    data = write_collection(tmp_path / "tiny")
+    spec = "fusion(" + ", ".join(["bm25(k1=0.90, b=0.40, hits=1000) % 100 >> bm25(k1=1.2, b=0.75)"] * 4) + ")"
+    assert len(spec) > 255
+    table = ir.Experiment([spec], str(data), ["AP"])
+    assert table.runs == [spec] and 0 < table.scores[spec]["AP"] <= 1
+
+
 def test_a_spec_nested_past_the_bound_is_refused_naming_it():
     from pipeline.spec import MAX_DEPTH, SpecError, parse
 
