@@ -90,20 +90,19 @@ class Declaration:
             low, high = self.low, self.high
             within = lambda v: ((low is None or (v > low if self.low_open else v >= low)) and  # noqa: E731
                                 (high is None or (v < high if self.high_open else v <= high)))
-            in_bounds(owner, name, value, self.bounds(), within, self.integer,
-                    self.optional)
+            in_bounds(owner, name, value, self.bounds(), within, self.integer, self.optional)
         if self.check is not None and value is not None:
             self.check(owner, value)
 
 
 def option(default=dataclasses.MISSING, help: str = "", *, choices=(), at_least=None, above=None, at_most=None,
            below=None, integer: bool = False, optional: bool = False, when: When | None = None,
-           check: Callable | None = None, elsewhere: str = "", factory=dataclasses.MISSING):
+           check: Callable | None = None, elsewhere: str = ""):
     """A dataclass field with its declaration (see the module docstring)."""
     declaration = Declaration(help, tuple(choices), above if above is not None else at_least,
                               below if below is not None else at_most, above is not None, below is not None,
                               integer, optional, when, check, elsewhere)
-    return dataclasses.field(default=default, default_factory=factory, metadata={KEY: declaration})
+    return dataclasses.field(default=default, metadata={KEY: declaration})
 
 
 def declarations(config_class) -> dict[str, Declaration]:

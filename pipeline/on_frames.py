@@ -16,6 +16,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from pipeline import cache
+from pipeline.data.frames import is_frame
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 
@@ -45,7 +46,7 @@ def transform_frame(stage: "Stage", frame: "pd.DataFrame", candidates: Run | Non
         run = result_run(frame)
     else:
         topics = Topics.from_frame(frame)
-        run = subset(candidates, topics) if stage.needs_run and candidates is not None else None
+        run = candidates.subset(topics.queries) if stage.needs_run and candidates is not None else None
     if not topics.queries:
         import pandas
 
@@ -60,7 +61,7 @@ def frames_too(transform):
 
     @functools.wraps(transform)
     def transform_or_frame(self, topics, run=None):
-        if not isinstance(topics, Topics) and type(topics).__name__ == "DataFrame":
+        if is_frame(topics):
             return transform_frame(self, topics)
         return transform(self, topics, run)
 
@@ -94,11 +95,3 @@ def result_run(frame: "pd.DataFrame") -> Run:
         order = frame["rank"] if "rank" in frame.columns else frame.groupby("qid", sort=False).cumcount()
         frame = frame.assign(score=-(order.astype("float64") + 1.0))
     return Run.from_frame(frame)
-
-
-def subset(run: Run, topics: Topics) -> Run:
-    """The candidates of the topics' queries (a query frame reaches a reranker only where they exist)."""
-    ranking = {qid: run.ranking[qid] for qid in topics.queries if qid in run.ranking}
-    kept = {docid for hits in ranking.values() for docid, _ in hits}
-    return Run(ranking, {d: t for d, t in run.texts.items() if d in kept}, run.tag,
-               {d: f for d, f in run.doc_fields.items() if d in kept})

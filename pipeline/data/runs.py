@@ -77,7 +77,15 @@ class Run:
 
     def cut(self, k: int) -> "Run":
         """The top `k` hits of every query (texts and fields of dropped candidates are dropped too)."""
-        ranking = {qid: hits[:k] for qid, hits in self.ranking.items()}
+        return self._part({qid: hits[:k] for qid, hits in self.ranking.items()})
+
+    def subset(self, qids) -> "Run":
+        """The hits of the queries `qids` that this run has, in that order (with their texts and fields), as
+        Topics.subset keeps their queries."""
+        return self._part({qid: self.ranking[qid] for qid in qids if qid in self.ranking})
+
+    def _part(self, ranking: dict) -> "Run":
+        """A run of `ranking`, a part of this one's, with the texts and fields of the documents it keeps."""
         kept = {d for hits in ranking.values() for d, _ in hits}
         return Run._derived(ranking, {d: t for d, t in self.texts.items() if d in kept}, self.tag,
                             {d: f for d, f in self.doc_fields.items() if d in kept}, self.features)

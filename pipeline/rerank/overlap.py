@@ -53,14 +53,14 @@ class WordStatistics:
                                                   f"{name} (sha1 {digest})")
 
     @classmethod
-    def of_index(cls, index, build_record: str) -> "WordStatistics":
+    def of_index(cls, index, digest: str) -> "WordStatistics":
         """An opened Lucene index's (pipeline/retrieve/lucene.py `LuceneIndex`) N and df of each word's term;
-        `build_record` identifies the index (its content digest, pipeline/data/digests.py)."""
+        `digest` identifies the index (its content digest, pipeline/data/digests.py)."""
         def frequency(word: str) -> int:
             terms = index.analyze_cached(word)
             return min(index.doc_freq(term) for term in terms) if terms else 0
 
-        return cls(index.num_docs, frequency, f"the df and N of the index {build_record}")
+        return cls(index.num_docs, frequency, f"the df and N of the index {digest}")
 
     def idf(self, word: str) -> float:
         if word not in self._idf:

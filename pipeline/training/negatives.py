@@ -27,8 +27,8 @@ import torch
 
 from pipeline.errors import ConfigError
 from pipeline.log import logger, progress
+from pipeline.training.options import SAMPLED
 
-SAMPLED = ("keyword", "random")
 
 
 @dataclass(frozen=True)

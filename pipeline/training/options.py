@@ -19,9 +19,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from pipeline.errors import ConfigError
-from pipeline.rerank import migrations
 from pipeline.declared import When, check_applies, check_declared, field_is, given_in_context, option
+from pipeline.errors import ConfigError, IrpipeError
+from pipeline.rerank import migrations
 from pipeline.validate import default_of, field_problem
 
 RUNTIME_OPTIONS = ("device", "eval_batch_size", "threads")  # how, not what: neither in recipe keys nor resume checks
@@ -36,7 +36,6 @@ def _dev_measure(owner: str, value: str) -> None:
     """A dev measure ir-measures parses (one measure), or "loss"."""
     if value == "loss":
         return
-    from pipeline.errors import IrpipeError
     from pipeline.evaluation import parse_measure
 
     try:
@@ -45,11 +44,13 @@ def _dev_measure(owner: str, value: str) -> None:
         raise ConfigError(f"{owner}: measure={value!r}: {error} (or measure=loss)", field="measure") from None
 
 
+SAMPLED = ("keyword", "random")  # negatives drawn from the data's texts (pipeline/training/negatives.py)
+
+
 def _keyword_dictionary_used(options, _context) -> bool:
     return options.negatives == "keyword" or (options.negatives in SAMPLED and options.replace_ratio > 0)
 
 
-SAMPLED = ("keyword", "random")  # negatives drawn from the data's texts (pipeline/training/negatives.py)
 _SAMPLED = field_is("negatives", *SAMPLED)
 _KEYWORD = field_is("negatives", "keyword")
 _SGD, _LINEAR, _PLATEAU = field_is("optimizer", "sgd"), field_is("schedule", "linear"), field_is("schedule", "plateau")
