@@ -52,6 +52,27 @@ def length_order(lengths: Sequence[int]) -> list[int]:
     return sorted(range(len(lengths)), key=lambda i: -lengths[i])
 
 
+def group_order(groups: Sequence, lengths: Sequence[int]) -> list[int]:
+    """The order items of groups (e.g. each pair's query) are batched in: the groups in order of first appearance,
+    each group's items longest first, ties in input order."""
+    first: dict = {}
+    for i, group in enumerate(groups):
+        first.setdefault(group, i)
+    return sorted(range(len(lengths)), key=lambda i: (first[groups[i]], -lengths[i], i))
+
+
+def group_cuts(groups: Sequence, lengths: Sequence[int], batch_size: int, batch_tokens: int) -> list[slice]:
+    """`batch_cuts` within each run of consecutive items of one group (items in batching order): no batch mixes
+    two groups, so a batch holds the same items whichever other groups come before or after it."""
+    cuts, start = [], 0
+    for end in range(1, len(groups) + 1):
+        if end == len(groups) or groups[end] != groups[start]:
+            cuts += [slice(start + cut.start, start + cut.stop)
+                     for cut in batch_cuts(lengths[start:end], batch_size, batch_tokens)]
+            start = end
+    return cuts
+
+
 def batch_cuts(lengths: Sequence[int], batch_size: int, batch_tokens: int) -> Iterator[slice]:
     """Consecutive batches of items with `lengths` (in batching order, longest first): a batch grows while it holds
     at most `batch_size` items and (count x its longest) at most `batch_tokens` padded positions (0: no budget)."""
