@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.batching import batch_cuts, batch_limits, group_cuts, group_order, length_order
+from pipeline.rerank.batching import batch_cuts, batch_limits, group_cuts, group_order
 from pipeline.rerank.model import Batch, RerankModel
 from pipeline.rerank.models.biencoder import BiEncoder, BiEncoderConfig
 from pipeline.rerank.models.kwbert import KeywordBERT, KeywordBERTConfig
@@ -36,7 +36,7 @@ def test_batches_are_cut_by_count_and_by_padded_positions():
     assert _spans(batch_cuts([30, 9, 2], batch_size=8, batch_tokens=20)) == [(0, 1), (1, 3)]  # 30 > 20: alone
     assert _spans(batch_cuts([], 4, 10)) == []
     assert batch_limits("cpu") == (64, 2048) and batch_limits("cuda", None, 0) == (512, 0)  # device defaults
-    assert length_order([3, 7, 3, 9]) == [3, 1, 0, 2]  # longest first, ties in input order
+    assert group_order([0] * 4, [3, 7, 3, 9]) == [3, 1, 0, 2]  # longest first, ties in input order
 
 
 def test_cutting_again_from_a_batch_boundary_gives_the_same_batches():
