@@ -39,7 +39,7 @@ import contextvars
 import itertools
 import os
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch

@@ -19,7 +19,6 @@ from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
 from pipeline.rerank.pairs import Pair, pairs_of
 from pipeline.rerank.scoring import check_amp, predict, quantized, resolve_amp, scoring_batches
 from pipeline.rerank.store import encode_texts
-from support import make_pairs
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
