@@ -3,9 +3,9 @@ the dev evaluation of training, document and query encoding and scoring from a s
 and the ray engine's shards of them (pipeline/rerank/on_cluster.py).
 
     lengths = model.input_lengths(pairs)                  # padded positions each item takes (word pieces)
-    order = length_order(lengths)                         # longest first, ties in input order
+    order = group_order(groups, lengths)                  # group by group, longest first, ties in input order
     size, tokens = batch_limits(device)                   # the device's defaults: CPU (64, 2048), CUDA (512, 65536)
-    cuts = batch_cuts([lengths[i] for i in order], size, tokens)                         # slices of `order`
+    cuts = group_cuts([groups[i] for i in order], [lengths[i] for i in order], size, tokens)  # slices of `order`
     pieces = run_batches(items, order, cuts, prepare, compute, device)                   # [(indices, output)]
     scores = in_input_order(pieces, len(items))           # one tensor, one copy to the host
 
@@ -15,6 +15,10 @@ longer than the budget is a batch alone (0: no budget). So long inputs go fewer 
 padding stays small. Defaults (`batch_limits`): on the CPU 64 items and 2,048 positions (about 8 pairs of 256
 word pieces: a small batch's activations stay in cache), on CUDA 512 and 65,536, to keep the GPU busy (not
 measured here: no GPU; `python -m bench.inference_speed --gpu-only` sweeps the budget on one).
+Groups (`group_order`, `group_cuts`): a batch never mixes two groups -- each pair's query in `predict`, each query
+and each query's on-the-fly candidates in late interaction -- so a batch is the same whichever other queries are
+scored (MKL's GEMM picks its kernel by a batch's row count: a row's last bits follow its batch), and a score is a
+function of its query, the query's candidates and the model, bit for bit (tests/test_metamorphic.py).
 `batch_cuts` is the one rule: the ray engine cuts its shards from the same batches, so a shard scores the very
 batches a local run scores (bit-identical scores), and cutting again from a batch boundary gives the same batches.
 
@@ -47,9 +51,25 @@ def batch_limits(device: torch.device | str, batch_size: int | None = None,
     return (size if batch_size is None else batch_size), (tokens if batch_tokens is None else batch_tokens)
 
 
-def length_order(lengths: Sequence[int]) -> list[int]:
-    """The order items are batched in: longest first, ties in input order."""
-    return sorted(range(len(lengths)), key=lambda i: -lengths[i])
+def group_order(groups: Sequence, lengths: Sequence[int]) -> list[int]:
+    """The order items of groups (e.g. each pair's query) are batched in: the groups in order of first appearance,
+    each group's items longest first, ties in input order."""
+    first: dict = {}
+    for i, group in enumerate(groups):
+        first.setdefault(group, i)
+    return sorted(range(len(lengths)), key=lambda i: (first[groups[i]], -lengths[i], i))
+
+
+def group_cuts(groups: Sequence, lengths: Sequence[int], batch_size: int, batch_tokens: int) -> list[slice]:
+    """`batch_cuts` within each run of consecutive items of one group (items in batching order): no batch mixes
+    two groups, so a batch holds the same items whichever other groups come before or after it."""
+    cuts, start = [], 0
+    for end in range(1, len(groups) + 1):
+        if end == len(groups) or groups[end] != groups[start]:
+            cuts += [slice(start + cut.start, start + cut.stop)
+                     for cut in batch_cuts(lengths[start:end], batch_size, batch_tokens)]
+            start = end
+    return cuts
 
 
 def batch_cuts(lengths: Sequence[int], batch_size: int, batch_tokens: int) -> Iterator[slice]:

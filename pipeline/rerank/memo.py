@@ -42,17 +42,19 @@ class TextMemo:
 
     def lookup(self, rows: Sequence[Hashable],
                compute: Callable[[list[Hashable]], Iterable[torch.Tensor]]) -> list[torch.Tensor]:
-        """The tensor of each row, `compute(missing rows)` called once for the rows not remembered (in order)."""
+        """The tensor of each row, `compute([row])` called for each row not remembered, one row at a time: a text
+        computed in a padded batch of other texts gets other last bits (the kernels a batch's shape picks), so a
+        remembered tensor would depend on which texts were missing with it, and a score on its neighbours."""
         found: dict[Hashable, torch.Tensor] = {}
         distinct = list(dict.fromkeys(rows))
         for row in distinct:
             if row in self._items:
                 self._items.move_to_end(row)
                 found[row] = self._items[row]
-        missing = [row for row in distinct if row not in found]
-        if missing:
-            for row, value in zip(missing, compute(missing), strict=True):
-                found[row] = value.clone()  # its own storage: a view would keep the whole padded batch alive
+        for row in distinct:
+            if row not in found:  # alone: its tensor is the text's, whichever texts are missing beside it
+                (value,) = compute([row])
+                found[row] = value.clone()  # its own storage: a view would keep a padded batch alive
                 self._remember(row, found[row])
         if self._uses is not None:
             for row in distinct:

@@ -24,7 +24,7 @@ import torch
 from pipeline.declared import option
 from pipeline.errors import ConfigError
 from pipeline.log import logger
-from pipeline.rerank.batching import PREFETCH, batch_cuts, batch_limits, in_input_order, length_order, run_batches
+from pipeline.rerank.batching import PREFETCH, batch_limits, group_cuts, group_order, in_input_order, run_batches
 from pipeline.rerank.model import Batch, RerankModel
 from pipeline.rerank.pairs import Pair
 from pipeline.rerank.quantize import TokenInt8Linear, parse_scheme, quantize_linears
@@ -194,25 +194,34 @@ class Scored:
 
 def scoring_batches(model: RerankModel, pairs: list[Pair], batch_size: int,
                     batch_tokens: int) -> tuple[list[int], list[slice]]:
-    """The order `predict` scores `pairs` in (longest first, by the model's `input_lengths`) and its batches
-    (slices of that order): the ray engine cuts its shards from them."""
+    """The order `predict` scores `pairs` in (query by query, each query's pairs longest first, by the model's
+    `input_lengths`) and its batches (slices of that order, never two queries in one): the ray engine cuts its
+    shards from them."""
     lengths = model.input_lengths(pairs)
-    order = length_order(lengths)
-    return order, list(batch_cuts([lengths[i] for i in order], batch_size, batch_tokens))
+    order = group_order([pair.qid for pair in pairs], lengths)
+    return order, query_batches(pairs, order, lengths, batch_size, batch_tokens)
+
+
+def query_batches(pairs: list[Pair], order: list[int], lengths: list[int], batch_size: int,
+                  batch_tokens: int) -> list[slice]:
+    """The batches of `pairs` taken in `order`: `batch_cuts` within each query's run of pairs. A batch holds one
+    query's pairs, the same ones whichever queries are scored with it, so each pair's score is computed by the same
+    kernels on the same rows: a score is a function of the query, its candidates and the model, bit for bit."""
+    return group_cuts([pairs[i].qid for i in order], [lengths[i] for i in order], batch_size, batch_tokens)
 
 
 def predict(model: RerankModel, pairs: list[Pair], batch_size: int | None = None,
             device: torch.device | str = "cpu", amp: str | None = "auto", with_loss: bool = False,
             desc: str = "scoring", order: list[int] | None = None, batch_tokens: int | None = None,
             prefetch: int = PREFETCH) -> Scored:
-    """Score pairs with `model` in length-sorted batches (`order`, default `scoring_batches`' order, cut by
-    `batch_cuts`; limits None: the device's defaults; batch_tokens 0: no budget), in eval mode and under
+    """Score pairs with `model` in length-sorted batches of one query each (`order`, default `scoring_batches`'
+    order, cut by `query_batches`; limits None: the device's defaults; batch_tokens 0: no budget), in eval mode and under
     inference_mode (see the module docstring)."""
     device = torch.device(device) if isinstance(device, str) else device
     batch_size, batch_tokens = batch_limits(device, batch_size, batch_tokens)
     lengths = model.input_lengths(pairs)
-    order = length_order(lengths) if order is None else order
-    cuts = list(batch_cuts([lengths[i] for i in order], batch_size, batch_tokens))
+    order = group_order([pair.qid for pair in pairs], lengths) if order is None else order
+    cuts = query_batches(pairs, order, lengths, batch_size, batch_tokens)
     truncated = 0
 
     def prepare(chunk: list[Pair]) -> Batch:

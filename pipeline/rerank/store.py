@@ -39,7 +39,7 @@ import contextvars
 import itertools
 import os
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -55,7 +55,7 @@ from pipeline.rerank.store_manifest import (CODEC, FORMAT, MANIFEST, check_layou
                                             verify_file)
 from pipeline.rerank.model import LateInteraction
 from pipeline.rerank.pairs import Pair
-from pipeline.rerank.batching import PREFETCH, batch_cuts, batch_limits, in_input_order, length_order, run_batches
+from pipeline.rerank.batching import PREFETCH, batch_limits, group_cuts, group_order, in_input_order, run_batches
 from pipeline.rerank.scoring import autocast, resolve_amp
 
 DTYPES = {"fp16": np.float16, "fp32": np.float32}  # pipeline/rerank/on_cluster.py: a resumed float store's dims
@@ -148,15 +148,17 @@ def store_lock(directory: str | Path) -> Iterator[None]:
 
 def encode_texts(model: LateInteraction, texts: list[str], side: str, batch_size: int | None = None, device=None,
                  amp: str | None = "auto", desc: str = "encode", batch_tokens: int | None = None,
-                 prefetch: int = PREFETCH) -> list[torch.Tensor]:
+                 prefetch: int = PREFETCH, groups: Sequence | None = None) -> list[torch.Tensor]:
     """Each text's encoding (side "document" or "query"), float32 on the CPU, in input order: the batched path of
     pipeline/rerank/batching.py (sorted by the model's `text_lengths`, tokenised ahead on a background thread, one
-    copy back per batch that does not block, one wait at the end), under inference_mode and autocast."""
+    copy back per batch that does not block, one wait at the end), under inference_mode and autocast. `groups`
+    (one per text): no batch mixes two groups, so a text's encoding depends on its group alone (None: one group)."""
     device = device if device is not None else torch.device("cpu")
     batch_size, batch_tokens = batch_limits(device, batch_size, batch_tokens)
     lengths = model.text_lengths(texts, side)
-    order = length_order(lengths)
-    cuts = list(batch_cuts([lengths[i] for i in order], batch_size, batch_tokens))
+    groups = [0] * len(texts) if groups is None else groups
+    order = group_order(groups, lengths)
+    cuts = group_cuts([groups[i] for i in order], [lengths[i] for i in order], batch_size, batch_tokens)
 
     def compute(prepared) -> tuple[torch.Tensor, list[int]]:
         encodings = model.encode_prepared(prepared, side)                          # B x (rows_i, dims), on device
@@ -373,27 +375,30 @@ def score_late_interaction(model: LateInteraction, pairs: list[Pair], store: Enc
                            desc: str = "scoring", batch_tokens: int | None = None) -> list[float]:
     """Scores of `pairs`: documents from `store` (the rest encoded on the fly, counted), each query encoded once;
     each query's candidates read from the store (decoded) when that query is scored, moved to the device in one
-    block, the scores copied back once: the decoded rows of one query's candidates in memory, not the run's."""
+    block, the scores copied back once: the decoded rows of one query's candidates in memory, not the run's.
+    Batched as `predict` batches: each query encoded alone, and the candidates not in the store in batches of one
+    query's (a document two queries share, once for each), so a score does not depend on the other queries."""
     model.eval().to(device)
-    docids = list(dict.fromkeys(p.docid for p in pairs))
-    texts = {p.docid: p.text for p in pairs}
-    missing = [d for d in docids if store is None or d not in store]
+    docids = len(set(p.docid for p in pairs))
+    missing = [(p.qid, p.docid, p.text) for p in pairs if store is None or p.docid not in store]
     if store is not None:
         log = logger.info if not missing else logger.warning
-        log("%s: %d of %d documents from the store, %d encoded on the fly", desc, len(docids) - len(missing),
-            len(docids), len(missing))
-    on_the_fly = dict(zip(missing, encode_texts(model, [texts[d] for d in missing], "document", batch_size, device,
-                                                amp, f"{desc} documents", batch_tokens)))
+        log("%s: %d of %d documents from the store, %d encoded on the fly", desc,
+            docids - len(set(d for _, d, _ in missing)), docids, len(set(d for _, d, _ in missing)))
+    fresh = encode_texts(model, [text for _, _, text in missing], "document", batch_size, device, amp,
+                         f"{desc} documents", batch_tokens, groups=[qid for qid, _, _ in missing])
+    on_the_fly = {(qid, docid): encoding for (qid, docid, _), encoding in zip(missing, fresh)}
     queries = list(dict.fromkeys(p.query for p in pairs))
     encoded = dict(zip(queries, encode_texts(model, queries, "query", batch_size, device, amp, f"{desc} queries",
-                                             batch_tokens)))
+                                             batch_tokens, groups=range(len(queries)))))
     by_query: dict[str, list[int]] = {}
     for i, pair in enumerate(pairs):
         by_query.setdefault(pair.query, []).append(i)
     pieces = []
     with torch.inference_mode():
         for query, rows in by_query.items():
-            candidates = [on_the_fly[d] if d in on_the_fly else store.get(d) for d in (pairs[i].docid for i in rows)]
+            candidates = [on_the_fly[key] if key in on_the_fly else store.get(key[1])
+                          for key in ((pairs[i].qid, pairs[i].docid) for i in rows)]
             block = torch.cat(candidates).to(device, non_blocking=True)            # (sum of rows, dims): one copy
             values = model.score_encoded(encoded[query].to(device), list(block.split([len(c) for c in candidates])))
             pieces.append((rows, values.float()))

@@ -11,15 +11,14 @@ import pytest
 import torch
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.batching import batch_cuts, batch_limits, length_order
+from pipeline.rerank.batching import batch_cuts, batch_limits, group_cuts, group_order
 from pipeline.rerank.model import Batch, RerankModel
 from pipeline.rerank.models.biencoder import BiEncoder, BiEncoderConfig
 from pipeline.rerank.models.kwbert import KeywordBERT, KeywordBERTConfig
 from pipeline.rerank.models.monobert import MonoBERT, MonoBERTConfig
 from pipeline.rerank.pairs import Pair, pairs_of
-from pipeline.rerank.scoring import check_amp, predict, quantized, resolve_amp
+from pipeline.rerank.scoring import check_amp, predict, quantized, resolve_amp, scoring_batches
 from pipeline.rerank.store import encode_texts
-from support import make_pairs
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
@@ -36,7 +35,7 @@ def test_batches_are_cut_by_count_and_by_padded_positions():
     assert _spans(batch_cuts([30, 9, 2], batch_size=8, batch_tokens=20)) == [(0, 1), (1, 3)]  # 30 > 20: alone
     assert _spans(batch_cuts([], 4, 10)) == []
     assert batch_limits("cpu") == (64, 2048) and batch_limits("cuda", None, 0) == (512, 0)  # device defaults
-    assert length_order([3, 7, 3, 9]) == [3, 1, 0, 2]  # longest first, ties in input order
+    assert group_order([0] * 4, [3, 7, 3, 9]) == [3, 1, 0, 2]  # longest first, ties in input order
 
 
 def test_cutting_again_from_a_batch_boundary_gives_the_same_batches():
@@ -47,6 +46,38 @@ def test_cutting_again_from_a_batch_boundary_gives_the_same_batches():
     for start, _ in cuts[::7]:
         again = [(a + start, b + start) for a, b in _spans(batch_cuts(lengths[start:], 16, 1024))]
         assert again == [span for span in cuts if span[0] >= start]
+
+
+def test_no_batch_mixes_two_groups_and_a_groups_batches_are_the_same_whatever_comes_beside_it():
+    groups, lengths = ["a", "b", "a", "c", "b", "a"], [3, 9, 5, 2, 4, 5]
+    order = group_order(groups, lengths)
+    assert order == [2, 5, 0, 1, 4, 3]  # a's (longest first, ties in input order), then b's, then c's
+    cuts = group_cuts([groups[i] for i in order], [lengths[i] for i in order], batch_size=2, batch_tokens=0)
+    assert [[order[i] for i in range(cut.start, cut.stop)] for cut in cuts] == [[2, 5], [0], [1, 4], [3]]
+    rng = random.Random(1)
+    a_sizes = [rng.randint(1, 30) for _ in range(15)]
+    alone = [("a", size) for size in a_sizes]
+    for _ in range(20):  # other groups' items inserted anywhere (a's own order kept), or none
+        mixed = list(alone)
+        for _ in range(rng.randint(0, 40)):
+            mixed.insert(rng.randint(0, len(mixed)), (rng.choice("bc"), rng.randint(1, 30)))
+        assert batches_of("a", mixed) == batches_of("a", alone)
+
+
+def batches_of(group: str, items: list[tuple[str, int]]) -> list[list[int]]:
+    """The sizes in each batch of `group`'s items (items: (group, size) in input order; 4 items, 40 positions)."""
+    groups, sizes = [g for g, _ in items], [size for _, size in items]
+    order = group_order(groups, sizes)
+    cuts = group_cuts([groups[i] for i in order], [sizes[i] for i in order], 4, 40)
+    return [[sizes[order[i]] for i in range(cut.start, cut.stop)] for cut in cuts if groups[order[cut.start]] == group]
+
+
+def test_predicts_batches_hold_one_query_each(monobert, qa_pairs):
+    order, cuts = scoring_batches(monobert, qa_pairs, batch_size=64, batch_tokens=0)
+    assert sorted(order) == list(range(len(qa_pairs)))
+    for cut in cuts:
+        assert len({qa_pairs[i].qid for i in order[cut]}) == 1
+    assert len(cuts) >= len({pair.qid for pair in qa_pairs})
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +139,7 @@ class Fussy(RerankModel):
 
 
 def test_out_of_memory_halves_the_batch_retries_and_says_so_once(caplog):
-    pairs = make_pairs(["q"] * 20, [" ".join(["w"] * (1 + i % 7)) for i in range(20)])
+    pairs = [Pair("q", f"d{i}", "q", " ".join(["w"] * (1 + i % 7))) for i in range(20)]  # one query's
     model = Fussy(fits=3)
     with caplog.at_level(logging.WARNING, logger="irpipe"):
         scored = predict(model, pairs, batch_size=8)

@@ -15,7 +15,7 @@ def test_each_text_is_computed_once_and_returned_in_row_order():
     rows = [(1, 2), (3,), (1, 2)]
     first = memo.lookup(rows, counting(calls))
     again = memo.lookup(rows[::-1], counting(calls))
-    assert calls == [[(1, 2), (3,)]]                                     # the repeat and the second lookup: memory
+    assert calls == [[(1, 2)], [(3,)]]                                   # each alone; the repeats: memory
     assert [t[0, 0].item() for t in first] == [3.0, 3.0, 3.0] and first[1].shape == (1, 2)
     assert [t.shape[0] for t in again] == [2, 1, 2] and memo.nbytes == 3 * 8
 
@@ -51,7 +51,19 @@ def test_a_plan_keeps_a_text_until_its_last_lookup_and_a_text_looked_up_once_not
     for rows, kept in zip(lookups, [[(1,)], [(1,)], []]):
         memo.lookup(rows, counting(calls))
         assert [row for row, _ in memo.items()] == kept
-    assert calls == [[(1,), (2,)], [(3,)], [(4,)]] and memo.nbytes == 0  # (1,) computed once
+    assert calls == [[(1,)], [(2,)], [(3,)], [(4,)]] and memo.nbytes == 0  # (1,) computed once
     memo.clear()                                                         # the plan ends: every text kept again
     memo.lookup([(5,)], counting(calls))
     assert len(memo) == 1
+
+
+def test_a_text_is_computed_alone_so_its_value_does_not_depend_on_the_texts_missing_beside_it():
+    """A compute that, like a padded GEMM, gives a row other bits in a batch of another shape: the remembered value
+    is the text's alone whichever texts were looked up with it."""
+    def padded(missing):
+        width = max(len(row) for row in missing)
+        return [torch.tensor([float(sum(row)) + 1e-3 * (len(missing) - 1) + 1e-4 * width]) for row in missing]
+
+    alone = TextMemo().lookup([(5,)], padded)[0]
+    beside = TextMemo().lookup([(1, 2, 3), (5,), (9, 9)], padded)[1]
+    assert torch.equal(alone, beside)
