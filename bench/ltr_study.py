@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import sys
 
 import pipeline as ir
+from bench import run_main
 from pipeline.evaluation import per_query
 from pipeline.significance import paired_pvalue, wins_losses
 from pipeline.spec import parse
@@ -86,4 +88,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(run_main(main))
