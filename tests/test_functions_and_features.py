@@ -12,6 +12,7 @@ from support import needs_shared_data, write_collection
 import pipeline as ir
 from pipeline.data.runs import Run
 from pipeline.errors import ConfigError
+from pipeline.spec import parse
 from pipeline.stage import StageError
 
 
@@ -132,6 +133,7 @@ def test_ltr_pools_several_training_sets_and_one_name_keeps_its_key(cache):
     test = ir.dataset("trecqa/raw-test")
     alone, listed = (ir.ltr(FEATURES, train=train).bind(test) for train in ("trecqa/train", ["trecqa/train"]))
     assert repr(alone) == repr(listed) and alone.fingerprint() == listed.fingerprint()
+    assert parse("ltr(features(overlap()), train=trecqa/train, norm=none)").norm == "none"
     pooled = ir.ltr(FEATURES, train=["trecqa/train", "trecqa/raw-dev"], learner="logistic")
     assert repr(pooled).endswith("train=[trecqa/train, trecqa/raw-dev], learner=logistic, norm=zscore, seed=0)")
     assert pooled.bind(test).fingerprint() != ir.ltr(FEATURES, train="trecqa/train", learner="logistic").bind(

@@ -62,6 +62,7 @@ class LearnedRanker(Stage):
         if not names or any(not isinstance(name, str) or not name.strip() for name in names):
             raise problem(self.name, "train", f"train={train!r}: the name of a dataset with candidates and qrels, "
                                               "or a list of them")
+        norm = "none" if norm is None else norm  # a spec's `norm=none` reads as None
         choice(self.name, "learner", learner, LEARNERS)
         choice(self.name, "norm", norm, NORMS)
         at_least(self.name, "trees", trees, 1, integer=True)
