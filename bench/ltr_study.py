@@ -4,6 +4,8 @@ normalisations, training sets and feature sets, each beside every feature alone 
     python -m bench.ltr_study                                   # the four cheap features of
                                                                 # eval/trecqa-raw-test-ltr.yaml, every learner
     python -m bench.ltr_study --trained "monobert(train=trecqa/train, epochs=2, seed=0, deterministic=true)"
+    python -m bench.ltr_study --test trecqa/raw-dev             # choose a learner and norm on dev: the rows fitted
+                                                                # on trecqa/train alone
 
 Every row is an `ltr(...)` stage run through `ir.run` (pipeline/stages/ltr.py; the features' stages come from the
 stage cache, so only the first row pays for them). A feature alone ranks the same candidates by its score
@@ -34,12 +36,13 @@ TRAIN_SETS = {"train": ["trecqa/train"], "train+raw-dev": ["trecqa/train", "trec
               "raw-dev": ["trecqa/raw-dev"]}
 
 
-def rows(trained: dict[str, str], learners, norms) -> list[tuple[str, str, str, str]]:
-    """(feature set, training set, learner, norm) of each row studied."""
+def rows(trained: dict[str, str], learners, norms, test: str) -> list[tuple[str, str, str, str]]:
+    """(feature set, training set, learner, norm) of each row studied; none fitted on the test set itself."""
     chosen = []
     for learner, norm in itertools.product(learners, norms):
-        chosen += [("cheap", train, learner, norm) for train in ("train", "train+raw-dev")]
-        if trained:  # a feature fitted on trecqa/train: the learner over it sees raw-dev only
+        chosen += [("cheap", train, learner, norm) for train in ("train", "train+raw-dev")
+                   if test not in TRAIN_SETS[train]]
+        if trained and test != "trecqa/raw-dev":  # a feature fitted on trecqa/train: its learner sees raw-dev only
             chosen += [("cheap+trained", "raw-dev", learner, norm), ("cheap", "raw-dev", learner, norm)]
     return chosen
 
@@ -64,8 +67,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="a neural stage fitted on trecqa/train, added as a feature (repeatable)")
     parser.add_argument("--learners", default=",".join(LEARNERS))
     parser.add_argument("--norms", default="zscore,none")
+    parser.add_argument("--test", default=TEST,
+                        help=f"the candidates ranked (default {TEST}; trecqa/raw-dev to choose on dev)")
     args = parser.parse_args(argv)
-    test = ir.dataset(TEST)
+    test = ir.dataset(args.test)
     trained = {f"trained-{i}": spec for i, spec in enumerate(args.trained, 1)}
     singles = {name: scores(f"features({spec})", test) for name, spec in (CHEAP | trained).items()}
     best = max(singles, key=lambda name: mean(singles[name]["AP"]))
@@ -74,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, spec in (CHEAP | trained).items():
         print(f"| {name} alone: `{spec}` | " + " | ".join(f"{mean(singles[name][m]):.4f}" for m in MEASURES)
               + " |  |  |")
-    for feature_set, train, learner, norm in rows(trained, args.learners.split(","), args.norms.split(",")):
+    for feature_set, train, learner, norm in rows(trained, args.learners.split(","), args.norms.split(","),
+                                                  args.test):
         features = CHEAP | (trained if feature_set == "cheap+trained" else {})
         learned = scores(ltr_spec(features, TRAIN_SETS[train], learner, norm), test)
         tests = ", ".join(f"{name} {paired_pvalue(learned['AP'], singles[name]['AP']):.2g} "
