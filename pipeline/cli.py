@@ -10,6 +10,7 @@ import argparse
 import difflib
 import importlib
 import os
+import re
 import signal
 import sys
 import traceback
@@ -42,7 +43,16 @@ COMMANDS = {
 
 class Parser(argparse.ArgumentParser):
     """argparse's parser, except that an argument no option takes is reported by the (sub)command it was given to --
-    its usage, not irpipe's -- with the closest flags: `irpipe search --hit 10` says "did you mean --hits?"."""
+    its usage, not irpipe's -- with the closest flags: `irpipe search --hit 10` says "did you mean --hits?"; and a
+    misspelt choice (a command, a flag's value) with the closest one: `irpipe serch` says "did you mean search?"."""
+
+    def error(self, message: str):
+        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if wrong:
+            choices = re.findall(r"'([^']*)'", wrong.group(2)) or [c.strip() for c in wrong.group(2).split(",")]
+            close = difflib.get_close_matches(wrong.group(1), choices, n=1, cutoff=0.6)
+            message += f" (did you mean {close[0]}?)" if close else ""
+        super().error(message)
 
     def parse_args(self, args=None, namespace=None):
         parsed, extras = self.parse_known_args(args, namespace)

@@ -54,6 +54,19 @@ def test_an_unknown_flag_gets_the_commands_usage_and_the_closest_flag(argv, usag
     assert done.value.code == 2 and err.startswith(f"usage: {usage} ") and message in err, err
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["serch"], "invalid choice: 'serch' (choose from 'datasets', "),
+    (["serch"], ") (did you mean search?)"),
+    (["search", "--output", "x", "--output-format", "trek"], "invalid choice: 'trek' (choose from 'trec', 'msmarco') "
+                                                              "(did you mean trec?)"),
+    (["zzzzzz"], "'pyserini')\n")])
+def test_a_misspelt_command_or_choice_gets_the_closest_one(argv, message, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and message in err, err
+
+
 def test_run_takes_record_or_results_dir_not_both(capsys):
     with pytest.raises(SystemExit) as done:
         main(["run", "eval/cacm-bm25.yaml", "--record", "--results-dir", "x"])

@@ -12,6 +12,7 @@ from support import needs_shared_data, write_collection
 import pipeline as ir
 from pipeline.data.runs import Run
 from pipeline.errors import ConfigError
+from pipeline.spec import parse
 from pipeline.stage import StageError
 
 
@@ -115,10 +116,37 @@ def test_ltr_over_both_overlaps_beats_word_overlap(cache):
     assert learned > word + 0.02
 
 
+@needs_shared_data
+@pytest.mark.parametrize("learner", ["pairwise", "lambdamart"])
+def test_a_pairwise_and_a_listwise_learner_beat_word_overlap_deterministically(learner, cache):
+    if learner == "lambdamart":
+        pytest.importorskip("lightgbm", reason='learner=lambdamart is the ltr extra: pip install -e ".[ltr]"')
+    test = ir.dataset("trecqa/raw-test")
+    word = ir.evaluate(ir.overlap(idf=False).run(test), test, ["AP"])["AP"]
+    first, second = (ir.ltr(FEATURES, train="trecqa/train", learner=learner).run(test, cache=False) for _ in range(2))
+    assert first.ranking == second.ranking
+    assert ir.evaluate(first, test, ["AP"])["AP"] > word + 0.02
+
+
+@needs_shared_data
+def test_ltr_pools_several_training_sets_and_one_name_keeps_its_key(cache):
+    test = ir.dataset("trecqa/raw-test")
+    alone, listed = (ir.ltr(FEATURES, train=train).bind(test) for train in ("trecqa/train", ["trecqa/train"]))
+    assert repr(alone) == repr(listed) and alone.fingerprint() == listed.fingerprint()
+    assert parse("ltr(features(overlap()), train=trecqa/train, norm=none)").norm == "none"
+    pooled = ir.ltr(FEATURES, train=["trecqa/train", "trecqa/raw-dev"], learner="logistic")
+    assert repr(pooled).endswith("train=[trecqa/train, trecqa/raw-dev], learner=logistic, norm=zscore, seed=0)")
+    assert pooled.bind(test).fingerprint() != ir.ltr(FEATURES, train="trecqa/train", learner="logistic").bind(
+        test).fingerprint()
+    run = pooled.run(test, cache=False)
+    assert ir.evaluate(run, test, ["AP"])["AP"] > ir.evaluate(ir.overlap(idf=False).run(test), test, ["AP"])["AP"]
+
+
 @pytest.mark.parametrize("arguments, message", [
     ({"train": "trecqa/train", "learner": "svm"}, "ltr: learner='svm'"),
     ({"train": "trecqa/train", "trees": 0}, "ltr: trees=0; expected an integer >= 1"),
     ({"train": ""}, "ltr: train='': the name of a dataset with candidates and qrels"),
+    ({"train": ["trecqa/train", 3]}, "ltr: train=['trecqa/train', 3]: the name of a dataset with candidates"),
 ])
 def test_bad_ltr_options_are_config_errors(arguments, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):

@@ -1,19 +1,24 @@
 """`ltr(features, train=DATASET)`: learning to rank over a feature union, as PyTerrier's
-`pt.ltr.apply_learned_model(...)` fitted with `.fit(train_topics, train_qrels)`, by scikit-learn.
+`pt.ltr.apply_learned_model(...)` fitted with `.fit(train_topics, train_qrels)`, by scikit-learn or LightGBM.
 
     ir.ltr(ir.bm25() ** ir.overlap(idf=True) ** ir.biencoder(), train="trecqa/train")
+    ir.ltr(..., train=["trecqa/train", "trecqa/raw-dev"], learner="lambdamart")   # several training sets, pooled
 
-The learner is fitted on the training dataset's shipped candidates (its topics, candidate run and qrels): the
-`features` pipeline runs on them (bound to that dataset; each stage cached as ever), each hit is labelled 1 when
-the qrels judge it relevant at the dataset's level (`rel_level`), else 0, and a pointwise learner is fitted on the
-hits' feature vectors, each feature first normalised within its query (`norm`: NORMS of pipeline/rerank/fusion.py,
+The learner is fitted on the training datasets' shipped candidates (their topics, candidate runs and qrels): the
+`features` pipeline runs on them (bound to each dataset; each stage cached as ever), each hit is labelled 1 when
+the qrels judge it relevant at the dataset's level (`rel_level`), else 0, and the learner is fitted on the hits'
+feature vectors, each feature first normalised within its query (`norm`: NORMS of pipeline/rerank/fusion.py,
 z-scores by default, so that a BM25 sum and a cosine meet on one scale):
 
-    learner=gbdt      sklearn GradientBoostingClassifier(n_estimators=trees, max_depth=depth, random_state=seed);
-                      the score is the probability of relevance
-    learner=logistic  sklearn LogisticRegression (lbfgs); the score is the decision function
+    learner=gbdt        pointwise: sklearn GradientBoostingClassifier(n_estimators=trees, max_depth=depth,
+                        random_state=seed); the score is the probability of relevance
+    learner=logistic    pointwise: sklearn LogisticRegression (lbfgs); the score is the decision function
+    learner=pairwise    pairwise: sklearn LogisticRegression on the differences of each relevant and non-relevant hit
+                        of a query (both signs; RankNet's loss on a linear scorer); the score is w . x
+    learner=lambdamart  listwise: LightGBM's LGBMRanker, objective lambdarank (LambdaMART; n_estimators=trees,
+                        max_depth=depth, num_leaves=2**depth - 1, one thread, deterministic); the `ltr` extra
 
-Both are deterministic (a fixed random_state). The fitted learner scores the input's candidates from the same
+All are deterministic (a fixed seed). The fitted learner scores the input's candidates from the same
 features computed on them. The stage is cached: its key is its config (features, train, learner and its
 parameters) and its fingerprint, the digest of the training data (topics, candidates, qrels) and of the fingerprints
 of the features' stages on both datasets; the fit itself is done once per process, the first time the stage runs.
@@ -21,18 +26,21 @@ of the features' stages on both datasets; the fit itself is done once per proces
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from pipeline.binding import Binding
 from pipeline.data.files import json_digest
 from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
+from pipeline.errors import MissingResourceError
 from pipeline.log import logger
 from pipeline.rerank.fusion import NORMS
 from pipeline.stage import Stage
 from pipeline.stages import register
 from pipeline.validate import at_least, choice, problem
 
-LEARNERS = ("gbdt", "logistic")
+LEARNERS = ("gbdt", "logistic", "pairwise", "lambdamart")
+TREE_LEARNERS = ("gbdt", "lambdamart")  # the learners that trees= and depth= act on
 
 
 @register
@@ -45,51 +53,70 @@ class LearnedRanker(Stage):
     cacheable = True
     _model = None  # fitted on first transform
 
-    def __init__(self, features: Stage, train: str, learner: str = "gbdt", norm: str = "zscore", seed: int = 0,
-                 trees: int = 100, depth: int = 3):
+    def __init__(self, features: Stage, train: str | list[str], learner: str = "gbdt", norm: str = "zscore",
+                 seed: int = 0, trees: int = 100, depth: int = 3):
         if not isinstance(features, Stage):
             raise problem(self.name, "features", f"{features!r} is not a pipeline; ltr learns over a feature union, "
                                                  "e.g. ltr(features(bm25(), overlap(idf=true)), train=trecqa/train)")
-        if not isinstance(train, str) or not train.strip():
-            raise problem(self.name, "train", f"train={train!r}: the name of a dataset with candidates and qrels")
+        names = list(train) if isinstance(train, (list, tuple)) else [train]
+        if not names or any(not isinstance(name, str) or not name.strip() for name in names):
+            raise problem(self.name, "train", f"train={train!r}: the name of a dataset with candidates and qrels, "
+                                              "or a list of them")
+        norm = "none" if norm is None else norm  # a spec's `norm=none` reads as None
         choice(self.name, "learner", learner, LEARNERS)
         choice(self.name, "norm", norm, NORMS)
         at_least(self.name, "trees", trees, 1, integer=True)
         at_least(self.name, "depth", depth, 1, integer=True)
         at_least(self.name, "seed", seed, 0, integer=True)
-        self.features, self.train, self.learner, self.norm = features, train, learner, norm
+        self.features, self.learner, self.norm = features, learner, norm
+        self.train = names[0] if len(names) == 1 else names  # one name as it was given: the same cache key
         self.seed, self.trees, self.depth = seed, trees, depth
 
     def config(self) -> dict:
         config = {"features": repr(self.features), "train": self.train, "learner": self.learner, "norm": self.norm,
                   "seed": self.seed}
-        return config | ({"trees": self.trees, "depth": self.depth} if self.learner == "gbdt" else {})
+        return config | ({"trees": self.trees, "depth": self.depth} if self.learner in TREE_LEARNERS else {})
 
     def __repr__(self) -> str:
-        options = ", ".join(f"{key}={value}" for key, value in self.config().items() if key != "features")
+        def shown(value) -> str:
+            return f"[{', '.join(value)}]" if isinstance(value, list) else str(value)
+
+        options = ", ".join(f"{key}={shown(value)}" for key, value in self.config().items() if key != "features")
         return f"ltr({self.features!r}, {options})"
 
     # -- bind ----------------------------------------------------------------------------------------------------
     def resolve(self, binding: Binding) -> None:
-        """The features bound to the input's dataset, and to the training dataset with its candidates and qrels."""
+        """The features bound to the input's dataset, and to each training dataset with its candidates and qrels."""
         from pipeline.data.registry import get_dataset
 
-        dataset = get_dataset(self.train)
-        lacking = [part for part in ("topics", "run", "qrels") if part not in dataset.provides]
-        if lacking:
-            raise problem(self.name, "train", f"train={self.train}: {dataset.name} has no {' or '.join(lacking)}; "
-                                              "ltr is fitted on a dataset's candidates and their qrels")
-        self._train_topics, self._train_run = dataset.topics(), dataset.run()
-        self._labels = {qid: {docid for docid, grade in judged.items() if grade >= dataset.rel_level}
-                        for qid, judged in dataset.qrels().items()}
-        self._train_features = self.features.bind(Binding(dataset, binding.engine, self._train_run))
+        if self.learner == "lambdamart":
+            _lightgbm()  # missing: an exit 2 with the install command, before anything is computed
+        self._training = []
+        for name in self.train_names:
+            dataset = get_dataset(name)
+            lacking = [part for part in ("topics", "run", "qrels") if part not in dataset.provides]
+            if lacking:
+                raise problem(self.name, "train", f"train={name}: {dataset.name} has no {' or '.join(lacking)}; "
+                                                  "ltr is fitted on a dataset's candidates and their qrels")
+            run = dataset.run()
+            labels = {qid: {docid for docid, grade in judged.items() if grade >= dataset.rel_level}
+                      for qid, judged in dataset.qrels().items()}
+            self._training.append(TrainingSet(name, dataset.topics(), run, labels,
+                                              self.features.bind(Binding(dataset, binding.engine, run))))
         self._features = self.features.bind(binding)
 
+    @property
+    def train_names(self) -> list[str]:
+        return self.train if isinstance(self.train, list) else [self.train]
+
     def fingerprint(self) -> str:
-        """The training data and the features' stages on both datasets: another training set, another key."""
-        return json_digest([self._train_topics.fingerprint(), self._train_run.fingerprint(),
-                            {qid: sorted(docids) for qid, docids in self._labels.items()},
-                            _deep_fingerprint(self._train_features), _deep_fingerprint(self._features)])
+        """The training data and the features' stages on every dataset: another training set, another key."""
+        training = [[part.topics.fingerprint(), part.run.fingerprint(),
+                     {qid: sorted(docids) for qid, docids in part.labels.items()}, _deep_fingerprint(part.features)]
+                    for part in self._training]
+        if len(training) == 1:  # as one training set was keyed before lists were taken: the same key
+            return json_digest([*training[0], _deep_fingerprint(self._features)])
+        return json_digest([training, _deep_fingerprint(self._features)])
 
     # -- compute -------------------------------------------------------------------------------------------------
     def transform(self, topics: Topics, run: Run | None) -> Run:
@@ -116,35 +143,90 @@ class LearnedRanker(Stage):
         return vectors
 
     def fit(self):
-        """The learner fitted on the training candidates' features and labels."""
+        """The learner fitted on the training candidates' features and labels, query by query."""
         start = time.perf_counter()
-        vectors = self.vectors(self._train_features(self._train_topics, self._train_run))
-        rows = [(vector, int(docid in self._labels.get(qid, ()))) for qid, hits in vectors.items()
-                for docid, vector in hits.items()]
-        labels = {label for _, label in rows}
+        queries = []  # one (vectors, labels) per training query, the training sets in order
+        for part in self._training:
+            for qid, hits in self.vectors(part.features(part.topics, part.run)).items():
+                relevant = part.labels.get(qid, ())
+                queries.append((list(hits.values()), [int(docid in relevant) for docid in hits]))
+        labels = {label for _, query_labels in queries for label in query_labels}
         if labels != {0, 1}:
             raise problem(self.name, "train", f"train={self.train}: its candidates are all "
                                               f"{'relevant' if labels == {1} else 'non-relevant'}; nothing to learn")
-        model = self._learner()
-        model.fit([vector for vector, _ in rows], [label for _, label in rows])
+        model = getattr(self, f"_fit_{self.learner}")(queries)
+        hits = sum(len(query_labels) for _, query_labels in queries)
         logger.info("%s: %s fitted on %d hits of %d queries (%d relevant), %d features, in %.2fs", self.name,
-                    self.learner, len(rows), len(vectors), sum(label for _, label in rows), len(rows[0][0]),
-                    time.perf_counter() - start)
+                    self.learner, hits, len(queries), sum(sum(query_labels) for _, query_labels in queries),
+                    len(queries[0][0][0]), time.perf_counter() - start)
         return model
 
-    def _learner(self):
-        if self.learner == "gbdt":
-            from sklearn.ensemble import GradientBoostingClassifier
+    def _fit_gbdt(self, queries):
+        from sklearn.ensemble import GradientBoostingClassifier
 
-            return GradientBoostingClassifier(n_estimators=self.trees, max_depth=self.depth, random_state=self.seed)
+        model = GradientBoostingClassifier(n_estimators=self.trees, max_depth=self.depth, random_state=self.seed)
+        return model.fit(*_pointwise(queries))
+
+    def _fit_logistic(self, queries):
         from sklearn.linear_model import LogisticRegression
 
-        return LogisticRegression(max_iter=1000, random_state=self.seed)
+        return LogisticRegression(max_iter=1000, random_state=self.seed).fit(*_pointwise(queries))
+
+    def _fit_pairwise(self, queries):
+        """A linear scorer w . x fitted by logistic loss on pairs: x_rel - x_nonrel is class 1, its negation 0."""
+        from sklearn.linear_model import LogisticRegression
+
+        differences, targets = [], []
+        for vectors, query_labels in queries:
+            relevant = [v for v, label in zip(vectors, query_labels) if label]
+            other = [v for v, label in zip(vectors, query_labels) if not label]
+            for good in relevant:
+                for bad in other:
+                    difference = [g - b for g, b in zip(good, bad)]
+                    differences += [difference, [-d for d in difference]]
+                    targets += [1, 0]
+        return LogisticRegression(max_iter=1000, fit_intercept=False, random_state=self.seed).fit(differences,
+                                                                                                   targets)
+
+    def _fit_lambdamart(self, queries):
+        lightgbm = _lightgbm()
+        model = lightgbm.LGBMRanker(objective="lambdarank", n_estimators=self.trees, max_depth=self.depth,
+                                    num_leaves=2 ** self.depth - 1, random_state=self.seed, n_jobs=1,
+                                    deterministic=True, force_row_wise=True, verbose=-1)
+        vectors, labels = _pointwise(queries)
+        return model.fit(vectors, labels, group=[len(query_labels) for _, query_labels in queries])
 
     def predict(self, vectors: list[list[float]]) -> list[float]:
         if self.learner == "gbdt":
             return [float(p) for p in self._model.predict_proba(vectors)[:, 1]]
+        if self.learner == "lambdamart":
+            return [float(s) for s in self._model.predict(vectors)]
         return [float(s) for s in self._model.decision_function(vectors)]
+
+
+@dataclass
+class TrainingSet:
+    """One training dataset as ltr reads it: topics, candidates, relevant docids per query, bound features."""
+
+    name: str
+    topics: Topics
+    run: Run
+    labels: dict[str, set[str]]
+    features: Stage
+
+
+def _pointwise(queries) -> tuple[list[list[float]], list[int]]:
+    """Every query's hits as rows: (feature vectors, labels)."""
+    return ([vector for vectors, _ in queries for vector in vectors],
+            [label for _, query_labels in queries for label in query_labels])
+
+
+def _lightgbm():
+    try:
+        import lightgbm
+    except ImportError:
+        raise MissingResourceError('ltr(learner=lambdamart) needs LightGBM: pip install -e ".[ltr]"') from None
+    return lightgbm
 
 
 def _deep_fingerprint(stage: Stage) -> str:
