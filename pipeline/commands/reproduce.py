@@ -49,8 +49,8 @@ def main(args: argparse.Namespace) -> int:
         for pin in done:
             print(f"skipped {pin.name}: re-run cold here on {cold['pins'][pin.name]['date'][:10]} on this file and "
                   f"environment ({record_path}; --again runs it anyway)")
-        selected = [pin for pin in selected if pin not in done]
         print(cold_runs.left(selected, cold, here).replace("cold re-run here", "this selection"))
+        selected = [pin for pin in selected if pin not in done]
     if args.dry_run or not selected:
         print(dry_run(selected, args.warm, args.results_dir if args.record else None) if selected
               else "nothing selected")
