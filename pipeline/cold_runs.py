@@ -99,8 +99,16 @@ def update(path: Path, name: str, pin_path: Path, result: dict) -> dict:
               "pins": record["pins"]}
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as out:
-        out.write(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+        out.write(_text(record))
     return record
+
+
+def _text(record: dict) -> str:
+    """The record as JSON with one line per pin, so that a re-run pin is a one-line change in a diff."""
+    head = {key: value for key, value in record.items() if key != "pins"}
+    lines = [f"  {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}," for key, value in head.items()]
+    pins = [f"    {json.dumps(name)}: {json.dumps(entry, ensure_ascii=False)}" for name, entry in record["pins"].items()]
+    return "{\n" + "\n".join(lines) + '\n  "pins": {\n' + ",\n".join(pins) + "\n  }\n}\n"
 
 
 def done_here(record: dict, name: str, pin_path: Path, here: str) -> bool:
