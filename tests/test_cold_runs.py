@@ -73,7 +73,7 @@ def test_reproduce_with_record_skips_the_pins_done_here_and_says_what_is_left(tm
     cold_runs.update(tmp_path / "eval" / cold_runs.RECORD_NAME, "done-pin", done, _result())
     where = ["--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results"]
     code, out, _ = irpipe(capsys, "reproduce", "--all", "--record", "--dry-run", *where)
-    assert code == 0 and "skipped done-pin: re-run cold here on 2026-12-02" in out
+    assert code == 0 and "skipped 1, re-run cold here" in out and ": done-pin (2026-12-02)" in out
     assert "this selection: 1 of 2 pins done, 1 left: at least 0.01 h (1 by their measured cold cost" in out
     assert "due-pin.yaml --check" in out and "done-pin.yaml --check" not in out
     out = irpipe(capsys, "reproduce", "--all", "--record", "--again", "--dry-run", *where)[1]
@@ -96,4 +96,5 @@ def test_a_cold_reproduce_records_each_pin_and_the_next_one_resumes(tmp_path, ca
     assert {name: entry["status"] for name, entry in record["pins"].items()} == {"tiny-ok": "OK", "tiny-wrong": "FAIL"}
     assert record["total_seconds"] == pytest.approx(sum(e["seconds"] for e in record["pins"].values()))
     code, out, _ = irpipe(capsys, "reproduce", "tiny-*", *where)
-    assert code == 0 and "skipped tiny-ok" in out and "skipped tiny-wrong" in out and "nothing selected" in out
+    assert code == 0 and "skipped 2," in out and "tiny-ok (" in out and "tiny-wrong (" in out
+    assert "nothing selected" in out

@@ -46,9 +46,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"left out {pin.name}: {why}")
     if args.record and not args.again:
         done = [pin for pin in selected if cold_runs.done_here(cold, pin.name, pin.path, here)]
-        for pin in done:
-            print(f"skipped {pin.name}: re-run cold here on {cold['pins'][pin.name]['date'][:10]} on this file and "
-                  f"environment ({record_path}; --again runs it anyway)")
+        if done:
+            print(f"skipped {len(done)}, re-run cold here on their current file and this environment ({record_path}; "
+                  f"--again runs them): " + ", ".join(f"{pin.name} ({cold['pins'][pin.name]['date'][:10]})"
+                                                      for pin in done))
         print(cold_runs.left(selected, cold, here).replace("cold re-run here", "this selection"))
         selected = [pin for pin in selected if pin not in done]
     if args.dry_run or not selected:
