@@ -107,7 +107,8 @@ def _text(record: dict) -> str:
     """The record as JSON with one line per pin, so that a re-run pin is a one-line change in a diff."""
     head = {key: value for key, value in record.items() if key != "pins"}
     lines = [f"  {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}," for key, value in head.items()]
-    pins = [f"    {json.dumps(name)}: {json.dumps(entry, ensure_ascii=False)}" for name, entry in record["pins"].items()]
+    pins = [f"    {json.dumps(name)}: {json.dumps(entry, ensure_ascii=False)}"
+            for name, entry in record["pins"].items()]
     return "{\n" + "\n".join(lines) + '\n  "pins": {\n' + ",\n".join(pins) + "\n  }\n}\n"
 
 
