@@ -43,7 +43,12 @@ def main(args: argparse.Namespace) -> int:
         print(listing(found, archive, cold, here))
         return 0
     for pin, why in left:
-        print(f"left out {pin.name}: {why}")
+        if pin.cost is not None:
+            print(f"left out {pin.name}: {why}")
+    unmeasured = [pin.name for pin, _ in left if pin.cost is None]
+    if unmeasured:  # most pins, before a cold re-run: one line, not one each
+        print(f"left out {len(unmeasured)} unmeasured (no cold run recorded; run them by name, or --all, to measure "
+              f"them): {', '.join(unmeasured)}")
     if args.record and not args.again:
         done = [pin for pin in selected if cold_runs.done_here(cold, pin.name, pin.path, here)]
         if done:
