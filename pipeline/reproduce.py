@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
-from pipeline import provenance
+from pipeline import cold_runs, provenance
 from pipeline.errors import ConfigError
 from pipeline.experiment import RECORDED_RESULTS, Experiment
 
@@ -87,7 +87,7 @@ def select(found: list[Pin], names: list[str], max_cost: float | None, everythin
     """(selected, [(left out, why)]) of the pins: `names` (globs or substrings of names), `ci` (ci: true), and
     `max_cost` (the last cold run's seconds at most; an unmeasured pin is left out, saying so) narrow `everything`
     or the pins the names pick. A name that matches nothing is a ConfigError, naming the `archive` files it
-    matches with why each was archived and how to run it."""
+    matches with why each was archived and how to run it. The selected come cheapest first (cold_runs.order)."""
     if not (names or max_cost is not None or everything or ci):
         return [], []
     for name in names:
@@ -105,7 +105,7 @@ def select(found: list[Pin], names: list[str], max_cost: float | None, everythin
             left.append((pin, f"costs {format_seconds(pin.cost)} > {format_seconds(max_cost)}"))
         else:
             selected.append(pin)
-    return selected, left
+    return sorted(selected, key=cold_runs.order), left
 
 
 def _matches(name: str, pattern: str) -> bool:
@@ -120,22 +120,26 @@ def format_seconds(seconds: float | None) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
 
 
-def listing(found: list[Pin], archive: list[Experiment] = ()) -> str:
-    """The pins as a table: name, dataset, ci, cost class and last cold run, last run's date and status; the count
-    of `archive` under it."""
-    rows = [("experiment", "dataset", "ci", "cost", "last cold run", "last run", "status", "cpu")]
+def listing(found: list[Pin], archive: list[Experiment] = (), cold: dict | None = None, here: str = "") -> str:
+    """The pins as a table: name, dataset, ci, cost class and last cold run, last run's date and status, and the
+    cold re-run here (`cold`, the record of pipeline/cold_runs.py; `here` this machine's key); the count of
+    `archive` and the hours left of the cold re-run under it."""
+    cold = cold if cold is not None else {"pins": {}}
+    rows = [("experiment", "dataset", "ci", "cost", "last cold run", "last run", "status", "cpu", "cold here")]
     for pin in found:
         result = pin.result or {}
         rows.append((pin.name, pin.experiment.dataset, "yes" if pin.experiment.ci else "no",
                      provenance.cost_class(result), format_seconds(pin.cost) if pin.cost is not None else "",
                      result["date"][:10] if result.get("date") else "undated" if result else "never run",
-                     _status(result), "moves" if provenance.cpu_notes(pin.experiment.pipeline) else ""))
+                     _status(result), "moves" if provenance.cpu_notes(pin.experiment.pipeline) else "",
+                     cold_runs.state(cold, pin.name, pin.path, here)))
     measured = sum(pin.cost is not None for pin in found)
     return (_table(rows) + f"\n{len(found)} pinned experiments, {measured} with a measured cost (the wall time of "
             f"their last cold run: nothing from the cache, {os.cpu_count()} cores here); cpu: moves = it trains a model "
             f"measured to move with the CPU's kernels ({provenance.CPU_SENSITIVITY.name})"
             + (f"\n{len(archive)} archived, not listed: {Path(archive[0].path).parent}/ (each file's archived: says why)"
-               if archive else ""))
+               if archive else "")
+            + "\n" + cold_runs.left(found, cold, here))
 
 
 def _status(result: dict) -> str:
@@ -206,7 +210,8 @@ def dry_run(selected: list[Pin], warm: bool, results_dir: Path | None = None) ->
     return "\n".join(f"{prefix}{pin.command()}{where}   # {format_seconds(pin.cost)}" for pin in selected)
 
 
-def run_selection(selected: list[Pin], results_dir: Path, warm: bool, echo) -> list:
+def run_selection(selected: list[Pin], results_dir: Path, warm: bool, echo, finished=None) -> list:
+    """Run the pins one after the other; `finished(pin, result)` is called as each one ends with a result."""
     rows = []
     for number, pin in enumerate(selected, start=1):
         start = time.perf_counter()
@@ -215,5 +220,7 @@ def run_selection(selected: list[Pin], results_dir: Path, warm: bool, echo) -> l
         result, error = run_one(pin, results_dir, warm)
         echo(f"    {'ERROR ' + error if result is None else _status(result)} in {time.perf_counter() - start:.1f} s")
         rows.append((pin, result, error))
+        if finished is not None and result is not None:
+            finished(pin, result)
     return rows
 

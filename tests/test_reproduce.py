@@ -113,7 +113,8 @@ def test_reproduce_lists_the_pins_with_their_cost_and_selects_by_it(tmp_path, ca
     assert lines["c-never"][3:6] == ["unmeasured", "never", "run"]
     code, out, _ = irpipe(capsys, "reproduce", "--max-cost", "10m", "--dry-run", *where)
     assert code == 0 and "left out b-dear: costs 11.7 min > 10.0 min" in out
-    assert "left out c-never: unmeasured" in out and "irpipe run " in out and "a-cheap.yaml --check" in out
+    assert "left out 1 unmeasured (no cold run recorded; run them by name, or --all, to measure them): c-never" \
+        in out and "irpipe run " in out and "a-cheap.yaml --check" in out
     assert irpipe(capsys, "reproduce", "nothing-like-it", *where)[0] == 2
     # where the runs write: runs/results (untracked) unless --record writes the recorded results
     assert "a-cheap.yaml --check   #" in irpipe(capsys, "reproduce", "a-cheap", "--dry-run", *where)[1]

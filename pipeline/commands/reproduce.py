@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pipeline import cold_runs
 from pipeline.experiment import LOCAL_RESULTS, RECORDED_RESULTS
 from pipeline.reproduce import archived, counts, dry_run, listing, matrix, parse_cost, pins, run_selection, select
 
@@ -25,23 +26,47 @@ def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results-dir", default=RECORDED_RESULTS, type=Path, metavar="DIR",
                         help="the recorded results: the list's costs and dates, and where --record writes")
     parser.add_argument("--record", action="store_true",
-                        help=f"write each run's result to the recorded results (default: {LOCAL_RESULTS}, untracked)")
+                        help=f"write each run's result to the recorded results (default: {LOCAL_RESULTS}, untracked), "
+                             "and each cold run's checks and cost to EVAL_DIR/benchmarks/reproduce-cold.json; pins "
+                             "already re-run cold there on their current file and this environment are skipped")
+    parser.add_argument("--again", action="store_true",
+                        help="with --record: run the pins already re-run cold here too")
 
 
 def main(args: argparse.Namespace) -> int:
     max_cost = parse_cost(args.max_cost) if args.max_cost is not None else None
     found, archive = pins(Path(args.eval_dir), args.results_dir), archived(Path(args.eval_dir))
     selected, left = select(found, args.names, max_cost, args.all, args.ci, archive)
+    record_path = cold_runs.record_path(Path(args.eval_dir))
+    cold, here = cold_runs.load(record_path), cold_runs.current_machine()
     if not (args.names or max_cost is not None or args.all or args.ci):
-        print(listing(found, archive))
+        print(listing(found, archive, cold, here))
         return 0
     for pin, why in left:
-        print(f"left out {pin.name}: {why}")
+        if pin.cost is not None:
+            print(f"left out {pin.name}: {why}")
+    unmeasured = [pin.name for pin, _ in left if pin.cost is None]
+    if unmeasured:  # most pins, before a cold re-run: one line, not one each
+        print(f"left out {len(unmeasured)} unmeasured (no cold run recorded; run them by name, or --all, to measure "
+              f"them): {', '.join(unmeasured)}")
+    if args.record and not args.again:
+        done = [pin for pin in selected if cold_runs.done_here(cold, pin.name, pin.path, here)]
+        if done:
+            print(f"skipped {len(done)}, re-run cold here on their current file and this environment ({record_path}; "
+                  f"--again runs them): " + ", ".join(f"{pin.name} ({cold['pins'][pin.name]['date'][:10]})"
+                                                      for pin in done))
+        print(cold_runs.left(selected, cold, here).replace("cold re-run here", "this selection"))
+        selected = [pin for pin in selected if pin not in done]
     if args.dry_run or not selected:
         print(dry_run(selected, args.warm, args.results_dir if args.record else None) if selected
               else "nothing selected")
         return 0
-    rows = run_selection(selected, args.results_dir if args.record else LOCAL_RESULTS, args.warm, echo=print)
+    def finished(pin, result):
+        if args.record and not args.warm:
+            cold_runs.update(record_path, pin.name, pin.path, result)
+
+    rows = run_selection(selected, args.results_dir if args.record else LOCAL_RESULTS, args.warm, echo=print,
+                         finished=finished)
     print()
     print(matrix(rows))
     tally = counts(rows)

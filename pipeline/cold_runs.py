@@ -1,0 +1,152 @@
+"""The cold re-runs of the pins on this machine: one committed record (eval/benchmarks/reproduce-cold.json) that
+`irpipe reproduce --record` updates as each pin finishes from an empty cache, so that re-running every pin can be
+spread over several sessions.
+
+    {"description": ..., "total_seconds": 5123.4, "counts": {"OK": 40, "OKISH": 1, "FAIL": 0},
+     "pins": {"cacm-bm25": {"status": "OK", "checks": {"AP": {"pinned": 0.3114, "measured": 0.3114, "status": "OK"}},
+                            "seconds": 9.0, "date": "2026-12-02T10:01:00+00:00", "load_average": 2.1, "cores": 2,
+                            "cpu": "AMD EPYC", "recipe": "sha256 of eval/cacm-bm25.yaml (16 hex)",
+                            "environment": "digest of what can move a number (16 hex)", "commit": "b195f3b..."}}}
+
+A pin is done here when its entry's `recipe` is the digest of its experiment file as it is now (the file is the
+recipe: pipeline, dataset, seeds, expected scores) and its `environment` the digest of this machine's (`machine_key`:
+Python, the libraries, the CPU model, its vector flags and cores, the kernel and thread settings); a pin whose file
+or environment changed is run again. Only a cold run enters the record: nothing read from the cache (`reused` empty),
+so its seconds are the cost of the whole work. The hours left are the remaining pins' recorded cold costs, and,
+for a pin never measured cold, its last run's seconds, a lower bound (that run may have read trained models back).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+from pipeline import environment, provenance
+from pipeline.data.files import atomic_write
+
+RECORD_NAME = Path("benchmarks") / "reproduce-cold.json"  # under the eval folder
+STATUSES = ("OK", "OKISH", "FAIL")
+DESCRIPTION = ("Every pin re-run by `irpipe reproduce --record` from an empty cache on this machine: per pin its "
+               "checks (pinned, measured, status), its cold wall time (seconds, with the 1-minute load average at its "
+               "end and the cores), the digest of its experiment file (recipe) and of the environment (environment: "
+               "pipeline/cold_runs.py machine_key), and the commit. `irpipe reproduce --all --record` runs only the "
+               "pins whose recipe or environment differ from these.")
+
+
+def record_path(eval_dir: Path) -> Path:
+    return Path(eval_dir) / RECORD_NAME
+
+
+def recipe_key(path: Path) -> str:
+    """The digest of an experiment file's bytes: any change to what it runs or expects makes it another recipe."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def machine_key(captured: dict) -> str:
+    """The digest of the parts of an environment (pipeline/environment.py `capture()`) that can move a number and
+    that every process records, torch imported or not: Python, the libraries, the CPU model, vector flags and cores,
+    and the kernel and thread settings. The commit is not in it: a recipe is its experiment file."""
+    cpu = captured.get("cpu") or {}
+    parts = {"python": captured.get("python"), "libraries": captured.get("libraries"), "cpu": cpu.get("model"),
+             "flags": sorted(cpu.get("flags") or []), "cores": cpu.get("cores"), "settings": captured.get("settings")}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load(path: Path) -> dict:
+    """The record ({"pins": {}} when there is none yet)."""
+    found = provenance.previous(path)
+    found.setdefault("pins", {})
+    return found
+
+
+def is_cold(result: dict) -> bool:
+    """A run that read nothing from the cache: its cost was recorded with this very run."""
+    cost = result.get("cost")
+    return result.get("reused") == {} and isinstance(cost, dict) and cost.get("date") == result.get("date")
+
+
+def entry(pin_path: Path, result: dict) -> dict:
+    """The record's entry for a cold `result` of the experiment file `pin_path`."""
+    checks = result.get("checks") or {}
+    statuses = {check.get("status") for check in checks.values()}
+    captured = result.get("environment") or {}
+    cost = result["cost"]
+    return {"status": next((s for s in reversed(STATUSES) if s in statuses), "FAIL"),
+            "checks": {measure: {"pinned": check.get("expected"), "measured": _rounded(check.get("score")),
+                                 "status": check.get("status")} for measure, check in checks.items()},
+            "seconds": cost["seconds"], "date": cost["date"], "load_average": cost.get("load_average"),
+            "cores": cost.get("cores"), "cpu": (captured.get("cpu") or {}).get("model"),
+            "recipe": recipe_key(pin_path), "environment": machine_key(captured),
+            "commit": (captured.get("git") or {}).get("commit")}
+
+
+def _rounded(score):
+    return None if score is None or (isinstance(score, float) and math.isnan(score)) else round(score, 4)
+
+
+def update(path: Path, name: str, pin_path: Path, result: dict) -> dict:
+    """Add (or replace) a pin's entry from its cold `result` and write the record atomically, with the total cost and
+    the counts over every entry; returns the record. A result that read from the cache is not a cold run: no change."""
+    record = load(path)
+    if not is_cold(result):
+        return record
+    record["pins"][name] = entry(pin_path, result)
+    record["pins"] = dict(sorted(record["pins"].items()))
+    entries = record["pins"].values()
+    record = {"description": DESCRIPTION, "total_seconds": round(sum(e["seconds"] for e in entries), 2),
+              "counts": {status: sum(e["status"] == status for e in entries) for status in STATUSES},
+              "pins": record["pins"]}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as out:
+        out.write(_text(record))
+    return record
+
+
+def _text(record: dict) -> str:
+    """The record as JSON with one line per pin, so that a re-run pin is a one-line change in a diff."""
+    head = {key: value for key, value in record.items() if key != "pins"}
+    lines = [f"  {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}," for key, value in head.items()]
+    pins = [f"    {json.dumps(name)}: {json.dumps(entry, ensure_ascii=False)}"
+            for name, entry in record["pins"].items()]
+    return "{\n" + "\n".join(lines) + '\n  "pins": {\n' + ",\n".join(pins) + "\n  }\n}\n"
+
+
+def done_here(record: dict, name: str, pin_path: Path, here: str) -> bool:
+    """Whether the pin was re-run cold on its current recipe in the environment whose machine_key is `here`."""
+    found = record.get("pins", {}).get(name)
+    return bool(found) and found.get("recipe") == recipe_key(pin_path) and found.get("environment") == here
+
+
+def state(record: dict, name: str, pin_path: Path, here: str) -> str:
+    """What the listing shows: the date of a cold run that counts here, `stale` (recipe or environment since
+    changed), or nothing."""
+    found = record.get("pins", {}).get(name)
+    if not found:
+        return ""
+    return found["date"][:10] + " " + found["status"] if done_here(record, name, pin_path, here) else "stale"
+
+
+def left(pins, record: dict, here: str) -> str:
+    """How much of the cold re-run is left: the pins not done here and their hours (measured cold costs; last runs'
+    seconds as a lower bound where none was measured; the count with neither)."""
+    todo = [pin for pin in pins if not done_here(record, pin.name, pin.path, here)]
+    measured = [pin.cost for pin in todo if pin.cost is not None]
+    bounds = [pin.result["seconds"] for pin in todo if pin.cost is None and (pin.result or {}).get("seconds")]
+    unknown = len(todo) - len(measured) - len(bounds)
+    return (f"cold re-run here: {len(pins) - len(todo)} of {len(pins)} pins done, {len(todo)} left: at least "
+            f"{(sum(measured) + sum(bounds)) / 3600:.2f} h ({len(measured)} by their measured cold cost, "
+            f"{sum(measured) / 3600:.2f} h; {len(bounds)} by their last run's seconds, a lower bound, "
+            f"{sum(bounds) / 3600:.2f} h; {unknown} never run)")
+
+
+def current_machine() -> str:
+    return machine_key(environment.capture())
+
+
+def order(pin) -> tuple:
+    """Cheapest first, by the cold cost or else the last run's seconds; a pin never measured cold that trains a model
+    (`train=` in the pipeline) after all the others, since its last run may have read the model back (0.1 s)."""
+    seconds = pin.cost if pin.cost is not None else (pin.result or {}).get("seconds")
+    unmeasured_training = pin.cost is None and "train=" in pin.experiment.pipeline.replace(" ", "")
+    return (unmeasured_training, seconds if seconds is not None else math.inf)

@@ -1,0 +1,100 @@
+"""The cold re-run record (pipeline/cold_runs.py): only a run that read nothing from the cache enters it; a pin is
+done here while its experiment file and the environment are the ones it was run on; `irpipe reproduce --record`
+skips the pins done and says how much is left."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline import cold_runs, environment
+from support import irpipe, write_collection
+
+
+def _pin_file(folder, name, expected="{AP: 0.9}", tolerance=0.2):
+    data = write_collection(folder / "data")
+    path = folder / "eval" / f"{name}.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"dataset: {data}\npipeline: bm25(hits=10)\nmeasures: [AP]\nexpected: {expected}\n"
+                    f"tolerance: {tolerance}\n")
+    return path
+
+
+def _result(status="OK", seconds=4.0, reused=None, captured=None):
+    """A result as `irpipe run` writes it (pipeline/provenance.py record): cold when nothing was reused."""
+    date = "2026-12-02T10:00:00+00:00"
+    result = {"checks": {"AP": {"expected": 0.9, "score": 0.91234, "status": status}}, "seconds": seconds,
+              "date": date, "reused": reused or {}, "environment": captured or environment.capture()}
+    result["cost"] = ({"seconds": seconds, "date": date, "cores": 2, "load_average": 1.5} if not reused
+                      else {"seconds": 99.0, "date": "2026-11-27T10:00:00+00:00"})  # a warm run keeps the old cost
+    return result
+
+
+def test_only_a_cold_run_enters_the_record_with_its_totals(tmp_path):
+    record = tmp_path / "eval" / cold_runs.RECORD_NAME
+    first, second = _pin_file(tmp_path, "a"), _pin_file(tmp_path, "b")
+    cold_runs.update(record, "b", second, _result("FAIL", seconds=6.0))
+    written = cold_runs.update(record, "a", first, _result("OK", seconds=4.0))
+    assert list(written["pins"]) == ["a", "b"] and written["total_seconds"] == 10.0
+    assert written["counts"] == {"OK": 1, "OKISH": 0, "FAIL": 1}
+    entry = written["pins"]["a"]
+    assert entry["checks"] == {"AP": {"pinned": 0.9, "measured": 0.9123, "status": "OK"}}
+    assert entry["recipe"] == cold_runs.recipe_key(first) and entry["environment"] == cold_runs.current_machine()
+    assert json.loads(record.read_text()) == written
+    warm = cold_runs.update(record, "a", first, _result("FAIL", reused={"indexes": 1}))
+    assert warm["pins"]["a"] == entry and json.loads(record.read_text()) == written  # a warm run changes nothing
+
+
+def test_a_changed_file_or_environment_makes_a_pin_due_again(tmp_path):
+    path = _pin_file(tmp_path, "a")
+    record = cold_runs.update(tmp_path / "record.json", "a", path, _result())
+    here = cold_runs.current_machine()
+    assert cold_runs.done_here(record, "a", path, here)
+    assert cold_runs.state(record, "a", path, here) == "2026-12-02 OK"
+    other = environment.capture()
+    other["libraries"] = {**other["libraries"], "torch": "0.0.1"}
+    assert not cold_runs.done_here(record, "a", path, cold_runs.machine_key(other))
+    path.write_text(path.read_text().replace("0.9", "0.8"))  # another expected score: another recipe
+    assert not cold_runs.done_here(record, "a", path, here) and cold_runs.state(record, "a", path, here) == "stale"
+
+
+def test_the_machine_key_ignores_the_commit_and_torch_but_not_the_cpu():
+    captured = environment.capture()
+    same = {**captured, "git": {"commit": "0000000", "dirty": True}, "torch": {"threads": 1}}
+    assert cold_runs.machine_key(same) == cold_runs.machine_key(captured)
+    other_cpu = {**captured, "cpu": {**captured["cpu"], "flags": ["avx2"]}}
+    assert cold_runs.machine_key(other_cpu) != cold_runs.machine_key(captured)
+
+
+def test_reproduce_with_record_skips_the_pins_done_here_and_says_what_is_left(tmp_path, capsys):
+    done, due = _pin_file(tmp_path, "done-pin"), _pin_file(tmp_path, "due-pin")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "due-pin.json").write_text(json.dumps({**_result(seconds=30.0), "name": "due-pin"}))
+    cold_runs.update(tmp_path / "eval" / cold_runs.RECORD_NAME, "done-pin", done, _result())
+    where = ["--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results"]
+    code, out, _ = irpipe(capsys, "reproduce", "--all", "--record", "--dry-run", *where)
+    assert code == 0 and "skipped 1, re-run cold here" in out and ": done-pin (2026-12-02)" in out
+    assert "this selection: 1 of 2 pins done, 1 left: at least 0.01 h (1 by their measured cold cost" in out
+    assert "due-pin.yaml --check" in out and "done-pin.yaml --check" not in out
+    out = irpipe(capsys, "reproduce", "--all", "--record", "--again", "--dry-run", *where)[1]
+    assert "done-pin.yaml --check" in out and "skipped" not in out
+    out = irpipe(capsys, "reproduce", "--all", "--dry-run", *where)[1]  # a check, not the record: runs them all
+    assert "done-pin.yaml --check" in out and "skipped" not in out
+    listed = irpipe(capsys, "reproduce", *where)[1]
+    rows = {line.split()[0]: line for line in listed.splitlines()}
+    assert rows["done-pin"].endswith("2026-12-02 OK") and "2026-12-02 OK" not in rows["due-pin"]
+    assert "cold re-run here: 1 of 2 pins done, 1 left" in listed
+
+
+@pytest.mark.slow
+def test_a_cold_reproduce_records_each_pin_and_the_next_one_resumes(tmp_path, capsys):
+    _pin_file(tmp_path, "tiny-ok")
+    _pin_file(tmp_path, "tiny-wrong", expected="{AP: 0.2}", tolerance=0.001)
+    where = ["--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results", "--record"]
+    assert irpipe(capsys, "reproduce", "tiny-*", *where)[0] == 1
+    record = json.loads((tmp_path / "eval" / cold_runs.RECORD_NAME).read_text())
+    assert {name: entry["status"] for name, entry in record["pins"].items()} == {"tiny-ok": "OK", "tiny-wrong": "FAIL"}
+    assert record["total_seconds"] == pytest.approx(sum(e["seconds"] for e in record["pins"].values()))
+    code, out, _ = irpipe(capsys, "reproduce", "tiny-*", *where)
+    assert code == 0 and "skipped 2," in out and "tiny-ok (" in out and "tiny-wrong (" in out
+    assert "nothing selected" in out
