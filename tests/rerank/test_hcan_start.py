@@ -71,7 +71,7 @@ def test_a_step_moves_the_correction_and_the_weight():
     batch.labels = torch.tensor([1, 1, 0, 1, 0])
     model.loss(model(**batch.tensors), batch).total.backward()
     optimizer.step()
-    assert float(model.rm0_weight) != 1.0 and bool(model.classifier[-1].weight.abs().sum() > 0)
+    assert model.rm0_weight.item() != 1.0 and bool(model.classifier[-1].weight.abs().sum() > 0)
 
 
 def test_start_rm0_needs_relevance_matching():
