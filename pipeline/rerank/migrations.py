@@ -32,7 +32,8 @@ ADDED: dict[str, dict] = {
     # trigram inputs came with the tweet-search setting
     "HCANConfig": {"external_features": False, "overlap_mode": "stopwords", "rm_similarity": "dot", "loss": "nll",
                    "margin": 1.0, "char_trigrams": False, "with_url": False, "trigram_dim": 50, "trigram_kernel": 4,
-                   "max_query_trigrams": 100, "max_doc_trigrams": 200, "max_url_trigrams": 120},
+                   "max_query_trigrams": 100, "max_doc_trigrams": 200, "max_url_trigrams": 120,
+                   "start": "random"},
     "MRNNConfig": {"attention_logits": "dot", "init": "random", "query_weights": "uniform"},
     # the paper's reading was the default before the identity start and the detached reconstruction target
     "ADDAXConfig": {"reconstruction": "live", "init": "random"},

@@ -9,7 +9,9 @@ Batches are drawn for the model's loss (`model.batch_sampling()`, pipeline/train
 After every epoch the dev set is reranked and scored with pipeline.evaluation; the best epoch by `measure` ("loss":
 the dev loss, lower is better) is the checkpoint left in OUT, and training stops after `patience` epochs without
 improvement. With `keep_start` the untrained model is scored first, as epoch 0: it is the checkpoint left unless an
-epoch beats it (a start that already ranks well, such as MRNN's init=identity, is not lost to training). OUT also
+epoch beats it (a start that already ranks well, such as MRNN's init=identity, is not lost to training). With
+`epochs=0` the untrained model is the checkpoint (scored on dev when a dev set is given): the start that a trained
+recipe of the same data is compared with (an experiment's `baseline:`), under a recipe key of its own. OUT also
 gets train.jsonl (loss and its parts, learning rate, dev scores and seconds per epoch) and state/: the last epoch's
 model, optimizer, scheduler and RNG states (pipeline/training/state.py), from which
 `resume=True` (`--resume`) continues an interrupted run exactly where it stopped. Same seed, same weights (CPU).
@@ -130,8 +132,8 @@ def train(model_name: str, train_set, out: str | Path, dev=None, options: TrainO
                 ", ".join(f"{k} {v}" for k, v in run.examples.summary().items()), run.options.optimizer, sampling,
                 steps_per_epoch, run.device)
     run.store.sweep()  # folders of saves interrupted before their commit
-    if run.options.keep_start and not state.history:
-        _score_start(run, model, state)
+    if (run.options.keep_start or run.options.epochs == 0) and not state.history:
+        _keep_start(run, model, state)
     try:
         while state.epoch < run.options.epochs and not state.finished:
             record = _epoch(run, model, sampling, stepper, generator, state)
@@ -215,11 +217,13 @@ def _resume(run: TrainingRun, generator: torch.Generator) -> tuple[RerankModel, 
 
 # -- an epoch ------------------------------------------------------------------------------------------------------
 
-def _score_start(run: TrainingRun, model: RerankModel, state: TrainerState) -> None:
-    """keep_start: the untrained model's dev scores are epoch 0's, and it is the checkpoint in OUT until an epoch
-    beats it (train.jsonl's first record)."""
-    record = {"epoch": 0, "dev": run.dev_set.evaluate(model, run.options, run.device)}
-    state.best, state.best_epoch = record["dev"][run.selection], 0
+def _keep_start(run: TrainingRun, model: RerankModel, state: TrainerState) -> None:
+    """keep_start or epochs=0: the untrained model is epoch 0 (train.jsonl's first record, with its dev scores when
+    there is a dev set) and the checkpoint in OUT until an epoch beats it (with epochs=0, for good)."""
+    record = {"epoch": 0}
+    if run.dev_set is not None:
+        record["dev"] = run.dev_set.evaluate(model, run.options, run.device)
+    state.best, state.best_epoch = record["dev"][run.selection] if "dev" in record else None, 0
     _save_best(run, state, model, record)
     state.history.append(record | {"best": True})
     _write_log(run.out, state.history)

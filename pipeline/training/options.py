@@ -64,7 +64,9 @@ class TrainOptions:
     """Training hyper-parameters; the defaults suit fine-tuning a BERT cross-encoder. Each field is declared once
     (pipeline/declared.py): bounds or choices, and when it acts; `check()` and the option tables read that."""
 
-    epochs: int = option(3, "passes over the training examples", at_least=1, integer=True)
+    epochs: int = option(3, "passes over the training examples; 0: the untrained start (the model as built from the "
+                         "training data, no step taken), a baseline keyed apart from every trained recipe",
+                         at_least=0, integer=True)
     lr: float = option(2e-5, "learning rate", at_least=0)
     train_batch_size: int = option(16, "examples (or groups) a training batch", at_least=1, integer=True)
     seed: int = option(0, "seeds sampling, shuffling and initialisation", integer=True)

@@ -58,6 +58,11 @@ class HCANConfig:
     loss: str = option("nll", "nll: pointwise NLL of P(relevant) [C]; hinge: pairwise, on the logit z_1 - z_0",
                        choices=("nll", "hinge"))
     margin: float = option(1.0, "hinge margin", at_least=0, when=field_is("loss", "hinge"))
+    start: str = option("random", "random: the MLP of eq. (8) as PyTorch draws it | rm0 [R]: a residual start, "
+                        "z_1 - z_0 = w x rm0 + MLP(features), rm0 the level-0 RM's IDF-weighted mean of each query "
+                        "word's best match (bench/hcan_inputs_probe.py), w = 1 and the MLP's last layer zero: the "
+                        "untrained model ranks exactly as that feature, training learns a correction",
+                        choices=("random", "rm0"))
     seed: int = option(0, "unknown-word rows and word2vec (`hcan(seed=N)` also seeds the training run)", integer=True)
 
     def check(self) -> None:
@@ -68,6 +73,9 @@ class HCANConfig:
         if self.sm_only and self.trigrams:
             raise ConfigError("hcan: char_trigrams and with_url are relevance matching, which sm_only turns off",
                               field="sm_only")
+        if self.start == "rm0" and self.sm_only:
+            raise ConfigError("hcan: start=rm0 starts from relevance matching's level 0, which sm_only turns off",
+                              field="start")
         if (self.encoder == "bilstm" and self.filters % 2) or self.sm_hidden % 2:
             raise ConfigError("hcan: filters (contextual encoder) and sm_hidden must be even: F/2, d/2 per direction",
                               field="sm_hidden")

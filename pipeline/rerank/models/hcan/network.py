@@ -18,6 +18,7 @@ comments beside the code cite them:
     H = [U_c; Ũ_q; U_c ⊙ Ũ_q; Ũ_c ⊙ Ũ_q]               (B, m, 4F)  (6)
     SM = BiLSTM(H): last real state of each direction  (B, d)      (7)
     log p = log_softmax(MLP([RM^0..N; SM^1..N]))       (B, 2)      (8) MLP 150-50-2, P(relevant) the score
+    z_1 += w rm0,  rm0 = Σ_i idf_i max_j S^0_ij / Σ idf (B,)        (8') start=rm0 only: a residual start [R]
 
 Constants of the authors' code (jinfengr/hcan) that were options here until 2026-11-27 (pipeline/rerank/migrations.py
 RETIRED): conv kernel 2 (`KERNEL`), and the trigram inputs' `TRIGRAM_DIM` / `TRIGRAM_KERNEL` here and lengths in
@@ -39,6 +40,12 @@ Relevance-matching variants (the defaults are those of docs/models.md §1):
   exact-match signal (an exact match scores 1 whatever training does to the embeddings).
 On tweet search (2-4 word queries) the first is much better than the default and the second better still
 (eval/microblog-*.yaml).
+
+`start="rm0"` [R] (not in paper or code) makes the untrained model exactly the parameter-free level-0 RM score of
+bench/hcan_inputs_probe.py (with rm_softmax=raw, rm_similarity=cosine: each query word's best cosine against the
+candidate's words, IDF-weighted): the relevance logit gets w x rm0 (w a parameter, 1 at the start) and the MLP's last
+layer starts at zero, so training learns a correction to a start that already ranks, instead of a random MLP that
+must find that feature again from 93 questions.
 
 Resolutions beyond docs/models.md §1:
 - RM features are computed at the batch's query length and zero-padded to max_query_length (padding weighs 0
@@ -277,6 +284,11 @@ class HCAN(RerankModel):
         width += 4 if c.external_features else 0                                            # overlap features
         self.classifier = nn.Sequential(nn.Linear(width, 150), nn.ReLU(), nn.Linear(150, 50), nn.ReLU(),
                                         nn.Linear(50, 2))
+        self.rm0_weight = None
+        if c.start == "rm0":                                               # (8'): the start is rm0, exactly
+            self.rm0_weight = nn.Parameter(torch.ones(()))                 # w
+            nn.init.zeros_(self.classifier[-1].weight)                     # the MLP's correction starts at 0
+            nn.init.zeros_(self.classifier[-1].bias)
 
     @staticmethod
     def idf_order(c: HCANConfig) -> int:
@@ -355,7 +367,11 @@ class HCAN(RerankModel):
         if c.external_features:
             features.append(overlap)                                       # (B, 4)
 
-        return F.log_softmax(self.classifier(torch.cat(features, 1)), 1)   # (B, 2)  (8)
+        logits = self.classifier(torch.cat(features, 1))                   # (B, 2)  (8)
+        if self.rm0_weight is not None:                                    # (8'): z_1 += w rm0
+            rm0 = features[0][:, :c.max_query_length].sum(1) / query_idf[:, 0].sum(1).clamp(min=1e-9)   # (B,)
+            logits = logits + torch.stack([torch.zeros_like(rm0), self.rm0_weight * rm0], 1)
+        return F.log_softmax(logits, 1)                                    # (B, 2)
 
     def state_dict(self, *args, **kwargs):
         """On CUDA, cuDNN keeps each LSTM's weights as views of one flat buffer, which safetensors refuses to save
