@@ -64,42 +64,39 @@ def _example(ce):
     return dict(ce.tokenizer(["a query"], ["a passage"], return_tensors="pt"))
 
 
-def _onnx_file(ce, folder: Path) -> Path:
-    """The CrossEncoder's classifier as ONNX (dynamic batch and length), opset 17."""
+def _logits_module(hf):
+    """The HF classifier as a torch module of positional inputs returning its (B,) logit (what the exporters trace)."""
     import torch
 
-    hf = ce[0].model.eval()
+    class Logits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hf = hf
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.hf(input_ids=input_ids, attention_mask=attention_mask,
+                           token_type_ids=token_type_ids).logits[:, 0]
+    return Logits().eval()
+
+
+def _onnx_file(ce, folder: Path) -> Path:
+    """The CrossEncoder's classifier as ONNX (dynamic batch and length), opset 17; made once per run."""
+    import torch
+
     path = folder / "model.onnx"
-    example = _example(ce)
-    wrapped = _Logits(hf)
-    with torch.no_grad():
-        torch.onnx.export(wrapped, tuple(example[k] for k in INPUTS), str(path), input_names=list(INPUTS),
-                          output_names=["logits"], opset_version=17, dynamo=False,
-                          dynamic_axes={k: {0: "batch", 1: "length"} for k in INPUTS} | {"logits": {0: "batch"}})
+    if not path.is_file():
+        example = _example(ce)
+        with torch.no_grad():
+            torch.onnx.export(_logits_module(ce[0].model.eval()), tuple(example[k] for k in INPUTS), str(path),
+                              input_names=list(INPUTS), output_names=["logits"], opset_version=17, dynamo=False,
+                              dynamic_axes={k: {0: "batch", 1: "length"} for k in INPUTS} | {"logits": {0: "batch"}})
     return path
-
-
-class _Logits:
-    """A torch module view of the HF classifier taking positional inputs and returning its (B,) logit."""
-
-    def __new__(cls, hf):
-        import torch
-
-        class Logits(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.hf = hf
-
-            def forward(self, input_ids, attention_mask, token_type_ids):
-                return self.hf(input_ids=input_ids, attention_mask=attention_mask,
-                               token_type_ids=token_type_ids).logits[:, 0]
-        return Logits().eval()
 
 
 def _ort(ce, folder: Path, threads: int, int8: bool):
     import onnxruntime as ort
 
-    path = _onnx_file(ce, folder) if not (folder / "model.onnx").is_file() else folder / "model.onnx"
+    path = _onnx_file(ce, folder)
     if int8:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -119,7 +116,7 @@ def _openvino(ce, threads: int, precision: str, int8: bool):
     import torch
 
     with torch.no_grad():
-        model = ov.convert_model(_Logits(ce[0].model.eval()), example_input=_example(ce))
+        model = ov.convert_model(_logits_module(ce[0].model.eval()), example_input=_example(ce))
     if int8:
         import nncf
 
