@@ -77,7 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-length", type=int, default=256, help="word pieces (default 256; a checkpoint's own)")
     parser.add_argument("--output", default="cpu-peers", type=record_name, help="eval/benchmarks/<NAME>.json")
     parser.add_argument("--record", action="store_true", help="write eval/benchmarks/<--output>.json")
+    parser.add_argument("--table", type=record_name, metavar="NAME", help="print eval/benchmarks/NAME.json's rows as "
+                        "a Markdown table (docs/inference.md's) and measure nothing")
     args = parser.parse_args(argv)
+    if args.table:
+        print(markdown(json.loads((REPO / "eval" / "benchmarks" / f"{args.table}.json").read_text())))
+        return 0
 
     import torch
 
@@ -118,6 +123,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         record(args.output, __spec__.name, argv, payload)
     return 0
+
+
+def markdown(payload: dict) -> str:
+    """A record's rows as docs/inference.md shows them: speed, score change and, where measured, DL quality."""
+    quality = payload.get("quality", {})
+    keeps = payload.get("quality_preserving", {})
+    head = ["mode", "pairs/s", "× CrossEncoder fp32", "max \\|score − fp32\\|",
+            *(f"{name.split('-')[0].upper()} nDCG@10 (Δ; top-10 overlap)" for name in quality), "within 0.002"]
+    lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 2) + " :---: |"]
+    for mode, row in payload["speed"].items():
+        cells = [f"{q['modes'][mode]['nDCG@10']:.4f} ({q['modes'][mode]['delta_nDCG@10_vs_fp32']:+.4f}; "
+                 f"{q['modes'][mode]['top10_overlap_vs_fp32']:.3f})" if mode in q["modes"] else "—"
+                 for q in quality.values()]
+        verdict = {True: "yes", False: "**no**"}.get(keeps.get(mode), "—")
+        lines.append(f"| {mode} | {row['pairs_per_s']} | {row['speedup_vs_crossencoder']} | "
+                     f"{row['max_abs_vs_fp32']:.1e} | " + " | ".join([*cells, verdict]) + " |")
+    lines += [f"| {mode} | not loaded: {why} |" + " |" * (len(head) - 2) for mode, why in payload["not_loaded"].items()]
+    return "\n".join(lines)
 
 
 def _remembered(function, name: str, last: dict):
