@@ -154,8 +154,13 @@ def _ctranslate2(ce, folder: Path, threads: int, compute_type: str):
 
 
 def peer_scorers(ce, peers: list[str], threads: int) -> tuple[dict, dict]:
-    """(peer -> scorer, peer -> why it did not load) for each of `peers`, built from CrossEncoder `ce`."""
-    folder = Path(tempfile.mkdtemp(prefix="irpipe-peers-"))
+    """(peer -> scorer, peer -> why it did not load) for each of `peers`, built from CrossEncoder `ce`; the exported
+    files live in a scratch folder removed once every runtime has loaded its model into memory."""
+    with tempfile.TemporaryDirectory(prefix="irpipe-peers-") as scratch:
+        return _built(ce, peers, threads, Path(scratch))
+
+
+def _built(ce, peers: list[str], threads: int, folder: Path) -> tuple[dict, dict]:
     build = {"crossencoder": lambda: _crossencoder(ce, bf16=False),
              "crossencoder-bf16": lambda: _crossencoder(ce, bf16=True),
              "ort-fp32": lambda: _ort(ce, folder, threads, int8=False),
