@@ -57,10 +57,16 @@ def cross_encoder(model, device: str = "cpu", dtype=None):
     return ce
 
 
-def dl_pairs(name: str):
+def dl_pairs(name: str, queries: int | None = None):
+    """A DL dataset and the pairs of its shipped top-100; with `queries` (N), of its first N judged queries only."""
     from pipeline.data.registry import get_dataset
     from pipeline.rerank.pairs import pairs_of
 
     dataset = get_dataset(name)
     run = dataset.run()
-    return dataset, pairs_of(dataset.topics(), run, run.texts)
+    pairs = pairs_of(dataset.topics(), run, run.texts)
+    if queries is not None:
+        judged = dataset.qrels()                                       # qid -> docid -> label
+        kept = set([qid for qid in dict.fromkeys(p.qid for p in pairs) if qid in judged][:queries])
+        pairs = [p for p in pairs if p.qid in kept]
+    return dataset, pairs

@@ -65,17 +65,28 @@ def scorers(model, ce, modes, device: str = "cpu", batch_tokens: int | None = No
             for mode in dict.fromkeys(["fp32", *modes])}
 
 
+NONE = "none"  # --modes none / --quality-modes none: the same as the flag with no value (that part skipped)
+
+
 def mode(value: str) -> str:
-    """A --modes value: one of MODES or an int8 scheme (checked here, so a typo stops before any model runs)."""
+    """A --modes value: one of MODES, an int8 scheme (checked here, so a typo stops before any model runs), or
+    `none` (nothing: `without_none` turns ["none"] into [])."""
     from pipeline.rerank.quantize import parse_scheme
 
-    if value not in MODES:
+    if value not in (*MODES, NONE):
         try:
             parse_scheme(value)
         except Exception as error:
             raise argparse.ArgumentTypeError(f"{value!r} is neither one of {', '.join(MODES)} nor an int8 scheme "
                                              f"({error})") from None
     return value
+
+
+def without_none(parser: argparse.ArgumentParser, flag: str, values: list[str]) -> list[str]:
+    """`values` of `flag` with `none` read as no modes; `none` beside a mode is argparse's exit 2."""
+    if NONE in values and len(values) > 1:
+        parser.error(f"{flag}: 'none' means no modes, so it stands alone (got {' '.join(values)})")
+    return [] if values == [NONE] else values
 
 
 def timed(functions: dict, pairs: list, repeats: int) -> dict:
@@ -163,13 +174,15 @@ def saved_scores(function, path):
     return scores
 
 
-def quality_by_mode(functions: dict, modes: list[str], done=lambda quality: None, keep: str | None = None) -> dict:
+def quality_by_mode(functions: dict, modes: list[str], done=lambda quality: None, keep: str | None = None,
+                    queries: int | None = None) -> dict:
     """nDCG@10, RR@10 and AP of each mode reranking DL19 and DL20's shipped top-100, beside fp32's: the measures'
     differences, the largest score difference, rankings and top 10s that agree, queries whose nDCG@10 moved, and the
     swapped top-10 pairs with their widest fp32 gap (is a change a near-tie?). Mode by mode, fp32 first, on both
     datasets; `done(quality so far)` after each (a slow mode's rows come last, the others' are kept meanwhile); with
-    `keep` (a folder), each mode's scores are kept there and reused (`saved_scores`: "reused" for its seconds)."""
-    data = {name: dl_pairs(name) for name in ("dl19-passage", "dl20-passage")}
+    `keep` (a folder), each mode's scores are kept there and reused (`saved_scores`: "reused" for its seconds); with
+    `queries` (N), only the first N judged queries of each dataset (a slow set of modes on a busy machine)."""
+    data = {name: dl_pairs(name, queries) for name in ("dl19-passage", "dl20-passage")}
     out = {name: {"rel_level": dataset.rel_level, "modes": {}} for name, (dataset, _) in data.items()}
     fp32 = {}
     for mode in dict.fromkeys(["fp32", *modes]):
@@ -196,6 +209,7 @@ def _reranked(function, dataset, pairs) -> tuple[dict, object, dict]:
     scores = scores_by_query(pairs, function(pairs))
     run = Run.from_scores(scores)
     table = per_query(run, dataset.qrels(), list(MEASURES), rel_level=dataset.rel_level)
+    table = {measure: {q: v for q, v in values.items() if q in scores} for measure, values in table.items()}
     return scores, run, dict(zip(MEASURES, table.values()))  # keyed as asked ("RR@10", not "RR(rel=2)@10")
 
 
@@ -216,7 +230,8 @@ def _row(scores: dict, run, table: dict, fp32_scores: dict, fp32_run, fp32_table
         "tied_scores_in_top10": sum(len({s for _, s in hits[:10]}) < len(hits[:10]) for hits in run.ranking.values())}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, `none` read as no modes in --modes and --quality-modes."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", metavar="DIR", help="a trained monobert (default: MiniLM, seeded head)")
     parser.add_argument("--pairs", type=int, default=800, help="DL19 pairs timed (default 800)")
@@ -224,9 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--modes", nargs="*", type=mode, default=list(MODES)[:-1], metavar="MODE",
                         help=f"modes timed: {', '.join(MODES)} or an int8 scheme (int8-channel:ffn-out+head, "
-                             "pipeline/rerank/quantize.py) (default all but fp32-old; none: no timing)")
+                             "pipeline/rerank/quantize.py) (default all but fp32-old; none, or no value: no timing)")
     parser.add_argument("--quality-modes", nargs="*", type=mode, default=["fp32", "bf16", "int8"], metavar="MODE",
-                        help="modes evaluated on DL19/DL20 with --checkpoint (default fp32 bf16 int8; none: skip)")
+                        help="modes evaluated on DL19/DL20 with --checkpoint (default fp32 bf16 int8; "
+                        "none, or no value: skip)")
     parser.add_argument("--quality-threads", type=int, help="torch threads for the DL reranks (default: --threads)")
     parser.add_argument("--keep-scores", metavar="DIR", help="keep each quality mode's DL scores in DIR and reuse "
                         "them in a later run (fp32's measured once for several runs)")
@@ -240,6 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", action="store_true", help="write eval/benchmarks/<--output>.json")
     add_gpu_args(parser)
     args = parser.parse_args(argv)
+    args.modes = without_none(parser, "--modes", args.modes)
+    args.quality_modes = without_none(parser, "--quality-modes", args.quality_modes)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
 
     import torch
 

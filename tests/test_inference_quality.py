@@ -37,3 +37,22 @@ def test_kept_scores_are_written_once_and_reused(tmp_path):
     assert saved_scores(function, path)([1, 2]) == [1.0, 2.0] and path.is_file()
     assert saved_scores(function, path)([1, 2]) == [1.0, 2.0] and len(calls) == 1   # reused, not run again
     assert saved_scores(function, None)([3]) == [3.0] and len(calls) == 2
+
+
+def test_none_names_no_modes_as_the_help_says():
+    from bench.inference_speed import parse_args
+
+    args = parse_args(["--modes", "none", "--quality-modes", "none"])
+    assert (args.modes, args.quality_modes) == ([], [])
+    assert parse_args(["--quality-modes"]).quality_modes == []                       # the same as no value
+    assert parse_args(["--quality-modes", "fp32", "int8-channel"]).quality_modes == ["fp32", "int8-channel"]
+
+
+def test_none_beside_a_mode_is_refused_with_exit_2(capsys):
+    import pytest
+
+    from bench.inference_speed import parse_args
+
+    with pytest.raises(SystemExit) as stopped:
+        parse_args(["--quality-modes", "none", "fp32"])
+    assert stopped.value.code == 2 and "'none' means no modes" in capsys.readouterr().err

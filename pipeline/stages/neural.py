@@ -129,9 +129,11 @@ class NeuralReranker(Reranker):
 
             store = manifest_digest(read_manifest(Path(self.store))) if self.store else ""
         fingerprint = f"{self.model_digest()}\x1f{store}\x1f{super().fingerprint()}"
-        if self.amp == "auto":  # bf16 on CUDA or a CPU with native bf16: other scores than fp32
-            amp = resolve_amp("auto", resolve_device(self.device), inference=not self.quantize)
-            fingerprint += f"\x1famp={amp}" if amp else ""
+        # the precision the scores are computed in, as resolved here (auto: bf16 on CUDA or a CPU with native bf16),
+        # with the score head's: fp32 under autocast since the head left bf16 (layers.fp32_head), so a score cached
+        # from a bf16 head is not reused for one of an fp32 head
+        amp = resolve_amp(self.amp, resolve_device(self.device), inference=not self.quantize)
+        fingerprint += f"\x1famp={amp}\x1fhead=fp32" if amp else ""
         return fingerprint
 
     def recipe(self) -> Recipe:

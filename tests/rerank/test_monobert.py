@@ -72,3 +72,20 @@ def test_config_and_folder_errors(tmp_path):
     assert caught.value.field == "pooling"
     with pytest.raises(ConfigError, match="max_length=4; expected an integer >= 5"):
         make_config(MonoBERTConfig, {"max_length": 4})
+
+
+@pytest.mark.slow
+def test_bf16_scores_of_a_dl19_query_do_not_tie(minilm, shared_data):
+    """The score head runs in fp32 under bf16 autocast (layers.fp32_head): logits read in bf16 keep 8 significant
+    bits, so 100 candidates' scores could tie; with the head in fp32 each candidate keeps a score of its own."""
+    from pipeline.data.registry import get_dataset
+    from pipeline.rerank.pairs import pairs_of
+    from pipeline.rerank.scoring import predict
+
+    dataset = get_dataset("dl19-passage")
+    run = dataset.run()
+    pairs = [p for p in pairs_of(dataset.topics(), run, run.texts) if p.qid == next(iter(run.ranking))][:100]
+    scores = predict(minilm, pairs, amp="bf16").scores
+    exact = predict(minilm, pairs, amp="none").scores
+    assert len(set(scores)) == len(set(exact)) == 100
+    assert max(abs(a - b) for a, b in zip(scores, exact)) < 0.05

@@ -172,3 +172,13 @@ def test_a_bound_stage_keeps_its_identity_when_it_runs(checkpoint, shared_data, 
     output = stage(topics, run)
     assert output.num_hits() == 4
     assert (repr(stage), stage.config(), stage.fingerprint()) == before
+
+
+def test_the_cache_key_names_the_precision_scores_are_computed_in(checkpoint, monkeypatch):
+    """amp=bf16, and amp=auto where it resolves to bf16, key `amp=bf16` with the fp32 score head (a score of the
+    former bf16 head is not reused); fp32, explicit or resolved, keys neither."""
+    monobert = reranker_class("monobert")
+    bf16, auto, none = (monobert(ckpt=str(checkpoint), amp=amp).fingerprint() for amp in ("bf16", "auto", "none"))
+    assert "amp=bf16\x1fhead=fp32" in bf16 and "head=" not in none and auto == none     # this suite: auto is fp32
+    monkeypatch.setattr("pipeline.rerank.scoring.native_bf16", lambda: True)
+    assert "amp=bf16\x1fhead=fp32" in monobert(ckpt=str(checkpoint), amp="auto").fingerprint()

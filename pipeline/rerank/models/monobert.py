@@ -21,6 +21,7 @@ from torch import nn
 
 from pipeline.rerank.bert import DEFAULT_BERT, BertBackbone, cls_forward, cls_pool, pair_inputs, pair_lengths
 from pipeline.declared import check_declared, option
+from pipeline.rerank.layers import fp32_head
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 
 
@@ -96,4 +97,4 @@ class MonoBERT(TwoClassOutput, BertBackbone, RerankModel):
         else:  # inference: the last layer for [CLS] alone, the same numbers (bert.py cls_forward)
             cls, _ = cls_forward(self.bert, input_ids, token_type_ids, attention_mask)  # (B, 1, H)
             h = self.bert.pooler(cls) if self.config.pooling == "pooler" else cls[:, 0]  # (B, H)
-        return self.classifier(self.dropout(h))                                       # (B, 2)  z, (3)
+        return fp32_head(self.classifier, self.dropout(h))                            # (B, 2)  z, (3), fp32

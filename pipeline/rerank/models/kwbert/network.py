@@ -27,6 +27,7 @@ from torch import nn
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.bert import BertBackbone, cls_forward, cls_pool, mean_pool
+from pipeline.rerank.layers import fp32_head
 from pipeline.rerank.model import RerankModel
 from pipeline.rerank.models.monobert import TwoClassOutput
 from pipeline.rerank.models.kwbert.config import KeywordBERTConfig
@@ -96,4 +97,4 @@ class KeywordBERT(KeywordInputs, TwoClassOutput, BertBackbone, RerankModel):
             features = torch.cat([h_cls, torch.tanh(self.keyword_fusion(torch.cat([h_a, h_b], -1)))], -1)  # (B, 2H)
         else:
             features = torch.cat([h_cls, h_a, h_b, h_a - h_b, h_b - h_a], -1)            # (B, 5H)
-        return self.classifier(self.dropout(features))                                  # (B, 2)  z, (6)
+        return fp32_head(self.classifier, self.dropout(features))                       # (B, 2)  z, (6), fp32
