@@ -68,7 +68,7 @@ def test_mrnns_largest_tensor_is_set_by_the_batch_budget_not_by_the_candidates()
     assert base <= bound                                                # batch's queries padded as its documents
     long = largest(model, pairs(2, 8, 400), 256)                       # each pair alone: its own length sets it
     assert long <= 2 * 400 * model.config.filters * model.config.blocks  # (query + document) x s x N
-    assert largest(model, pairs(2, 32, 50), 0) > 2 * bound              # the test can fail: no budget, all at once
+    assert largest(model, pairs(1, 64, 50), 0) > 2 * bound              # the test can fail: no budget, 64 at once
 
 
 def test_mrnn_remembers_only_the_texts_still_to_be_reused_with_the_same_scores():
