@@ -17,20 +17,19 @@ and its own checksum (of the rest, checked on every read; pipeline/rerank/store_
 The residual codebook is trained when the store is made, on the rows of a sample of the documents to encode (up to
 `codec_sample`, evenly spread), and kept for good: a resumed encode compresses with the same codebook.
 
-Integrity: opening a store checks every listed file's size; a shard's sha256 is checked the first time a process
-reads it (the codec's at open). A damaged file is an InputError (exit 2) naming it and the `irpipe encode` command
-(recorded in the manifest) whose rerun re-encodes that shard alone: `irpipe encode` checks the listed shards the
-same way, drops a damaged one and encodes its documents again. A damaged manifest is an InputError naming it. A
-format-1 store (fp16/fp32, made before the checksums) is read with its sizes checked; encoding into one is refused.
+Integrity: opening a store checks every listed file's size; a shard's sha256 is checked the first time a process reads
+it (the codec's at open). A damaged file is an InputError (exit 2) naming it and the `irpipe encode` command (recorded
+in the manifest) whose rerun re-encodes that shard alone: `irpipe encode` checks the listed shards the same way, drops a
+damaged one and encodes its documents again. A damaged manifest is an InputError naming it. A format-1 store (fp16/fp32,
+made before the checksums) is read with its sizes checked; encoding into one is refused.
 
-Writing is resumable and atomic per shard: a shard's files are written under temporary names and renamed, then
-the manifest, rewritten atomically, lists it; a shard the manifest does not list does not exist. A rerun of the
-same command skips the documents already stored; a store of another model, or another dtype, is refused. Two
-encoders into one store take turns (a file lock, pipeline/data/locks.py, around planning and writing; the second
-reads the manifest after the first is done and encodes only what is still missing). The manifest's digest joins
-the reranking stage's cache fingerprint. On a Ray cluster (pipeline/engine/) shards finish out of order: each is
-written as it comes and listed once those before it are; a resumed job keeps a written, unlisted shard whose
-docids are those it planned for it.
+Writing is resumable and atomic per shard: a shard's files are written under temporary names and renamed, then the
+manifest, rewritten atomically, lists it; a shard the manifest does not list does not exist. A rerun of the same command
+skips the documents already stored; a store of another model, or another dtype, is refused. Two encoders into one store
+take turns (a file lock, pipeline/data/locks.py, around planning and writing; the second reads the manifest after the
+first is done and encodes only what is still missing). The manifest's digest joins the reranking stage's cache
+fingerprint. On a Ray cluster (pipeline/engine/) shards finish out of order: each is written as it comes and listed once
+those before it are; a resumed job keeps a written, unlisted shard whose docids are those it planned for it.
 """
 from __future__ import annotations
 
@@ -150,13 +149,11 @@ def encode_texts(model: LateInteraction, texts: list[str], side: str, batch_size
                  amp: str | None = "auto", desc: str = "encode", batch_tokens: int | None = None,
                  prefetch: int = PREFETCH, groups: Sequence | None = None) -> list[torch.Tensor]:
     """Each text's encoding (side "document" or "query"), float32 on the CPU, in input order: the batched path of
-    pipeline/rerank/batching.py (sorted by the model's `text_lengths`, tokenised ahead on a background thread, one
-    copy back per batch that does not block, one wait at the end), under inference_mode and autocast. `groups`
-    (one per text): no batch mixes two groups, so a text's encoding depends on its group alone (None: one group)."""
+    pipeline/rerank/batching.py (by the model's `text_lengths`; no batch mixes two of `groups`, one per text, None:
+    one group), under inference_mode and autocast."""
     device = device if device is not None else torch.device("cpu")
     batch_size, batch_tokens = batch_limits(device, batch_size, batch_tokens)
-    lengths = model.text_lengths(texts, side)
-    groups = [0] * len(texts) if groups is None else groups
+    lengths, groups = model.text_lengths(texts, side), [0] * len(texts) if groups is None else groups
     order = group_order(groups, lengths)
     cuts = group_cuts([groups[i] for i in order], [lengths[i] for i in order], batch_size, batch_tokens)
 
@@ -373,21 +370,19 @@ def list_shard(directory: Path, manifest: dict, name: str, count: int, rows: np.
 def score_late_interaction(model: LateInteraction, pairs: list[Pair], store: EncodingStore | None,
                            batch_size: int | None, device: torch.device, amp: str | None = "auto",
                            desc: str = "scoring", batch_tokens: int | None = None) -> list[float]:
-    """Scores of `pairs`: documents from `store` (the rest encoded on the fly, counted), each query encoded once;
+    """Scores of `pairs`: documents from `store` (the rest encoded on the fly, counted), each query encoded alone;
     each query's candidates read from the store (decoded) when that query is scored, moved to the device in one
-    block, the scores copied back once: the decoded rows of one query's candidates in memory, not the run's.
-    Batched as `predict` batches: each query encoded alone, and the candidates not in the store in batches of one
-    query's (a document two queries share, once for each), so a score does not depend on the other queries."""
+    block, the scores copied back once. Candidates not in the store are encoded in batches of one query's (one
+    shared by two queries, once for each), so a score does not depend on the other queries (as `predict`)."""
     model.eval().to(device)
-    docids = len(set(p.docid for p in pairs))
-    missing = [(p.qid, p.docid, p.text) for p in pairs if store is None or p.docid not in store]
+    docids, missing = {p.docid for p in pairs}, [p for p in pairs if store is None or p.docid not in store]
     if store is not None:
-        log = logger.info if not missing else logger.warning
-        log("%s: %d of %d documents from the store, %d encoded on the fly", desc,
-            docids - len(set(d for _, d, _ in missing)), docids, len(set(d for _, d, _ in missing)))
-    fresh = encode_texts(model, [text for _, _, text in missing], "document", batch_size, device, amp,
-                         f"{desc} documents", batch_tokens, groups=[qid for qid, _, _ in missing])
-    on_the_fly = {(qid, docid): encoding for (qid, docid, _), encoding in zip(missing, fresh)}
+        on_the_fly = len({p.docid for p in missing})
+        (logger.warning if missing else logger.info)("%s: %d of %d documents from the store, %d encoded on the fly",
+                                                     desc, len(docids) - on_the_fly, len(docids), on_the_fly)
+    fresh = encode_texts(model, [p.text for p in missing], "document", batch_size, device, amp, f"{desc} documents",
+                         batch_tokens, groups=[p.qid for p in missing])
+    encoded_docs = {(p.qid, p.docid): encoding for p, encoding in zip(missing, fresh)}
     queries = list(dict.fromkeys(p.query for p in pairs))
     encoded = dict(zip(queries, encode_texts(model, queries, "query", batch_size, device, amp, f"{desc} queries",
                                              batch_tokens, groups=range(len(queries)))))
@@ -397,7 +392,7 @@ def score_late_interaction(model: LateInteraction, pairs: list[Pair], store: Enc
     pieces = []
     with torch.inference_mode():
         for query, rows in by_query.items():
-            candidates = [on_the_fly[key] if key in on_the_fly else store.get(key[1])
+            candidates = [encoded_docs[key] if key in encoded_docs else store.get(key[1])
                           for key in ((pairs[i].qid, pairs[i].docid) for i in rows)]
             block = torch.cat(candidates).to(device, non_blocking=True)            # (sum of rows, dims): one copy
             values = model.score_encoded(encoded[query].to(device), list(block.split([len(c) for c in candidates])))
