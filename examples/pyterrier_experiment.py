@@ -1,4 +1,4 @@
-"""pt.Experiment's inputs in ir.Experiment (issue 62, part 1): result frames as systems, topics and qrels as frames,
+"""pt.Experiment's inputs in ir.Experiment: result frames as systems, topics and qrels as frames,
 a run file and a stage beside them, the Wilcoxon test with Holm's correction, wins and losses, the per-query frame.
 The same call goes to PyTerrier's pt.Experiment, and the two tables are printed one above the other.
 

@@ -1,4 +1,4 @@
-"""The verbs a PyTerrier user types, on irpipe stages (issue 62, part 2), beside the same stage as a PyTerrier
+"""The verbs a PyTerrier user types, on irpipe stages, beside the same stage as a PyTerrier
 transformer: `search("query")`, `transform(frame)` and `stage(frame)` give PyTerrier's result frame; a reranker
 after `bm25(index=DIR)` reads its texts from that index; a run whose queries the topics lack is an error naming them.
 

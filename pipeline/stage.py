@@ -35,7 +35,7 @@ from pipeline.errors import ConfigError, IrpipeError
 from pipeline.log import logger
 from pipeline.on_frames import frames_too, search, transform_frame
 from pipeline.rerank import migrations
-from pipeline.rerank.fusion import fuse, fusion_weights
+from pipeline.rerank.fusion import fuse, fusion_weights, norm_name
 from pipeline.validate import annotation_problem, at_least, problem
 
 
@@ -341,7 +341,7 @@ class Fusion(Stage):
         if other is not None:  # `fusion(bm)` in a spec: a word, not a pipeline (was an AttributeError traceback)
             raise problem("fusion", "stages", f"{other!r} is not a pipeline; fusion fuses pipelines, e.g. "
                                               "fusion(bm25(), bm25(k1=1.2))")
-        self.stages = stages
+        self.stages, norm = stages, norm_name(norm)
         self.weights = fusion_weights(len(self.stages), method, k, weights, depth, norm)
         self.method, self.k, self.depth, self.norm = method, k, depth, norm
         self.needs_run = any(s.needs_run for s in self.stages)

@@ -9,6 +9,7 @@ from pipeline.errors import ConfigError
 from pipeline.stages.rerank import Reranker
 from pipeline.rerank.fusion import fuse
 from pipeline.stage import Compose, Cutoff, Fusion, Stage, StageError, rrf
+from pipeline.spec import parse
 
 TOPICS = Topics({"q1": "alpha beta", "q2": "gamma"})
 
@@ -147,6 +148,12 @@ def test_weighted_fusion_normalises_per_query():
     std = (2 / 3) ** 0.5  # A's q1 scores 3, 2, 1
     assert dict(zscore["q1"]) == pytest.approx({"a": 0.5 * 1 / std - 2.0, "b": 0.0, "c": 0.5 * -1 / std + 2.0})
     assert "norm=zscore" in repr(Fusion(A, B, method="weighted", norm="zscore"))
+
+
+def test_a_specs_norm_none_is_the_norm_called_none():
+    """A spec reads a bare `none` as None; `fusion(..., norm=none)` was refused ("norm=None; choose one of none, ...")."""
+    stage = parse("fusion(bm25(), bm25(k1=1.2), method=weighted, norm=none)")
+    assert stage.norm == "none" and repr(stage) == repr(parse("fusion(bm25(), bm25(k1=1.2), method=weighted)"))
 
 
 @pytest.mark.parametrize("options", [{"norm": "max"}, {"method": "rrf", "norm": "minmax"}])

@@ -34,6 +34,11 @@ def fuse(runs: Iterable[Run], method: str = "rrf", k: float = 60, weights: Seque
     return Run.from_scores(fused, texts, tag=method, doc_fields=fields)
 
 
+def norm_name(norm: str | None) -> str:
+    """A per-query normalisation's name (NORMS); None, how a spec reads `norm=none`, is "none"."""
+    return "none" if norm is None else norm
+
+
 def fusion_weights(count: int, method: str, k: float, weights: Sequence[float] | None, depth: int,
                    norm: str) -> tuple[float, ...]:
     """The weights of `count` fused runs (1 each unless given), once the fusion options are checked."""

@@ -34,7 +34,7 @@ from pipeline.data.runs import Run
 from pipeline.data.topics import Topics
 from pipeline.errors import MissingResourceError
 from pipeline.log import logger
-from pipeline.rerank.fusion import NORMS
+from pipeline.rerank.fusion import NORMS, norm_name
 from pipeline.stage import Stage
 from pipeline.stages import register
 from pipeline.validate import at_least, choice, problem
@@ -62,7 +62,7 @@ class LearnedRanker(Stage):
         if not names or any(not isinstance(name, str) or not name.strip() for name in names):
             raise problem(self.name, "train", f"train={train!r}: the name of a dataset with candidates and qrels, "
                                               "or a list of them")
-        norm = "none" if norm is None else norm  # a spec's `norm=none` reads as None
+        norm = norm_name(norm)
         choice(self.name, "learner", learner, LEARNERS)
         choice(self.name, "norm", norm, NORMS)
         at_least(self.name, "trees", trees, 1, integer=True)
