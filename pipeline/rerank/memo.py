@@ -107,13 +107,11 @@ def frozen_token_features(bert, pad_id: int, memo: TextMemo, ids: torch.Tensor) 
 
     rows = [tuple(row[row != pad_id].tolist()) for row in ids.cpu()]
 
-    def bert_features(missing: list[tuple[int, ...]]):
-        for start in range(0, len(missing), 256):
-            chunk = missing[start:start + 256]
-            piece_ids, attention = pad_rows([list(row) for row in chunk], pad_id)
-            with torch.no_grad():
-                hidden = last_layer(bert, piece_ids.to(ids.device), attention.to(ids.device))  # (K, L, H)
-            yield from (hidden[k, :len(row)].float().cpu() for k, row in enumerate(chunk))
+    def bert_features(missing: list[tuple[int, ...]]):  # one text at a time (TextMemo.lookup)
+        piece_ids, attention = pad_rows([list(row) for row in missing], pad_id)
+        with torch.no_grad():
+            hidden = last_layer(bert, piece_ids.to(ids.device), attention.to(ids.device))  # (K, L, H)
+        return [hidden[k, :len(row)].float().cpu() for k, row in enumerate(missing)]
 
     features = torch.zeros(*ids.shape, bert.config.hidden_size)
     for b, (row, value) in enumerate(zip(rows, memo.lookup(rows, bert_features))):
