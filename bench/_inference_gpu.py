@@ -21,6 +21,7 @@ And by hand, one WikiQA recipe trained on the GPU within its pinned CPU toleranc
 """
 from __future__ import annotations
 
+import collections
 import random
 import statistics
 import time
@@ -60,11 +61,11 @@ def gpu_measurements(args, cpu_model, partial=lambda out: None) -> dict:
     out = {"device": name, "bf16_peak_flops": peak, "torch": torch.__version__}
     smoke = device.type == "cpu"  # the code path, on a few pairs
     _, pairs = dl_pairs("dl19-passage")
-    pairs = (pairs + dl_pairs("dl20-passage")[1])[:32 if smoke else None]  # smoke: bf16 is emulated on many CPUs
+    pairs = (pairs + dl_pairs("dl20-passage")[1])[:8 if smoke else None]  # smoke: bf16 is emulated on many CPUs
     sections = {"side_by_side": lambda: side_by_side(model, pairs, device, args, peak),
                 "token_budgets": lambda: budget_sweep(model, pairs, device, args),
                 "dev_small": lambda: dev_small(model, device, args, pool_size=100 if smoke else None),
-                "dl_ndcg": lambda: gpu_vs_cpu(model, cpu_model, device, 1 if smoke else None),
+                "dl_ndcg": lambda: gpu_vs_cpu(model, cpu_model, device, *((1, 20) if smoke else (None, None))),
                 "training": lambda: training_speed(device, args)}
     for key, measure in sections.items():  # one GPU call: a section that fails or is cut off keeps the others'
         try:
@@ -178,8 +179,9 @@ def dev_small(model, device, args, pool_size: int | None = None) -> dict:
     return out
 
 
-def gpu_vs_cpu(model, cpu_model, device, queries: int | None = None) -> dict:
-    """nDCG@10 on DL19 / DL20: the checkpoint on the GPU (bf16, fp32) and on the CPU (fp32); top-10 agreement."""
+def gpu_vs_cpu(model, cpu_model, device, queries: int | None = None, depth: int | None = None) -> dict:
+    """nDCG@10 on DL19 / DL20: the checkpoint on the GPU (bf16, fp32) and on the CPU (fp32); top-10 agreement.
+    `queries` and `depth` (each query's first candidates) cut it down for the smoke test."""
     from pipeline.data.runs import Run
     from pipeline.evaluation import evaluate
     from pipeline.rerank.pairs import scores_by_query
@@ -190,6 +192,9 @@ def gpu_vs_cpu(model, cpu_model, device, queries: int | None = None) -> dict:
         dataset, pairs = dl_pairs(name)
         if queries is not None:
             pairs = [p for p in pairs if p.qid in list(dict.fromkeys(p.qid for p in pairs))[:queries]]
+        if depth is not None:  # each query's first `depth` candidates, in the shipped order
+            seen = collections.Counter()
+            pairs = [p for p in pairs if (seen.update([p.qid]) or seen[p.qid]) <= depth]
         runs = {"gpu-bf16": predict(model, pairs, device=device, amp="bf16").scores,
                 "gpu-fp32": predict(model, pairs, device=device, amp="none").scores,
                 "cpu-fp32": predict(cpu_model, pairs, device="cpu", amp="none").scores}
@@ -207,10 +212,11 @@ def training_speed(device, args) -> dict:
     """Training pairs/s (and inference pairs/s) of three models on the GPU and on the CPU, WikiQA."""
     from bench.rerank_speed import bench_model
 
-    rows, pairs = {}, 64 if device.type == "cpu" else 1000  # the smoke test: the code path, on a few pairs
+    smoke = device.type == "cpu"  # the code path, on a few pairs and small batches
+    rows, pairs, batch, warmup = {}, *((16, 8, 1) if smoke else (1000, 64, 2))
     for name in ("monobert", "addax", "kwbert"):
         for where in dict.fromkeys([str(device), "cpu"]):
-            row = bench_model(name, "wikiqa/train", "wikiqa/test", args.train_steps, 2, pairs, 64, None, where)
+            row = bench_model(name, "wikiqa/train", "wikiqa/test", args.train_steps, warmup, pairs, batch, None, where)
             rows[f"{name}@{where}"] = {k: row[k] for k in ("train_pairs_per_s", "seconds_per_step",
                                                             "inference_pairs_per_s")}
     return rows
