@@ -19,11 +19,12 @@ from typing import Any
 
 from pipeline.version import __version__
 from pipeline.data.registry import get_dataset
+from pipeline.errors import ConfigError
 from pipeline.rerank import models
 from pipeline.rerank.config import config_to_dict, make_config, recipe_fields
 from pipeline.training.distill import teacher_identity
 from pipeline.training.examples import dataset_fingerprint
-from pipeline.training.options import RUNTIME_OPTIONS, TrainOptions, resolve_options
+from pipeline.training.options import RUNTIME_OPTIONS, SHARED, TrainOptions, resolve_options
 
 
 @dataclass(frozen=True)
@@ -44,9 +45,11 @@ class RecipeIdentity:
         """From names (or dataset objects), options as given and model config overrides; a ConfigError for a bad
         option or field."""
         model_class = models.model_class(model)
-        config = make_config(model_class.config_class, dict(overrides or {}))
-        if isinstance(options, TrainOptions):
+        if isinstance(options, TrainOptions):  # resolved already: its `seed` is the config's or given with it
             options = dataclasses.asdict(options)
+        else:
+            overrides = dict(overrides or {}) | shared_fields(model_class.config_class, options, overrides)
+        config = make_config(model_class.config_class, overrides)
         options = resolve_options(model_class, config, options, dev=dev is not None)
         return cls(model, model_class, options, config, get_dataset(train),
                    get_dataset(dev) if dev is not None else None)
@@ -76,3 +79,17 @@ class RecipeIdentity:
         record = self.record()
         record["options"] = {k: v for k, v in record["options"].items() if k not in RUNTIME_OPTIONS}
         return json.loads(json.dumps(record))
+
+
+def shared_fields(config_class: type, options: dict | None, overrides: dict | None) -> dict:
+    """The SHARED names (`seed`) given as training options that the model config also has, for the config too: as
+    a spec's `seed=` reaches both (training/options.py split_options), so does `train(..., options={"seed": 3})`;
+    one given twice with two values is refused."""
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    options, overrides = options or {}, overrides or {}
+    shared = {name: options[name] for name in SHARED if name in options and name in fields}
+    for name, value in shared.items():
+        if name in overrides and overrides[name] != value:
+            raise ConfigError(f"{name} is {value!r} as a training option and {overrides[name]!r} as a model config "
+                              f"field: it sets both, give it once", field=name)
+    return shared

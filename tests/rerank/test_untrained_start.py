@@ -105,3 +105,18 @@ def test_a_negative_or_fractional_epoch_count_is_refused(epochs):
     with pytest.raises(ConfigError, match="epochs"):
         check_options({"epochs": epochs})
 
+
+
+def test_a_seed_given_as_a_training_option_seeds_the_config_too(tiny_qa):
+    """`train("mrnn", ..., options={"seed": 2})` is `mrnn(seed=2)`: the seed reaches the config (its unknown-word
+    rows) as well as the training run, so both give one recipe; two different seeds at once are refused."""
+    from pipeline.errors import ConfigError
+
+    overrides = {k: v for k, v in OVERRIDES.items() if k != "seed"}
+    as_option = RecipeIdentity.resolve("mrnn", tiny_qa, tiny_qa, OPTIONS | {"seed": 2}, overrides)
+    as_field = RecipeIdentity.resolve("mrnn", tiny_qa, tiny_qa, OPTIONS, overrides | {"seed": 2})
+    assert as_option.config.seed == 2 and as_option.options.seed == 2
+    assert as_option.key() == as_field.key()
+    assert as_option.key() != RecipeIdentity.resolve("mrnn", tiny_qa, tiny_qa, OPTIONS, overrides).key()
+    with pytest.raises(ConfigError, match="seed is 2 as a training option and 3 as a model config field"):
+        RecipeIdentity.resolve("mrnn", tiny_qa, tiny_qa, OPTIONS | {"seed": 2}, overrides | {"seed": 3})
