@@ -211,6 +211,12 @@ class Experiment:
                               f"e.g. hcan(train=..., seed={SEED})", "pipeline")
         elif SEED in self.pipeline:
             raise problem(f"the pipeline names {SEED}, but no seeds are given: add e.g. `seeds: [0, 1, 2]`", "seeds")
+        if self.baseline and SEED in self.baseline and self.seeds is None:
+            raise problem(f"the baseline names {SEED}, but no seeds are given: add e.g. `seeds: [0, 1, 2]`", "baseline")
+        for label, spec in (self.beside or {}).items():
+            if isinstance(spec, str) and SEED in spec:
+                raise problem(f"beside: {label} names {SEED}; only the pipeline and the baseline run once per seed",
+                              f"beside.{label}")
         rel_level = self.rel_level or 1
         try:
             measures = [str(m) for m in parse_measures(self.measures, rel_level)]
@@ -224,7 +230,8 @@ class Experiment:
             if key not in measures:
                 raise problem(f"expected score for {measure}, which is not among the measures "
                               f"({', '.join(self.measures)})", f"expected.{measure}")
-        for key, spec in [*(("pipeline", spec) for spec in self.pipelines().values()), ("baseline", self.baseline),
+        for key, spec in [*(("pipeline", spec) for spec in self.pipelines().values()),
+                          *(("baseline", spec) for spec in self.baselines().values()),
                           *((f"beside.{label}", spec) for label, spec in (self.beside or {}).items())]:
             if spec:
                 try:
@@ -238,6 +245,16 @@ class Experiment:
         if self.seeds is None:
             return {self.name: self.pipeline}
         return {f"{self.name}.seed{seed}": self.pipeline.replace(SEED, str(seed)) for seed in self.seeds}
+
+    def baselines(self) -> dict[str, str]:
+        """The baseline's spec under each row name: `baseline`, or `baseline.seed<N>` per seed when it names
+        {seed} (a model's own untrained start, `mrnn(..., epochs=0, seed={seed})`): each seed's run is then
+        paired with its seed's baseline through the per-query seed means of both. None without a baseline."""
+        if not self.baseline:
+            return {}
+        if self.seeds is None or SEED not in self.baseline:
+            return {BASELINE: self.baseline}
+        return {f"{BASELINE}.seed{seed}": self.baseline.replace(SEED, str(seed)) for seed in self.seeds}
 
     @classmethod
     def load(cls, path: str | Path) -> "Experiment":
@@ -287,10 +304,11 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
     output = Path(output or Path("runs") / f"{experiment.name}.{experiment.output_format}")
     outputs = {name: output.with_suffix(name[len(experiment.name):] + output.suffix)  # x.seed0.trec
                for name in experiment.pipelines()}
-    baseline_output = output.with_suffix(f".baseline{output.suffix}")
+    baselines = experiment.baselines()
+    baseline_outputs = {name: output.with_suffix(f".{name}{output.suffix}") for name in baselines}  # x.baseline.trec
     beside = {label: output.with_suffix(f".{label}{output.suffix}") for label in experiment.beside or {}}
     results = Path(results_dir) / f"{experiment.name}.json"
-    for path in [*outputs.values(), *([baseline_output, output.with_suffix(".png")] if experiment.baseline else []),
+    for path in [*outputs.values(), *baseline_outputs.values(), *([output.with_suffix(".png")] if baselines else []),
                  *beside.values(), *([results] if experiment.path else [])]:
         check_writable(path, "file")  # every file written, before any work
     # the result this one replaces, else the recorded one: its cost is kept by a warm run, its environment compared
@@ -304,15 +322,16 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
         runs[run_name] = run
     rel_level = experiment.rel_level if experiment.rel_level is not None else dataset.rel_level
     qrels = dataset.qrels()
-    if experiment.baseline:
-        baseline_run = run_pipeline(experiment.stage(experiment.baseline), dataset, use_cache, options)[0]
-        baseline_run.write(baseline_output, format=experiment.output_format,
-                           tag=f"{experiment.name.replace(' ', '_')}.baseline")
-        runs = {BASELINE: baseline_run, **runs}
+    baseline_runs = {}
+    for name, spec in baselines.items():  # one, or one per seed
+        baseline_runs[name] = run_pipeline(experiment.stage(spec), dataset, use_cache, options)[0]
+        baseline_runs[name].write(baseline_outputs[name], format=experiment.output_format,
+                                  tag=f"{experiment.name.replace(' ', '_')}.{name}")
+    runs = {**baseline_runs, **runs}
     for label, spec in (experiment.beside or {}).items():  # rows beside the pipeline's, compared with the baseline
         runs[label] = run_pipeline(experiment.stage(spec), dataset, use_cache, options)[0]
         runs[label].write(beside[label], format=experiment.output_format, tag=f"{experiment.name}.{label}")
-    comparison = compare(runs, qrels, experiment.measures, baseline=BASELINE if experiment.baseline else None,
+    comparison = compare(runs, qrels, experiment.measures, baseline=next(iter(baselines), None),
                          rel_level=rel_level, queries=experiment.queries)
     first = next(iter(outputs))  # the experiment's run, or its first seed's
     per_run = {name: comparison.scores[name] for name in outputs}
@@ -341,18 +360,27 @@ def _run_experiment(experiment: Experiment, output, results_dir, use_cache: bool
             logger.warning("%s: tolerance %g is tighter than the seeds' spread allows for %s (%s): another mean of "
                            "%d seeds would leave it by chance", experiment.name, experiment.tolerance, ", ".join(tight),
                            ", ".join(f"{result['spread_tolerance'][m]:.4f}" for m in tight), len(experiment.seeds))
-    if experiment.baseline:
-        plot = plot_differences(comparison, output.with_suffix(".png"))
+    wins = (comparison, list(outputs))  # the per-query differences of the seeds' runs from the baseline
+    if baselines:
         tested = fold_seeds(comparison) if experiment.seeds else comparison  # the seed mean's row, tested per query
-        row = next(name for name in tested.runs if name not in (BASELINE, *beside))  # the experiment's
-        result["baseline"] = {"spec": experiment.baseline, "measures": comparison.scores[BASELINE],
-                              "run": str(baseline_output), "pvalues": nan_as_none(tested.pvalues[row]),
+        row = next(name for name in tested.runs if name not in (tested.baseline, *beside))  # the experiment's
+        seeded = len(baselines) > 1  # a baseline per seed: plotted and counted as seed mean against seed mean
+        plot = plot_differences(tested if seeded else comparison, output.with_suffix(".png"))
+        wins = (tested, [row]) if seeded else wins
+        result["baseline"] = {"spec": experiment.baseline,
+                              "measures": {m: statistics.fmean(comparison.scores[name][m] for name in baselines)
+                                           for m in comparison.scores[next(iter(baselines))]},
+                              "run": [str(path) for path in baseline_outputs.values()] if seeded
+                              else str(baseline_outputs[BASELINE]), "pvalues": nan_as_none(tested.pvalues[row]),
                               "test": tested.significance_test(), "plot": str(plot), "table": tested.to_table()}
+        if seeded:
+            result["baseline"]["seeds"] = {str(seed): comparison.scores[name]
+                                           for seed, name in zip(experiment.seeds, baselines)}
         result["beside"] = {label: {"spec": experiment.beside[label], "measures": comparison.scores[label],
                                     "run": str(path), "pvalues": nan_as_none(tested.pvalues[label])}
                             for label, path in beside.items()}
     result["seconds"] = round(time.perf_counter() - start, 2)
-    provenance.record(result, before, comparison, list(outputs))  # date, environment, cost, ...
+    provenance.record(result, before, *wins)  # date, environment, cost, win_loss ...
     result["notes"] = provenance.environment_notes(before, result, experiment.pipeline)
     if experiment.path:
         with atomic_write(results) as out:

@@ -66,7 +66,7 @@ def named_paths(pipeline) -> list[NamedPath]:
 
 def experiment_paths(experiment) -> list[NamedPath]:
     """The paths every pipeline of an experiment names (each seed's, the baseline's, those beside)."""
-    specs = [*experiment.pipelines().values(), experiment.baseline, *(experiment.beside or {}).values()]
+    specs = [*experiment.pipelines().values(), *experiment.baselines().values(), *(experiment.beside or {}).values()]
     return [named for spec in specs if spec for named in named_paths(experiment.stage(spec))]  # parsed once
 
 

@@ -123,6 +123,9 @@ def test_comparator(score, expected, verdict):
     ("dataset: cacm\npipeline: bm25(k1={seed})\nmeasures: [AP]\nseeds: [a, b]\n", "seeds", None),
     ("dataset: cacm\npipeline: bm25(k1={seed})\nmeasures: [AP]\nseeds: 3\n", "seeds", None),
     ("dataset: cacm\npipeline: bm25(k1={seed}, b=2)\nmeasures: [AP]\nseeds: [1, 2]\n", "pipeline", None),
+    ("dataset: cacm\npipeline: bm25()\nbaseline: bm25(k1={seed})\nmeasures: [AP]\n", "baseline", None),
+    ("dataset: cacm\npipeline: bm25(k1={seed})\nseeds: [1, 2]\nbaseline: bm25()\n"
+     "beside:\n  x: bm25(k1={seed})\nmeasures: [AP]\n", "beside.x", None),
     ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nengine: spark\n", "engine", None),
     ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nengine: true\n", "engine", None),
     ("dataset: cacm\npipeline: bm25()\nmeasures: [AP]\nbeside: {b: bm25(b=0.7)}\n", "beside", None),  # no baseline
@@ -202,6 +205,41 @@ def test_a_seeded_experiment_tests_the_seed_mean_against_the_baseline(tmp_path, 
         assert abs(result["baseline"]["pvalues"][measure] - each.pvalues["seed1"][measure]) > 0.1  # seed 1's own
     assert result["baseline"]["test"] == "two-sided paired t-test over per-query seed means"
     assert "exp.seed{1,3}" in result["baseline"]["table"] and "over per-query seed means" in result["baseline"]["table"]
+
+
+@pytest.mark.slow
+@needs_shared_data
+def test_a_baseline_with_seeds_pairs_seed_means_with_seed_means(tmp_path):
+    """`baseline:` naming {seed} (a model's own untrained start) runs once per seed, and the p-value pairs each
+    query's mean over the pipeline's seeds with its mean over the baseline's: recomputed here with scipy."""
+    import numpy as np
+    from scipy import stats
+
+    from pipeline.compare import compare
+    from pipeline.data.registry import get_dataset
+
+    (tmp_path / "exp.yaml").write_text("dataset: cacm\npipeline: bm25(k1={seed}) % 20\nseeds: [1, 3]\n"
+                                       "baseline: bm25(k1={seed}, b=0.9) % 20\nmeasures: [AP, nDCG@10]\n")
+    assert main(["-q", "run", str(tmp_path / "exp.yaml"), "--results-dir", str(tmp_path / "results"),
+                 "--output", str(tmp_path / "runs" / "exp.trec")]) == 0
+    result = json.loads((tmp_path / "results" / "exp.json").read_text())
+    names = ("baseline.seed1", "baseline.seed3", "seed1", "seed3")
+    runs = {name: read_run(tmp_path / "runs" / f"exp.{name}.trec") for name in names}
+    each = compare(runs, get_dataset("cacm").qrels(), ["AP", "nDCG@10"], baseline="baseline.seed1")
+    for measure in ("AP", "nDCG@10"):
+        base1, base3, one, three = (each.per_query[name][measure] for name in names)
+        pipeline = [(one[q] + three[q]) / 2 for q in base1]
+        baseline = [(base1[q] + base3[q]) / 2 for q in base1]
+        expected = stats.ttest_rel(pipeline, baseline).pvalue  # nan where every difference is one number: None
+        shown = None if np.isnan(expected) else pytest.approx(expected, rel=1e-9)
+        assert result["baseline"]["pvalues"][measure] == shown
+        assert result["baseline"]["measures"][measure] == pytest.approx(
+            (each.scores["baseline.seed1"][measure] + each.scores["baseline.seed3"][measure]) / 2)
+    assert result["baseline"]["run"] == [str(tmp_path / "runs" / f"exp.baseline.seed{s}.trec") for s in (1, 3)]
+    assert set(result["baseline"]["seeds"]) == {"1", "3"}
+    assert "baseline.seed{1,3}" in result["baseline"]["table"] and "exp.seed{1,3}" in result["baseline"]["table"]
+    assert result["win_loss"]["queries"] == len(base1)
+    assert None not in result["baseline"]["pvalues"].values()  # a test was made
 
 
 @pytest.mark.slow
