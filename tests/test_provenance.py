@@ -97,3 +97,19 @@ def test_the_commit_recorded_is_irpipes_own_not_that_of_a_git_tree_around_an_ins
     assert environment._git() == {"commit": None, "dirty": None}
     monkeypatch.setattr(environment, "REPO", outer.resolve())
     assert environment._git()["commit"] and environment._git()["dirty"] is False
+
+
+def test_the_seed_mean_table_sets_each_seeded_pins_seed_0_p_value_beside_its_seed_means():
+    """bench/studies/seed_mean_table.py: the p-values the results held before they were the seed mean's (from git),
+    beside the ones they hold now (q23's AP: 0.082 for seed 0 alone)."""
+    from bench.studies import seed_mean_table
+
+    shown = subprocess.run(["git", "rev-parse", "--verify", "--quiet", seed_mean_table.BEFORE + "^{commit}"],
+                           cwd=REPO, capture_output=True)
+    if shown.returncode != 0:
+        pytest.skip(f"this clone lacks commit {seed_mean_table.BEFORE} (shallow?): the table reads it from git")
+    rows = {(row[0], row[1]): row for row in seed_mean_table.rows(REPO / "eval", seed_mean_table.BEFORE)}
+    q23 = rows[("trecqa-mrnn-contextual-distance-q23", "AP")]
+    assert q23[2] == "0.082" and float(q23[3]) > 0 and q23[5] == ("**crosses 0.05**" if float(q23[3]) < 0.05 else "")
+    assert all(row[4] in ("per-query differences kept", "pending re-run", "re-run, every seed", "first run since")
+               for row in rows.values())
