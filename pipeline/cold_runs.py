@@ -5,13 +5,13 @@ spread over several sessions.
     {"description": ..., "total_seconds": 5123.4, "counts": {"OK": 40, "OKISH": 1, "FAIL": 0},
      "pins": {"cacm-bm25": {"status": "OK", "checks": {"AP": {"pinned": 0.3114, "measured": 0.3114, "status": "OK"}},
                             "seconds": 9.0, "date": "2026-12-02T10:01:00+00:00", "load_average": 2.1, "cores": 2,
-                            "cpu": "AMD EPYC", "recipe": "sha256 of eval/cacm-bm25.yaml (16 hex)",
+                            "cpu": "AMD EPYC", "recipe": "sha256 of eval/cacm-bm25.yaml's fields (16 hex)",
                             "environment": "digest of what can move a number (16 hex)", "commit": "b195f3b..."}}}
 
 A pin is done here when its entry's `recipe` is the digest of its experiment file as it is now (the file is the
-recipe: pipeline, dataset, seeds, expected scores) and its `environment` the digest of this machine's (`machine_key`:
-Python, the libraries, the CPU model, its vector flags and cores, the kernel and thread settings); a pin whose file
-or environment changed is run again. Only a cold run enters the record: nothing read from the cache (`reused` empty),
+recipe: pipeline, dataset, seeds, expected scores; its description aside) and its `environment` the digest of this
+machine's (`machine_key`: Python, the libraries, the CPU model, its vector flags and cores, the kernel and thread
+settings); a pin whose recipe or environment changed is run again. Only a cold run enters the record: nothing read from the cache (`reused` empty),
 so its seconds are the cost of the whole work. The hours left are the remaining pins' recorded cold costs, and,
 for a pin never measured cold, its last run's seconds, a lower bound (that run may have read trained models back).
 """
@@ -24,13 +24,15 @@ from pathlib import Path
 
 from pipeline import environment, provenance
 from pipeline.data.files import atomic_write
+from pipeline.data.yaml_files import load_yaml
 
 RECORD_NAME = Path("benchmarks") / "reproduce-cold.json"  # under the eval folder
 STATUSES = ("OK", "OKISH", "FAIL")
+PROSE = ("description",)  # experiment-file fields that say, not run: outside the recipe key
 DESCRIPTION = ("Every pin re-run by `irpipe reproduce --record` from an empty cache on this machine: per pin its "
                "checks (pinned, measured, status), its cold wall time (seconds, with the 1-minute load average at its "
-               "end and the cores), the digest of its experiment file (recipe) and of the environment (environment: "
-               "pipeline/cold_runs.py machine_key), and the commit. `irpipe reproduce --all --record` runs only the "
+               "end and the cores), the digest of its experiment file but its description (recipe) and of the "
+               "environment (environment: pipeline/cold_runs.py machine_key), and the commit. `irpipe reproduce --all --record` runs only the "
                "pins whose recipe or environment differ from these.")
 
 
@@ -39,7 +41,15 @@ def record_path(eval_dir: Path) -> Path:
 
 
 def recipe_key(path: Path) -> str:
-    """The digest of an experiment file's bytes: any change to what it runs or expects makes it another recipe."""
+    """The digest of an experiment file's fields but its prose (`description`): any change to what it runs or
+    expects makes it another recipe; new numbers written into its description do not."""
+    fields = {key: value for key, value in load_yaml(path).items() if key not in PROSE}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _bytes_key(path: Path) -> str:
+    """The key of entries recorded before recipe_key left the prose out: the file's bytes, so they count while the
+    file is byte for byte the one they ran."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
@@ -115,7 +125,8 @@ def _text(record: dict) -> str:
 def done_here(record: dict, name: str, pin_path: Path, here: str) -> bool:
     """Whether the pin was re-run cold on its current recipe in the environment whose machine_key is `here`."""
     found = record.get("pins", {}).get(name)
-    return bool(found) and found.get("recipe") == recipe_key(pin_path) and found.get("environment") == here
+    return (bool(found) and found.get("recipe") in (recipe_key(pin_path), _bytes_key(pin_path))
+            and found.get("environment") == here)
 
 
 def state(record: dict, name: str, pin_path: Path, here: str) -> str:

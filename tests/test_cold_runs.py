@@ -58,6 +58,24 @@ def test_a_changed_file_or_environment_makes_a_pin_due_again(tmp_path):
     assert not cold_runs.done_here(record, "a", path, here) and cold_runs.state(record, "a", path, here) == "stale"
 
 
+def test_new_words_in_a_description_keep_a_pin_done(tmp_path):
+    """The recipe is what the file runs and expects: numbers written into its description after a run do not make
+    it due again; an entry keyed by the file's bytes (recorded before) counts while the file is unchanged."""
+    import hashlib
+
+    path = _pin_file(tmp_path, "a")
+    record = cold_runs.update(tmp_path / "record.json", "a", path, _result())
+    here = cold_runs.current_machine()
+    path.write_text(path.read_text() + "description: re-run cold here, AP 0.9123\n")
+    assert cold_runs.done_here(record, "a", path, here)
+    record["pins"]["a"]["recipe"] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]  # an entry of the old kind
+    assert cold_runs.done_here(record, "a", path, here)
+    path.write_text(path.read_text().replace("AP 0.9123", "AP 0.9124"))
+    assert cold_runs.done_here(record, "a", path, here) is False  # its bytes changed: the old key no longer holds
+    record["pins"]["a"]["recipe"] = cold_runs.recipe_key(path)
+    assert cold_runs.done_here(record, "a", path, here)
+
+
 def test_the_machine_key_ignores_the_commit_and_torch_but_not_the_cpu():
     captured = environment.capture()
     same = {**captured, "git": {"commit": "0000000", "dirty": True}, "torch": {"threads": 1}}
