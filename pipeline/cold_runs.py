@@ -11,9 +11,10 @@ spread over several sessions.
 A pin is done here when its entry's `recipe` is the digest of its experiment file as it is now (the file is the
 recipe: pipeline, dataset, seeds, expected scores; its description aside) and its `environment` the digest of this
 machine's (`machine_key`: Python, the libraries, the CPU model, its vector flags and cores, the kernel and thread
-settings); a pin whose recipe or environment changed is run again. Only a cold run enters the record: nothing read from the cache (`reused` empty),
-so its seconds are the cost of the whole work. The hours left are the remaining pins' recorded cold costs, and,
-for a pin never measured cold, its last run's seconds, a lower bound (that run may have read trained models back).
+settings); a pin whose recipe or environment changed is run again. Only a cold run enters the record: nothing read
+from the cache (`reused` empty), so its seconds are the cost of the whole work. The hours left are the remaining
+pins' recorded cold costs, and, for a pin never measured cold, its last run's seconds, a lower bound (that run may
+have read trained models back).
 """
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ PROSE = ("description",)  # experiment-file fields that say, not run: outside th
 DESCRIPTION = ("Every pin re-run by `irpipe reproduce --record` from an empty cache on this machine: per pin its "
                "checks (pinned, measured, status), its cold wall time (seconds, with the 1-minute load average at its "
                "end and the cores), the digest of its experiment file but its description (recipe) and of the "
-               "environment (environment: pipeline/cold_runs.py machine_key), and the commit. `irpipe reproduce --all --record` runs only the "
-               "pins whose recipe or environment differ from these.")
+               "environment (environment: pipeline/cold_runs.py machine_key), and the commit. `irpipe reproduce --all "
+               "--record` runs only the pins whose recipe or environment differ from these.")
 
 
 def record_path(eval_dir: Path) -> Path:
