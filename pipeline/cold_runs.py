@@ -30,6 +30,9 @@ from pipeline.data.yaml_files import load_yaml
 RECORD_NAME = Path("benchmarks") / "reproduce-cold.json"  # under the eval folder
 STATUSES = ("OK", "OKISH", "FAIL")
 PROSE = ("description",)  # experiment-file fields that say, not run: outside the recipe key
+# settings a run sets itself (deterministic=true: training/options.py make_deterministic), so a training pin's
+# captured environment holds them where the machine, asked before the run, does not: outside the machine key
+SET_BY_IRPIPE = ("CUBLAS_WORKSPACE_CONFIG",)
 DESCRIPTION = ("Every pin re-run by `irpipe reproduce --record` from an empty cache on this machine: per pin its "
                "checks (pinned, measured, status), its cold wall time (seconds, with the 1-minute load average at its "
                "end and the cores), the digest of its experiment file but its description (recipe) and of the "
@@ -57,10 +60,12 @@ def _bytes_key(path: Path) -> str:
 def machine_key(captured: dict) -> str:
     """The digest of the parts of an environment (pipeline/environment.py `capture()`) that can move a number and
     that every process records, torch imported or not: Python, the libraries, the CPU model, vector flags and cores,
-    and the kernel and thread settings. The commit is not in it: a recipe is its experiment file."""
+    and the kernel and thread settings (less those a run sets itself, SET_BY_IRPIPE). The commit is not in it: a
+    recipe is its experiment file."""
     cpu = captured.get("cpu") or {}
+    settings = {k: v for k, v in (captured.get("settings") or {}).items() if k not in SET_BY_IRPIPE}
     parts = {"python": captured.get("python"), "libraries": captured.get("libraries"), "cpu": cpu.get("model"),
-             "flags": sorted(cpu.get("flags") or []), "cores": cpu.get("cores"), "settings": captured.get("settings")}
+             "flags": sorted(cpu.get("flags") or []), "cores": cpu.get("cores"), "settings": settings}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 

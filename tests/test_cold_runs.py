@@ -116,3 +116,15 @@ def test_a_cold_reproduce_records_each_pin_and_the_next_one_resumes(tmp_path, ca
     code, out, _ = irpipe(capsys, "reproduce", "tiny-*", *where)
     assert code == 0 and "skipped 2," in out and "tiny-ok (" in out and "tiny-wrong (" in out
     assert "nothing selected" in out
+
+
+def test_a_deterministic_training_pin_is_done_here_after_its_run(tmp_path):
+    """A run with deterministic=true sets CUBLAS_WORKSPACE_CONFIG in its own process, so its captured environment
+    holds it; the machine asked before the next run does not. The key leaves it out: the pin counts as done."""
+    captured = environment.capture()
+    captured["settings"] = {**captured["settings"], "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+    path = _pin_file(tmp_path, "a")
+    record = cold_runs.update(tmp_path / "record.json", "a", path, _result(captured=captured))
+    assert cold_runs.done_here(record, "a", path, cold_runs.current_machine())
+    captured["settings"]["ONEDNN_MAX_CPU_ISA"] = "AVX2"  # a kernel choice the user made: another environment
+    assert cold_runs.machine_key(captured) != cold_runs.current_machine()
