@@ -26,7 +26,9 @@ With `seeds`, the pipeline spec names `{seed}` (e.g. `hcan(train=trecqa/train, s
 written as runs/<name>.seed<N>.trec, the scores are the mean over the seeds with their sample sd beside, and the
 expected scores pin that mean. The tolerance should come from the measured spread: `spread_tolerance` (two
 standard errors of the difference between two means of n seeds, 2·sd·sqrt(2/n)) is printed with the result,
-and a tolerance tighter than it is warned about: another lab's mean of n seeds would fail it by chance.
+and a tolerance tighter than it is warned about: another lab's mean of n seeds would fail it by chance. A
+baseline may name `{seed}` too (the model's own untrained start, `mrnn(..., epochs=0, seed={seed})`): it runs once
+per seed (runs/<name>.baseline.seed<N>.trec) and is tested as the seed mean against the pipeline's seed mean.
 
 Running it writes runs/<name>.trec and runs/results/<name>.json (LOCAL_RESULTS: untracked, so a check leaves the
 checkout as it was); `--record` writes eval/results/<name>.json instead (RECORDED_RESULTS: the results the leaderboard,
@@ -249,7 +251,7 @@ class Experiment:
     def baselines(self) -> dict[str, str]:
         """The baseline's spec under each row name: `baseline`, or `baseline.seed<N>` per seed when it names
         {seed} (a model's own untrained start, `mrnn(..., epochs=0, seed={seed})`): each seed's run is then
-        paired with its seed's baseline through the per-query seed means of both. None without a baseline."""
+        paired with its seed's baseline through the per-query seed means of both. Empty without a baseline."""
         if not self.baseline:
             return {}
         if self.seeds is None or SEED not in self.baseline:
