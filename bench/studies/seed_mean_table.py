@@ -52,11 +52,14 @@ def rows(eval_dir: Path, rev: str) -> list[list[str]]:
             then = {"baseline": {"pvalues": dict.fromkeys(now["baseline"]["pvalues"])}}
         rerun = now.get("seeds") != then.get("seeds")
         pending = now["baseline"].get("pending") or {}
+        moved = "spec" in then["baseline"] and then["baseline"]["spec"] != now["baseline"]["spec"]
         for measure, old in then["baseline"]["pvalues"].items():
             new = now["baseline"]["pvalues"].get(measure)
-            source = ("first run since" if "seeds" not in then else "re-run, every seed" if rerun
-                      else "pending re-run" if measure in pending else "per-query differences kept")
-            table.append([experiment.name, measure, _p(old), _p(new), source, _change(old, new)])
+            source = ("first run since" if "seeds" not in then else
+                      f"re-run against another baseline, `{now['baseline']['spec'][:40]}...`" if moved else
+                      "re-run, every seed" if rerun else "pending re-run" if measure in pending
+                      else "per-query differences kept")
+            table.append([experiment.name, measure, _p(old), _p(new), source, "" if moved else _change(old, new)])
     return table
 
 
