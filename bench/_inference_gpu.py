@@ -26,7 +26,7 @@ import random
 import statistics
 import time
 
-from bench._inference_models import cross_encoder, dl_pairs, load_monobert
+from bench._inference_models import cross_encoder, dl_pairs, encoder_flops, load_monobert
 from pipeline.log import logger
 
 # Dense bf16 peak FLOP/s (no sparsity), by a piece of torch.cuda.get_device_name(); the first match wins.
@@ -85,11 +85,10 @@ def _sync(device) -> None:
 
 
 def model_flops(model, pairs) -> float:
-    """FLOPs of a full BERT pass over each pair's real word pieces: per layer 2 n (4 H^2 + 2 H I) for the linear
-    layers and 4 n^2 H for attention scores and sums (the pooler and head are negligible)."""
+    """FLOPs of a full BERT pass over each pair's real word pieces (`encoder_flops`)."""
     config = model.bert.config
-    h, inner, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
-    return sum(layers * (2 * n * (4 * h * h + 2 * h * inner) + 4 * n * n * h) for n in model.input_lengths(pairs))
+    return encoder_flops(model.input_lengths(pairs), config.hidden_size, config.intermediate_size,
+                         config.num_hidden_layers)
 
 
 def side_by_side(model, pairs, device, args, peak) -> dict:

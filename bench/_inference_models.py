@@ -22,6 +22,29 @@ def cpu_name() -> str:
             f"{fields.get('model', '?')}; {', '.join(extensions) or 'no AVX2'})")
 
 
+def encoder_flops(lengths, hidden: int, inner: int, layers: int) -> float:
+    """FLOPs of a full BERT pass over inputs of `lengths` word pieces: per layer 2 n (4 H^2 + 2 H I) for the linear
+    layers and 4 n^2 H for attention scores and sums (embeddings, pooler and heads are negligible)."""
+    return sum(layers * (2 * n * (4 * hidden * hidden + 2 * hidden * inner) + 4 * n * n * hidden) for n in lengths)
+
+
+def fp32_peak_flops(threads: int) -> tuple[float | None, str]:
+    """An estimate of `threads` cores' fp32 peak: cores x /proc/cpuinfo's "cpu MHz" x FLOPs per cycle of two FMA
+    units at the widest vector width (AVX-512: 64, AVX2 + FMA: 32); with how it was estimated. None without
+    /proc/cpuinfo. An upper bound: the clock under an all-core AVX load is often lower than the one reported."""
+    try:
+        first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    except OSError:
+        return None, "no /proc/cpuinfo"
+    fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in first.splitlines() if ":" in line)}
+    flags = set(fields.get("flags", "").split())
+    per_cycle = 64 if "avx512f" in flags else 32 if {"avx2", "fma"} <= flags else 8
+    mhz = float(fields.get("cpu MHz", 0) or 0)
+    if not mhz:
+        return None, "no cpu MHz in /proc/cpuinfo"
+    return threads * mhz * 1e6 * per_cycle, f"{threads} core(s) x {mhz:.0f} MHz x {per_cycle} fp32 FLOP/cycle"
+
+
 def load_monobert(checkpoint: str | None, max_length: int):
     """A trained monobert checkpoint, else monobert on all-MiniLM-L6-v2 with a seeded head."""
     import torch

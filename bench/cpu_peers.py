@@ -8,10 +8,13 @@ under bf16 autocast, ONNX Runtime fp32 and dynamic int8, OpenVINO fp32 / bf16 / 
 bf16; beside them irpipe fp32 and bf16 (`predict`, amp none / bf16). All on the same weights (monobert's, a trained
 checkpoint with `--checkpoint`), the same threads, the same `--pairs` DL19 pairs, timed interleaved over
 `--repeats` rounds (bench/inference_speed.py `timed`: pairs/s and the ratio to CrossEncoder fp32 in the same round,
-medians). Per mode: max |score - irpipe fp32| on the timed pairs and, with `--checkpoint`, DL19 and DL20 nDCG@10,
-RR@10, AP and top-10 overlap against fp32 on the shipped BM25 top-100 (`--quality-queries N`: the first N judged
-queries of each, for a busy machine; `--quality-from NAME`: the quality of an earlier record, e.g. the 1-thread run's
-for the 2-thread run, since scores do not depend on threads beyond float noise).
+medians). Per mode: the FLOP/s it achieved (a full BERT pass over each pair's word pieces, bench/_inference_models.py
+`encoder_flops`) and its share of the CPU's fp32 peak estimate (`fp32_peak_flops`: the reported clock x two FMA
+units, for the threads used; int8 and bf16 modes can exceed it); max |score - irpipe fp32| on the timed pairs;
+and, with `--checkpoint`, DL19 and DL20 nDCG@10, RR@10, AP and top-10 overlap against fp32 on the shipped BM25
+top-100 (`--quality-queries N`: the first N judged queries of each, for a busy machine; `--quality-from NAME`: the
+quality of an earlier record, e.g. a slow quality run's for the timed runs of an idle machine, since scores do not
+depend on threads or load beyond float noise).
 `ratio_vs_best_peer`: irpipe's fastest quality-preserving mode / the fastest quality-preserving peer (quality-
 preserving: within 0.002 nDCG@10 of fp32 on DL19 and DL20), from the per-round ratios to CrossEncoder.
 """
@@ -23,7 +26,7 @@ import os
 import sys
 
 from bench import REPO, positive, record, record_name, run_main
-from bench._inference_models import cpu_name, cross_encoder, dl_pairs, load_monobert
+from bench._inference_models import cpu_name, cross_encoder, dl_pairs, encoder_flops, fp32_peak_flops, load_monobert
 from bench._peer_runtimes import PEERS, peer_scorers
 from bench.inference_speed import MEASURES, quality_by_mode, timed
 
@@ -103,9 +106,17 @@ def main(argv: list[str] | None = None) -> int:
     last = {}                                                          # mode -> its scores of the last call
     speed = timed({name: _remembered(function, name, last) for name, function in functions.items()}, pairs,
                   args.repeats)
+    config = model.bert.config
+    flops = encoder_flops(model.input_lengths(pairs), config.hidden_size, config.intermediate_size,
+                          config.num_hidden_layers)
+    peak, how = fp32_peak_flops(args.threads)
     for name in functions:
         speed[name]["max_abs_vs_fp32"] = max(abs(a - b) for a, b in zip(last[name], last["fp32"]))
-    payload["speed"] = speed
+        achieved = flops * speed[name]["pairs_per_s"] / len(pairs)
+        speed[name] |= {"gflops": round(achieved / 1e9, 1), "share_of_fp32_peak": round(achieved / peak, 3) if peak
+                        else None}
+    payload |= {"speed": speed, "model_tflop": round(flops / 1e12, 3),
+                "fp32_peak_gflops": round(peak / 1e9, 1) if peak else None, "peak_estimate": how}
     if args.quality_from:
         quality = json.loads((REPO / "eval" / "benchmarks" / f"{args.quality_from}.json").read_text())["quality"]
         payload["quality_from"] = args.quality_from
