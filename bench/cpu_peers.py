@@ -140,7 +140,9 @@ def markdown(payload: dict) -> str:
     """A record's rows as docs/inference.md shows them: speed, score change and, where measured, DL quality."""
     quality = payload.get("quality", {})
     keeps = payload.get("quality_preserving", {})
-    head = ["mode", "pairs/s", "× CrossEncoder fp32", "max \\|score − fp32\\|",
+    flops = "gflops" in next(iter(payload["speed"].values()))         # records before the FLOP/s field lack it
+    head = ["mode", "pairs/s", "× CrossEncoder fp32", *(["GFLOP/s (share of fp32 peak)"] if flops else []),
+            "max \\|score − fp32\\|",
             *(f"{name.split('-')[0].upper()} nDCG@10 (Δ; top-10 overlap)" for name in quality), "within 0.002"]
     lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 2) + " :---: |"]
     for mode, row in payload["speed"].items():
@@ -148,8 +150,9 @@ def markdown(payload: dict) -> str:
                  f"{q['modes'][mode]['top10_overlap_vs_fp32']:.3f})" if mode in q["modes"] else "—"
                  for q in quality.values()]
         verdict = {True: "yes", False: "**no**"}.get(keeps.get(mode), "—")
+        work = [f"{row['gflops']} ({row['share_of_fp32_peak']})"] if flops else []
         lines.append(f"| {mode} | {row['pairs_per_s']} | {row['speedup_vs_crossencoder']} | "
-                     f"{row['max_abs_vs_fp32']:.1e} | " + " | ".join([*cells, verdict]) + " |")
+                     + " | ".join([*work, f"{row['max_abs_vs_fp32']:.1e}", *cells, verdict]) + " |")
     lines += [f"| {mode} | not loaded: {why} |" + " |" * (len(head) - 2) for mode, why in payload["not_loaded"].items()]
     return "\n".join(lines)
 

@@ -25,3 +25,17 @@ def test_the_ratio_is_irpipes_fastest_preserving_mode_over_the_fastest_preservin
     assert ratio_vs_best_peer(speed, keeps | {"bf16": False}) == {"ratio_vs_best_peer": 0.8,
                                                                       "irpipe_mode": "fp32", "best_peer": "ov-bf16"}
     assert ratio_vs_best_peer(speed, {"fp32": True})["ratio_vs_best_peer"] is None
+
+
+def test_the_docs_tables_are_the_records_as_printed():
+    import json
+
+    from bench import REPO
+    from bench.cpu_peers import markdown
+
+    docs = (REPO / "docs" / "inference.md").read_text()
+    for name in ("cpu-peers-1t", "cpu-peers-2t"):
+        record = json.loads((REPO / "eval" / "benchmarks" / f"{name}.json").read_text())
+        assert markdown(record) in docs, f"docs/inference.md: regenerate with python -m bench.cpu_peers --table {name}"
+        assert record["ratio_vs_best_peer"] == ratio_vs_best_peer(record["speed"], record["quality_preserving"])[
+            "ratio_vs_best_peer"]

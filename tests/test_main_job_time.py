@@ -51,3 +51,11 @@ def test_the_main_job_time_record_has_its_command_split_and_floor():
         assert run["load_average_start"] and run["cpu"]
         for stage in run["encoders"]["stages"].values():
             assert stage["tflop"] > 1 and stage["seconds"] > 0
+
+
+def test_the_docs_table_holds_the_recorded_times():
+    record = json.loads((REPO / "eval" / "benchmarks" / "main-job-time.json").read_text())["runs"]["before"]
+    docs = (REPO / "docs" / "inference.md").read_text()
+    section = docs[docs.index("### The main job's time"):]
+    for seconds in [record["wall_seconds"], *record["parts_seconds"].values()]:
+        assert f"| {seconds} |" in section or f"| **{seconds}** |" in section, seconds
