@@ -89,10 +89,10 @@ def without_none(parser: argparse.ArgumentParser, flag: str, values: list[str]) 
     return [] if values == [NONE] else values
 
 
-def timed(functions: dict, pairs: list, repeats: int) -> dict:
+def timed(functions: dict, pairs: list, repeats: int, reference: str = "crossencoder") -> dict:
     """Each function over `pairs`, interleaved: `repeats` rounds, the order rotated every round (a slow phase of a
-    busy machine falls on every mode alike). -> name -> {seconds per round, pairs/s (median), ratio to crossencoder
-    in the same round (median)}."""
+    busy machine falls on every mode alike). -> name -> {seconds per round, pairs/s (median), ratio to `reference`
+    in the same round (median), as speedup_vs_<reference>}."""
     names = list(functions)
     for function in functions.values():  # warm-up: first calls allocate, load kernels
         function(pairs[:16])
@@ -106,9 +106,9 @@ def timed(functions: dict, pairs: list, repeats: int) -> dict:
     for name in names:
         row = {"seconds": [round(s, 2) for s in seconds[name]],
                "pairs_per_s": round(len(pairs) / statistics.median(seconds[name]), 2)}
-        if "crossencoder" in seconds:
-            row["speedup_vs_crossencoder"] = round(statistics.median(
-                c / s for c, s in zip(seconds["crossencoder"], seconds[name])), 3)
+        if reference in seconds:
+            row[f"speedup_vs_{reference}"] = round(statistics.median(
+                c / s for c, s in zip(seconds[reference], seconds[name])), 3)
         out[name] = row
     return out
 

@@ -11,7 +11,8 @@ import pytest
     ("bm25_speed", "--record"), ("lucene_floor", "--record"), ("index_speed", "--record"), ("peak_memory", "--record"),
     ("ray_scale", "--record"), ("store_codecs", "--record"), ("inference_speed", "--output"),
     ("rerank_speed", "--output"), ("mrnn_start", "--record"), ("digest_speed", "--record"),
-    ("dev_small_projection", "--rerank"), ("cpu_peers", "--output"), ("cpu_peers", "--quality-from")])
+    ("dev_small_projection", "--rerank"), ("cpu_peers", "--output"), ("cpu_peers", "--quality-from"),
+    ("encode_peers", "--output")])
 @pytest.mark.parametrize("name", ["../README", "/tmp/x", "runs/x", "x.json", ""])
 def test_a_record_name_that_is_not_a_plain_name_is_exit_2_before_any_work(module, flag, name, capsys):
     main = importlib.import_module(f"bench.{module}").main
@@ -24,7 +25,8 @@ def test_a_record_name_that_is_not_a_plain_name_is_exit_2_before_any_work(module
                                           ("lucene_floor", "--hits"), ("mrnn_start", "--queries"),
                                           ("mrnn_start", "--filters"), ("digest_speed", "--docs"),
                                           ("digest_speed", "--files"), ("cpu_peers", "--pairs"),
-                                          ("cpu_peers", "--quality-queries")])
+                                          ("cpu_peers", "--quality-queries"), ("encode_peers", "--passages"),
+                                          ("encode_peers", "--repeats")])
 @pytest.mark.parametrize("value", ["0", "-1", "ten"])
 def test_a_count_below_one_is_exit_2_before_any_work(module, flag, value, capsys):
     """`--queries -1` would otherwise drop the last topic silently (a slice); 0 hits is no search at all."""
