@@ -9,13 +9,16 @@ Pyserini's 2CR pages -- a table per dataset, a row per pinned experiment:
 
 and, under each table, the dataset's published numbers that no row claims. Above the tables, the answers (ANSWERS):
 for TREC DL 2019 / 2020 and for each seed model on its paper's datasets, the best pin by the paper's or the track's
-measure, the published or peer number beside it and its command. No external resource: the page opens from disk. `check_in_browser` (pipeline/browser.py) loads it in headless Chromium, fails on a console error and
-takes the screenshot.
+measure, the published or peer number beside it and its command; then what training adds (TRAINING): every pin whose
+baseline is its own model untrained (the same pipeline with epochs=0), start and trained side by side with the
+paired p-value. No external resource: the page opens from disk. `check_in_browser` (pipeline/browser.py) loads it
+in headless Chromium, fails on a console error and takes the screenshot.
 """
 from __future__ import annotations
 
 import json
 import re
+import statistics
 from html import escape
 
 from pipeline import environment, provenance
@@ -82,7 +85,7 @@ def render_page(pins: list, references: dict[str, list[dict]], title: str = "irp
              f"sd over the seeds (one run where there are none), with the pinned score and the check's status under it "
              f"(OK: within the tolerance; OKISH: within 10×; FAIL). Cost: the wall time of the last cold run (nothing "
              f"from the cache). Reproduce one with its command, or many with <code>irpipe reproduce</code>.</p>",
-             *_answers(pins, references),
+             *_answers(pins, references), *_training(pins),
              '<nav id="datasets">' + " · ".join(f'<a href="#{_anchor(d)}">{escape(d)}</a>' for d in datasets)
              + "</nav>"]
     for dataset, rows in datasets.items():
@@ -133,6 +136,56 @@ def _answers(pins: list, references: dict[str, list[dict]]) -> list[str]:
                    f'<td class="command"><code>{escape(command)}</code><button class="copy" type="button" '
                    f'data-command="{escape(command)}">copy</button><br>{_cost(pin)}</td></tr>')
     return out + ["</tbody></table></div></section>"]
+
+
+def against_start(experiment) -> bool:
+    """Whether the experiment's baseline is its own pipeline untrained: the same stages and options, epochs=0."""
+    from pipeline.spec import SpecError, parse
+
+    if not experiment.baseline:
+        return False
+    try:
+        trained, start = (str(parse(spec.replace("{seed}", "0")))
+                          for spec in (experiment.pipeline, experiment.baseline))
+    except SpecError:
+        return False
+    without = lambda spec: re.sub(r"(, )?\bepochs=\d+(, )?",                     # noqa: E731
+                                  lambda m: ", " if m.group(1) and m.group(2) else "", spec)
+    return "epochs=0" in start and "epochs=0" not in trained and without(start) == without(trained)
+
+
+def _training(pins: list) -> list[str]:
+    """What training adds: each pin against its own untrained start, the start's and the trained model's mean (± sd
+    over the seeds), the difference and the paired p-value per measure."""
+    rows = [pin for pin in pins if pin.result and pin.result.get("baseline") and against_start(pin.experiment)]
+    out = ['<section id="training"><h2>What training adds</h2><p>Each pin whose baseline is its own model untrained '
+           "(the same pipeline with <code>epochs=0</code>, seed for seed): the start and the trained model side by "
+           "side, their difference and the paired p-value against the start.</p>"]
+    if not rows:
+        return out + ['<p class="none">no pin is compared with its own start yet</p></section>']
+    out.append('<div class="scroll"><table class="training"><thead><tr><th>experiment</th><th>dataset</th>'
+               "<th>measure</th><th>untrained start</th><th>trained</th><th>Δ</th><th>p</th></tr></thead><tbody>")
+    for pin in rows:
+        result, baseline = pin.result, pin.result["baseline"]
+        measures = [m for m in result.get("measures") or {} if m in (baseline.get("measures") or {})]
+        for i, measure in enumerate(measures):
+            start, trained = baseline["measures"][measure], result["measures"][measure]
+            head = (f'<td rowspan="{len(measures)}"><a href="#{_anchor(pin.name, "e")}"><b>{escape(pin.name)}</b></a>'
+                    f'</td><td rowspan="{len(measures)}">{escape(result.get("dataset", ""))}</td>') if i == 0 else ""
+            out.append(f'<tr data-trained="{escape(pin.name)}" data-measure="{escape(measure)}">{head}'
+                       f"<td>{escape(measure)}</td><td class=\"num\">{start:.4f}{_spread(baseline, measure)}</td>"
+                       f'<td class="num">{trained:.4f}{_spread(result, measure)}</td>'
+                       f'<td class="num">{trained - start:+.4f}</td><td class="num">'
+                       f"{_pvalue(baseline, measure).removeprefix('; p ') or '—'}</td></tr>")
+    return out + ["</tbody></table></div></section>"]
+
+
+def _spread(result: dict, measure: str) -> str:
+    """ ± the sample sd over the seeds: a result's `sd`, or from a baseline's per-seed scores."""
+    if measure in (result.get("sd") or {}):
+        return f" ± {result['sd'][measure]:.4f}"
+    scores = [seed[measure] for seed in (result.get("seeds") or {}).values() if measure in seed]
+    return f" ± {statistics.stdev(scores):.4f}" if len(scores) > 1 else ""
 
 
 def _dataset_section(dataset: str, rows: list, published: list[dict]) -> list[str]:

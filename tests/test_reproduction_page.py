@@ -81,7 +81,7 @@ def test_the_committed_page_is_current(tmp_path, capsys):
 def test_the_page_has_a_row_per_pinned_experiment_with_its_parts():
     tree = parse(PAGE.read_text(encoding="utf-8"))
     found = pins(REPO / "eval", REPO / "eval" / "results")
-    sections = [section for section in tree.all("section") if section.attrs["id"] != "answers"]
+    sections = [section for section in tree.all("section") if section.attrs["id"] not in ("answers", "training")]
     assert {s.attrs["data-dataset"] for s in sections} == {(p.result or {}).get("dataset") or p.experiment.dataset
                                                           for p in found}
     assert {a.attrs["href"][1:] for a in tree.all("nav")[0].all("a")} == {s.attrs["id"] for s in sections}
@@ -168,7 +168,8 @@ def test_the_page_opens_with_the_answers_each_the_best_pin_of_its_question():
     command and a link to its row."""
     tree = parse(PAGE.read_text(encoding="utf-8"))
     sections = tree.all("section")
-    assert sections[0].attrs["id"] == "answers" and all(s.attrs.get("data-dataset") for s in sections[1:])
+    assert [s.attrs["id"] for s in sections[:2]] == ["answers", "training"]
+    assert all(s.attrs.get("data-dataset") for s in sections[2:])
     rows = sections[0].all("tr")[1:]
     assert [row.attrs["data-question"] for row in rows] == [question for question, *_ in ANSWERS]
     row_ids = {row.attrs["id"] for row in tree.all("tr") if "data-experiment" in row.attrs}
@@ -227,3 +228,32 @@ def test_the_page_loads_in_chromium_without_console_errors_and_a_broken_one_does
     errors = check_in_browser(broken, tmp_path / "broken.png")
     assert any("notDefined is not defined" in error for error in errors)
 
+
+
+def test_a_pin_against_its_own_untrained_start_is_shown_start_beside_trained():
+    """The training section: a row per measure of every pin whose baseline is its pipeline with epochs=0, the start's
+    and the trained model's means as the result holds them; a baseline that is another stage is not such a pin."""
+    tree = parse(PAGE.read_text(encoding="utf-8"))
+    found = pins(REPO / "eval", REPO / "eval" / "results")
+    starts = {pin.name: pin for pin in found if pin.result and html_page.against_start(pin.experiment)}
+    assert "trecqa-mrnn-contextual-identity" in starts
+    rows = tree.all("section", id="training")[0].all("tr")[1:]
+    assert {row.attrs["data-trained"] for row in rows} == set(starts)
+    for row in rows:
+        result = starts[row.attrs["data-trained"]].result
+        measure = row.attrs["data-measure"]
+        start, trained, delta = (cell.content() for cell in row.all("td", class_="num")[:3])
+        assert start.startswith(f"{result['baseline']['measures'][measure]:.4f} ± ")
+        assert trained.startswith(f"{result['measures'][measure]:.4f} ± ")
+
+
+@pytest.mark.parametrize("pipeline, baseline, expected", [
+    ("mrnn(train=trecqa/train, epochs=10, seed={seed})", "mrnn(train=trecqa/train, epochs=0, seed={seed})", True),
+    ("mrnn(train=trecqa/train, seed={seed})", "mrnn(seed={seed}, epochs=0, train=trecqa/train)", True),
+    ("bm25() >> hcan(train=trecqa/train)", "bm25() >> hcan(train=trecqa/train, epochs=0)", True),
+    ("mrnn(train=trecqa/train, epochs=10, seed={seed})", "mrnn(train=trecqa/train, epochs=0, seed=1)", False),
+    ("mrnn(train=trecqa/train, epochs=10)", "overlap(idf=true)", False),
+    ("mrnn(train=trecqa/train, epochs=10)", None, False)])
+def test_a_baseline_is_the_start_only_when_it_is_the_same_pipeline_untrained(pipeline, baseline, expected):
+    experiment = type("E", (), {"pipeline": pipeline, "baseline": baseline})()
+    assert html_page.against_start(experiment) is expected
