@@ -17,3 +17,13 @@ def test_the_table_has_a_row_per_mode_with_its_ratio_to_st():
     table = markdown({"cpu": "X", "threads": 1, "passages": 400, "repeats": 3, "load_average_start": [0.1],
                       "speed": {"st": row | {"speedup_vs_st": 1.0}, "irpipe": row}})
     assert "| irpipe | 20.0 | 1.4 | 40.1 (0.51) | 2.4e-07 |" in table and "| st | 20.0 | 1.0 |" in table
+
+
+def test_the_docs_table_is_the_record_as_printed():
+    import json
+
+    from bench import REPO
+
+    record = json.loads((REPO / "eval" / "benchmarks" / "encode-peers-1t.json").read_text())
+    table = markdown(record).split("\n", 2)[2]
+    assert table in (REPO / "docs" / "inference.md").read_text(), "regenerate docs/inference.md's encode table"
