@@ -64,19 +64,24 @@ def _example(ce):
     return dict(ce.tokenizer(["a query"], ["a passage"], return_tensors="pt"))
 
 
-def _logits_module(hf):
-    """The HF classifier as a torch module of positional inputs returning its (B,) logit (what the exporters trace)."""
+def positional_module(hf, pick):
+    """An HF model as a torch module of positional inputs (input_ids, attention_mask, token_type_ids) returning
+    `pick(its outputs)`: what the exporters trace."""
     import torch
 
-    class Logits(torch.nn.Module):
+    class Positional(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.hf = hf
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.hf(input_ids=input_ids, attention_mask=attention_mask,
-                           token_type_ids=token_type_ids).logits[:, 0]
-    return Logits().eval()
+            return pick(self.hf(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids))
+    return Positional().eval()
+
+
+def _logits_module(hf):
+    """The HF classifier's (B,) logit."""
+    return positional_module(hf, lambda outputs: outputs.logits[:, 0])
 
 
 def _onnx_file(ce, folder: Path) -> Path:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from bench import positive, record, record_name, run_main
 from bench._inference_models import cpu_name, dl_pairs, encoder_flops, fp32_peak_flops
+from bench._peer_runtimes import positional_module
 from bench.inference_speed import timed
 
 MODES = ("st", "irpipe", "irpipe-per-query", "ort-fp32", "ov-fp32", "st-bf16")
@@ -101,19 +102,9 @@ def encoders(names: list[str], threads: int, qids: list[str], folder: Path) -> d
     return {name: build[name]() for name in names}
 
 
-def _hidden_module(bert):
-    """The HF BertModel as a module of positional inputs returning its last layer (what the exporters trace)."""
-    import torch
-
-    class Hidden(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.bert = bert
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.bert(input_ids=input_ids, attention_mask=attention_mask,
-                             token_type_ids=token_type_ids).last_hidden_state
-    return Hidden().eval()
+def _hidden(st):
+    """The SentenceTransformer's BertModel returning its last layer (B, L, H)."""
+    return positional_module(st[0].auto_model, lambda outputs: outputs.last_hidden_state)
 
 
 def _example(st):
@@ -127,7 +118,7 @@ def _ort(st, folder: Path, threads: int):
 
     path, names = folder / "encoder.onnx", ["input_ids", "attention_mask", "token_type_ids"]
     with torch.no_grad():
-        torch.onnx.export(_hidden_module(st[0].auto_model), _example(st), str(path), input_names=names,
+        torch.onnx.export(_hidden(st), _example(st), str(path), input_names=names,
                           output_names=["hidden"], opset_version=17, dynamo=False,
                           dynamic_axes={k: {0: "batch", 1: "length"} for k in names + ["hidden"]})
     options = ort.SessionOptions()
@@ -142,7 +133,7 @@ def _openvino(st, threads: int):
     import torch
 
     with torch.no_grad():
-        model = ov.convert_model(_hidden_module(st[0].auto_model), example_input=_example(st))
+        model = ov.convert_model(_hidden(st), example_input=_example(st))
     compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
                                                       "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
     return lambda ids, mask, types: compiled([ids, mask, types])[0]
