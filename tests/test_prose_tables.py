@@ -116,3 +116,13 @@ def test_the_repository_tables_are_the_results(capsys):
     code, out, _ = irpipe(capsys, "leaderboard", "--prose", "--check", "--root", REPO, "--results-dir",
                           REPO / "eval" / "results")
     assert code == 0, out + "(run: irpipe leaderboard --prose)"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--check"], "--check works only with --prose"), (["--root", "x"], "--root works only with --prose"),
+    (["--screenshot", "x.png"], "--screenshot works only with --html"),
+    (["--prose", "--html"], "--prose and --html write different things")])
+def test_a_leaderboard_flag_that_would_do_nothing_is_exit_2_and_writes_nothing(argv, said, capsys, tmp_path):
+    """`--check` without `--prose` once rewrote eval/LEADERBOARD.md and exited 0: a check that checked nothing."""
+    code, _, err = irpipe(capsys, "leaderboard", "--output", str(tmp_path / "board.md"), *argv)
+    assert code == 2 and said in err and not (tmp_path / "board.md").exists()

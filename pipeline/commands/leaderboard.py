@@ -35,6 +35,7 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    _refuse_idle_flags(args)
     if args.prose:
         return _prose(args)
     references = load_references(Path(args.references))
@@ -79,3 +80,18 @@ def _prose(args: argparse.Namespace) -> int:
             print(f"rewrote {path}")
     print(f"{len(files)} file(s) with results tables, {len(changed)} {'stale' if args.check else 'rewritten'}")
     return 1 if args.check and changed else 0
+
+
+def _refuse_idle_flags(args: argparse.Namespace) -> None:
+    """A flag that would do nothing in this mode is exit 2, never silently ignored (`--check` without `--prose` would
+    rewrite eval/LEADERBOARD.md and exit 0)."""
+    from pipeline.errors import ConfigError
+
+    for flag, given, needs, mode in (("--check", args.check, "--prose", args.prose),
+                                     ("--root", args.root != ".", "--prose", args.prose),
+                                     ("--screenshot", args.screenshot, "--html", args.html is not None)):
+        if given and not mode:
+            raise ConfigError(f"{flag} works only with {needs}: add {needs}, or leave {flag} out")
+    if args.prose and args.html is not None:
+        raise ConfigError("--prose and --html write different things: run them one at a time")
+
