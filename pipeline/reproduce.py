@@ -210,10 +210,15 @@ def dry_run(selected: list[Pin], warm: bool, results_dir: Path | None = None) ->
     return "\n".join(f"{prefix}{pin.command()}{where}   # {format_seconds(pin.cost)}" for pin in selected)
 
 
-def run_selection(selected: list[Pin], results_dir: Path, warm: bool, echo, finished=None) -> list:
-    """Run the pins one after the other; `finished(pin, result)` is called as each one ends with a result."""
+def run_selection(selected: list[Pin], results_dir: Path, warm: bool, echo, finished=None, needed=None) -> list:
+    """Run the pins one after the other; `finished(pin, result)` is called as each one ends with a result, and
+    `needed(pin)`, where given, just before each starts: a pin it says is no longer needed (another process re-ran it
+    cold meanwhile) is skipped, saying so."""
     rows = []
     for number, pin in enumerate(selected, start=1):
+        if needed is not None and not needed(pin):
+            echo(f"[{number}/{len(selected)}] {pin.name}: re-run cold here meanwhile (another process), skipped")
+            continue
         start = time.perf_counter()
         echo(f"[{number}/{len(selected)}] {shlex.join(['irpipe', 'run', _shown(pin.path), '--check'])}"
              f"{'' if warm else ' (empty cache)'} ...")

@@ -9,7 +9,7 @@ import pytest
 from pipeline import environment, provenance
 from pipeline.reproduce import parse_cost
 from pipeline.errors import ConfigError
-from support import irpipe, write_collection
+from support import REPO, irpipe, write_collection
 
 SPEC = "bm25(k1=0.9, b=0.4, hits=10)"
 
@@ -138,3 +138,19 @@ def test_reproduce_runs_in_an_empty_cache_and_a_fail_sets_the_exit_status(tmp_pa
     assert "1 OK, 0 OKISH, 1 FAIL, 0 ERROR of 2 experiments" in out
     recorded = json.loads((tmp_path / "results" / "tiny-ok.json").read_text())
     assert recorded["cost"]["seconds"] == recorded["seconds"]
+
+
+def test_a_pin_another_process_re_ran_meanwhile_is_skipped_just_before_its_turn(shared_data, tmp_path, monkeypatch):
+    """Two `reproduce --record` processes with overlapping names: the second finishing a pin first must stop the first
+    from running it again (`needed`, checked against the record just before each pin starts)."""
+    from pipeline.reproduce import pins as all_pins, run_selection
+
+    monkeypatch.setenv("IRPIPE_MIRROR", str(shared_data))
+    found = {pin.name: pin for pin in all_pins(REPO / "eval", REPO / "eval" / "results")}
+    selected = [found["dl20-bm25-top100"], found["dl19-bm25-top100"]]
+    said = []
+    rows = run_selection(selected, tmp_path / "results", warm=False, echo=said.append,
+                         needed=lambda pin: pin.name != "dl20-bm25-top100")
+    assert said[0] == "[1/2] dl20-bm25-top100: re-run cold here meanwhile (another process), skipped"
+    assert [(pin.name, bool(error)) for pin, _, error in rows] == [("dl19-bm25-top100", False)]
+    assert rows[0][1]["checks"]["nDCG@10"]["status"] == "OK"

@@ -65,8 +65,11 @@ def main(args: argparse.Namespace) -> int:
         if args.record and not args.warm:
             cold_runs.update(record_path, pin.name, pin.path, result)
 
+    def needed(pin):  # the record as it is now: another reproduce may have re-run this pin since the start
+        return not cold_runs.done_here(cold_runs.load(record_path), pin.name, pin.path, here)
+
     rows = run_selection(selected, args.results_dir if args.record else LOCAL_RESULTS, args.warm, echo=print,
-                         finished=finished)
+                         finished=finished, needed=needed if args.record and not args.again else None)
     print()
     print(matrix(rows))
     tally = counts(rows)
