@@ -26,7 +26,7 @@ import random
 import statistics
 import time
 
-from bench._inference_models import cross_encoder, dl_pairs, encoder_flops, load_monobert
+from bench._inference_models import cross_encoder, dl_pairs, load_monobert, model_flops
 from pipeline.log import logger
 
 # Dense bf16 peak FLOP/s (no sparsity), by a piece of torch.cuda.get_device_name(); the first match wins.
@@ -82,13 +82,6 @@ def _sync(device) -> None:
 
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def model_flops(model, pairs) -> float:
-    """FLOPs of a full BERT pass over each pair's real word pieces (`encoder_flops`)."""
-    config = model.bert.config
-    return encoder_flops(model.input_lengths(pairs), config.hidden_size, config.intermediate_size,
-                         config.num_hidden_layers)
 
 
 def side_by_side(model, pairs, device, args, peak) -> dict:

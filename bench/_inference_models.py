@@ -6,16 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def cpu_name() -> str:
-    """The CPU's model name and the vector extensions that decide bf16 / int8 speed, from /proc/cpuinfo."""
+def _cpu_fields() -> dict[str, str] | None:
+    """CPU 0's fields of /proc/cpuinfo (name -> value), or None without it."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in text.split("\n\n")[0].splitlines() if ":" in line)  # CPU 0
+    return {k.strip(): v.strip() for k, v in fields.items()}
+
+
+def cpu_name() -> str:
+    """The CPU's model name and the vector extensions that decide bf16 / int8 speed, from /proc/cpuinfo."""
+    fields = _cpu_fields()
+    if fields is None:
         import platform
 
         return platform.processor() or "unknown CPU"
-    fields = dict(line.split(":", 1) for line in text.split("\n\n")[0].splitlines() if ":" in line)  # CPU 0
-    fields = {k.strip(): v.strip() for k, v in fields.items()}
     flags = set(fields.get("flags", "").split())
     extensions = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8") if f in flags]
     return (f"{fields.get('model name', 'unknown')} (family {fields.get('cpu family', '?')} model "
@@ -28,15 +35,20 @@ def encoder_flops(lengths, hidden: int, inner: int, layers: int) -> float:
     return sum(layers * (2 * n * (4 * hidden * hidden + 2 * hidden * inner) + 4 * n * n * hidden) for n in lengths)
 
 
+def model_flops(model, pairs) -> float:
+    """FLOPs of a full pass of `model`'s BERT over each pair's real word pieces (`encoder_flops`)."""
+    config = model.bert.config
+    return encoder_flops(model.input_lengths(pairs), config.hidden_size, config.intermediate_size,
+                         config.num_hidden_layers)
+
+
 def fp32_peak_flops(threads: int) -> tuple[float | None, str]:
     """An estimate of `threads` cores' fp32 peak: cores x /proc/cpuinfo's "cpu MHz" x FLOPs per cycle of two FMA
     units at the widest vector width (AVX-512: 64, AVX2 + FMA: 32); with how it was estimated. None without
     /proc/cpuinfo. An upper bound: the clock under an all-core AVX load is often lower than the one reported."""
-    try:
-        first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
-    except OSError:
+    fields = _cpu_fields()
+    if fields is None:
         return None, "no /proc/cpuinfo"
-    fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in first.splitlines() if ":" in line)}
     flags = set(fields.get("flags", "").split())
     per_cycle = 64 if "avx512f" in flags else 32 if {"avx2", "fma"} <= flags else 8
     mhz = float(fields.get("cpu MHz", 0) or 0)

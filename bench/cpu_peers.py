@@ -26,7 +26,7 @@ import os
 import sys
 
 from bench import REPO, positive, record, record_name, run_main
-from bench._inference_models import cpu_name, cross_encoder, dl_pairs, encoder_flops, fp32_peak_flops, load_monobert
+from bench._inference_models import cpu_name, cross_encoder, dl_pairs, fp32_peak_flops, load_monobert, model_flops
 from bench._peer_runtimes import PEERS, peer_scorers
 from bench.inference_speed import MEASURES, quality_by_mode, timed
 
@@ -106,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     last = {}                                                          # mode -> its scores of the last call
     speed = timed({name: _remembered(function, name, last) for name, function in functions.items()}, pairs,
                   args.repeats)
-    config = model.bert.config
-    flops = encoder_flops(model.input_lengths(pairs), config.hidden_size, config.intermediate_size,
-                          config.num_hidden_layers)
+    flops = model_flops(model, pairs)
     peak, how = fp32_peak_flops(args.threads)
     for name in functions:
         speed[name]["max_abs_vs_fp32"] = max(abs(a - b) for a, b in zip(last[name], last["fp32"]))
