@@ -5,16 +5,22 @@ spread over several sessions.
     {"description": ..., "total_seconds": 5123.4, "counts": {"OK": 40, "OKISH": 1, "FAIL": 0},
      "pins": {"cacm-bm25": {"status": "OK", "checks": {"AP": {"pinned": 0.3114, "measured": 0.3114, "status": "OK"}},
                             "seconds": 9.0, "date": "2026-12-02T10:01:00+00:00", "load_average": 2.1, "cores": 2,
-                            "cpu": "AMD EPYC", "recipe": "sha256 of eval/cacm-bm25.yaml's fields (16 hex)",
-                            "environment": "digest of what can move a number (16 hex)", "commit": "b195f3b..."}}}
+                            "cpu": "AMD EPYC", "isa": "AVX2",
+                            "recipe": "sha256 of eval/cacm-bm25.yaml's fields (16 hex)",
+                            "environment": "digest of the software that can move a number (16 hex)",
+                            "commit": "b195f3b..."}}}
 
 A pin is done here when its entry's `recipe` is the digest of its experiment file as it is now (the file is the
 recipe: pipeline, dataset, seeds, expected scores; its description aside) and its `environment` the digest of this
-machine's (`machine_key`: Python, the libraries, the CPU model, its vector flags and cores, the kernel and thread
-settings); a pin whose recipe or environment changed is run again. Only a cold run enters the record: nothing read
-from the cache (`reused` empty), so its seconds are the cost of the whole work. The hours left are the remaining
-pins' recorded cold costs, and, for a pin never measured cold, its last run's seconds, a lower bound (that run may
-have read trained models back).
+installation's (`software_key`: Python, the libraries, the kernel settings a user chose); a pin whose recipe or
+software changed is run again. The CPU is recorded beside it (model, widest vector instructions, cores), not keyed:
+the project's machine gets another CPU from session to session (AVX2 one day, AVX-512 the next), and a key holding
+it made every session start the whole re-run over. A pin whose numbers move with the CPU's kernels says so in
+eval/benchmarks/cpu-sensitivity.yaml, and its tolerance covers the moves measured there.
+
+Only a cold run enters the record: nothing read from the cache (`reused` empty), so its seconds are the cost of the
+whole work. The hours left are the remaining pins' recorded cold costs, and, for a pin never measured cold, its last
+run's seconds, a lower bound (that run may have read trained models back).
 """
 from __future__ import annotations
 
@@ -31,13 +37,16 @@ RECORD_NAME = Path("benchmarks") / "reproduce-cold.json"  # under the eval folde
 STATUSES = ("OK", "OKISH", "FAIL")
 PROSE = ("description",)  # experiment-file fields that say, not run: outside the recipe key
 # settings a run sets itself (deterministic=true: training/options.py make_deterministic), so a training pin's
-# captured environment holds them where the machine, asked before the run, does not: outside the machine key
+# captured environment holds them where the machine, asked before the run, does not: outside the software key
 SET_BY_IRPIPE = ("CUBLAS_WORKSPACE_CONFIG",)
+THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # how many threads, like the cores: recorded, not keyed
+WIDEST = (("amx_tile", "AMX"), ("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"))  # cpu flag -> `isa`
 DESCRIPTION = ("Every pin re-run by `irpipe reproduce --record` from an empty cache on this machine: per pin its "
                "checks (pinned, measured, status), its cold wall time (seconds, with the 1-minute load average at its "
                "end and the cores), the digest of its experiment file but its description (recipe) and of the "
-               "environment (environment: pipeline/cold_runs.py machine_key), and the commit. `irpipe reproduce --all "
-               "--record` runs only the pins whose recipe or environment differ from these.")
+               "software (environment: pipeline/cold_runs.py software_key), the CPU it ran on (cpu, and isa: its "
+               "widest vector instructions), and the commit. `irpipe reproduce --all --record` runs only the pins "
+               "whose recipe or software differ from these.")
 
 
 def record_path(eval_dir: Path) -> Path:
@@ -57,16 +66,20 @@ def _bytes_key(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
-def machine_key(captured: dict) -> str:
-    """The digest of the parts of an environment (pipeline/environment.py `capture()`) that can move a number and
-    that every process records, torch imported or not: Python, the libraries, the CPU model, vector flags and cores,
-    and the kernel and thread settings (less those a run sets itself, SET_BY_IRPIPE). The commit is not in it: a
-    recipe is its experiment file."""
-    cpu = captured.get("cpu") or {}
-    settings = {k: v for k, v in (captured.get("settings") or {}).items() if k not in SET_BY_IRPIPE}
-    parts = {"python": captured.get("python"), "libraries": captured.get("libraries"), "cpu": cpu.get("model"),
-             "flags": sorted(cpu.get("flags") or []), "cores": cpu.get("cores"), "settings": settings}
+def software_key(captured: dict) -> str:
+    """The digest of the software parts of an environment (pipeline/environment.py `capture()`) that can move a
+    number and that every process records, torch imported or not: Python, the libraries, and the kernel settings
+    (less those a run sets itself, SET_BY_IRPIPE, and the thread counts). The commit is not in it (a recipe is its
+    experiment file), nor the CPU (recorded beside it: `isa`)."""
+    settings = {k: v for k, v in (captured.get("settings") or {}).items() if k not in SET_BY_IRPIPE + THREADS}
+    parts = {"python": captured.get("python"), "libraries": captured.get("libraries"), "settings": settings}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def isa(captured: dict) -> str | None:
+    """The widest vector instructions of the CPU an environment was captured on: AMX, AVX-512, AVX2 or AVX."""
+    flags = set((captured.get("cpu") or {}).get("flags") or [])
+    return next((name for flag, name in WIDEST if flag in flags), None)
 
 
 def load(path: Path) -> dict:
@@ -92,8 +105,8 @@ def entry(pin_path: Path, result: dict) -> dict:
             "checks": {measure: {"pinned": check.get("expected"), "measured": _rounded(check.get("score")),
                                  "status": check.get("status")} for measure, check in checks.items()},
             "seconds": cost["seconds"], "date": cost["date"], "load_average": cost.get("load_average"),
-            "cores": cost.get("cores"), "cpu": (captured.get("cpu") or {}).get("model"),
-            "recipe": recipe_key(pin_path), "environment": machine_key(captured),
+            "cores": cost.get("cores"), "cpu": (captured.get("cpu") or {}).get("model"), "isa": isa(captured),
+            "recipe": recipe_key(pin_path), "environment": software_key(captured),
             "commit": (captured.get("git") or {}).get("commit")}
 
 
@@ -129,19 +142,20 @@ def _text(record: dict) -> str:
 
 
 def done_here(record: dict, name: str, pin_path: Path, here: str) -> bool:
-    """Whether the pin was re-run cold on its current recipe in the environment whose machine_key is `here`."""
+    """Whether the pin was re-run cold on its current recipe with the software whose software_key is `here`."""
     found = record.get("pins", {}).get(name)
     return (bool(found) and found.get("recipe") in (recipe_key(pin_path), _bytes_key(pin_path))
             and found.get("environment") == here)
 
 
 def state(record: dict, name: str, pin_path: Path, here: str) -> str:
-    """What the listing shows: the date of a cold run that counts here, `stale` (recipe or environment since
-    changed), or nothing."""
+    """What the listing shows: the date, status and CPU (`isa`) of a cold run that counts here, `stale` (recipe or
+    software since changed), or nothing."""
     found = record.get("pins", {}).get(name)
     if not found:
         return ""
-    return found["date"][:10] + " " + found["status"] if done_here(record, name, pin_path, here) else "stale"
+    done = " ".join(str(part) for part in (found["date"][:10], found["status"], found.get("isa")) if part)
+    return done if done_here(record, name, pin_path, here) else "stale"
 
 
 def left(pins, record: dict, here: str) -> str:
@@ -157,8 +171,8 @@ def left(pins, record: dict, here: str) -> str:
             f"{sum(bounds) / 3600:.2f} h; {unknown} never run)")
 
 
-def current_machine() -> str:
-    return machine_key(environment.capture())
+def current_software() -> str:
+    return software_key(environment.capture())
 
 
 def order(pin) -> tuple:

@@ -122,8 +122,8 @@ def format_seconds(seconds: float | None) -> str:
 
 def listing(found: list[Pin], archive: list[Experiment] = (), cold: dict | None = None, here: str = "") -> str:
     """The pins as a table: name, dataset, ci, cost class and last cold run, last run's date and status, and the
-    cold re-run here (`cold`, the record of pipeline/cold_runs.py; `here` this machine's key); the count of
-    `archive` and the hours left of the cold re-run under it."""
+    cold re-run here (`cold`, the record of pipeline/cold_runs.py; `here` this installation's software key); the
+    count of `archive` and the hours left of the cold re-run under it."""
     cold = cold if cold is not None else {"pins": {}}
     rows = [("experiment", "dataset", "ci", "cost", "last cold run", "last run", "status", "cpu", "cold here")]
     for pin in found:

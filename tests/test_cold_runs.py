@@ -39,7 +39,7 @@ def test_only_a_cold_run_enters_the_record_with_its_totals(tmp_path):
     assert written["counts"] == {"OK": 1, "OKISH": 0, "FAIL": 1}
     entry = written["pins"]["a"]
     assert entry["checks"] == {"AP": {"pinned": 0.9, "measured": 0.9123, "status": "OK"}}
-    assert entry["recipe"] == cold_runs.recipe_key(first) and entry["environment"] == cold_runs.current_machine()
+    assert entry["recipe"] == cold_runs.recipe_key(first) and entry["environment"] == cold_runs.current_software()
     assert json.loads(record.read_text()) == written
     warm = cold_runs.update(record, "a", first, _result("FAIL", reused={"indexes": 1}))
     assert warm["pins"]["a"] == entry and json.loads(record.read_text()) == written  # a warm run changes nothing
@@ -48,12 +48,12 @@ def test_only_a_cold_run_enters_the_record_with_its_totals(tmp_path):
 def test_a_changed_file_or_environment_makes_a_pin_due_again(tmp_path):
     path = _pin_file(tmp_path, "a")
     record = cold_runs.update(tmp_path / "record.json", "a", path, _result())
-    here = cold_runs.current_machine()
+    here = cold_runs.current_software()
     assert cold_runs.done_here(record, "a", path, here)
-    assert cold_runs.state(record, "a", path, here) == "2026-12-02 OK"
+    assert cold_runs.state(record, "a", path, here) == f"2026-12-02 OK {cold_runs.isa(environment.capture())}"
     other = environment.capture()
     other["libraries"] = {**other["libraries"], "torch": "0.0.1"}
-    assert not cold_runs.done_here(record, "a", path, cold_runs.machine_key(other))
+    assert not cold_runs.done_here(record, "a", path, cold_runs.software_key(other))
     path.write_text(path.read_text().replace("0.9", "0.8"))  # another expected score: another recipe
     assert not cold_runs.done_here(record, "a", path, here) and cold_runs.state(record, "a", path, here) == "stale"
 
@@ -65,7 +65,7 @@ def test_new_words_in_a_description_keep_a_pin_done(tmp_path):
 
     path = _pin_file(tmp_path, "a")
     record = cold_runs.update(tmp_path / "record.json", "a", path, _result())
-    here = cold_runs.current_machine()
+    here = cold_runs.current_software()
     path.write_text(path.read_text() + "description: re-run cold here, AP 0.9123\n")
     assert cold_runs.done_here(record, "a", path, here)
     record["pins"]["a"]["recipe"] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]  # an entry of the old kind
@@ -76,12 +76,17 @@ def test_new_words_in_a_description_keep_a_pin_done(tmp_path):
     assert cold_runs.done_here(record, "a", path, here)
 
 
-def test_the_machine_key_ignores_the_commit_and_torch_but_not_the_cpu():
+def test_the_software_key_holds_the_libraries_and_kernel_settings_not_the_commit_cpu_or_threads():
     captured = environment.capture()
-    same = {**captured, "git": {"commit": "0000000", "dirty": True}, "torch": {"threads": 1}}
-    assert cold_runs.machine_key(same) == cold_runs.machine_key(captured)
-    other_cpu = {**captured, "cpu": {**captured["cpu"], "flags": ["avx2"]}}
-    assert cold_runs.machine_key(other_cpu) != cold_runs.machine_key(captured)
+    elsewhere = {**captured, "git": {"commit": "0000000", "dirty": True}, "torch": {"threads": 1},
+                 "cpu": {"model": "Intel(R) Xeon(R)", "cores": 16, "flags": ["avx2", "avx512f", "amx_tile"]},
+                 "settings": {**captured["settings"], "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "3"}}
+    assert cold_runs.software_key(elsewhere) == cold_runs.software_key(captured)
+    assert cold_runs.isa(elsewhere) == "AMX" and cold_runs.isa({"cpu": {"flags": ["avx", "avx2", "fma"]}}) == "AVX2"
+    other_torch = {**captured, "libraries": {**captured["libraries"], "torch": "0.0.1"}}
+    assert cold_runs.software_key(other_torch) != cold_runs.software_key(captured)
+    narrower = {**captured, "settings": {**captured["settings"], "ATEN_CPU_CAPABILITY": "default"}}
+    assert cold_runs.software_key(narrower) != cold_runs.software_key(captured)
 
 
 def test_reproduce_with_record_skips_the_pins_done_here_and_says_what_is_left(tmp_path, capsys):
@@ -100,7 +105,8 @@ def test_reproduce_with_record_skips_the_pins_done_here_and_says_what_is_left(tm
     assert "done-pin.yaml --check" in out and "skipped" not in out
     listed = irpipe(capsys, "reproduce", *where)[1]
     rows = {line.split()[0]: line for line in listed.splitlines()}
-    assert rows["done-pin"].endswith("2026-12-02 OK") and "2026-12-02 OK" not in rows["due-pin"]
+    done_cpu = cold_runs.isa(environment.capture())
+    assert rows["done-pin"].endswith(f"2026-12-02 OK {done_cpu}") and "2026-12-02 OK" not in rows["due-pin"]
     assert "cold re-run here: 1 of 2 pins done, 1 left" in listed
 
 
@@ -125,6 +131,6 @@ def test_a_deterministic_training_pin_is_done_here_after_its_run(tmp_path):
     captured["settings"] = {**captured["settings"], "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
     path = _pin_file(tmp_path, "a")
     record = cold_runs.update(tmp_path / "record.json", "a", path, _result(captured=captured))
-    assert cold_runs.done_here(record, "a", path, cold_runs.current_machine())
+    assert cold_runs.done_here(record, "a", path, cold_runs.current_software())
     captured["settings"]["ONEDNN_MAX_CPU_ISA"] = "AVX2"  # a kernel choice the user made: another environment
-    assert cold_runs.machine_key(captured) != cold_runs.current_machine()
+    assert cold_runs.software_key(captured) != cold_runs.current_software()

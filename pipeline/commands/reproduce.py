@@ -38,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
     found, archive = pins(Path(args.eval_dir), args.results_dir), archived(Path(args.eval_dir))
     selected, left = select(found, args.names, max_cost, args.all, args.ci, archive)
     record_path = cold_runs.record_path(Path(args.eval_dir))
-    cold, here = cold_runs.load(record_path), cold_runs.current_machine()
+    cold, here = cold_runs.load(record_path), cold_runs.current_software()
     if not (args.names or max_cost is not None or args.all or args.ci):
         print(listing(found, archive, cold, here))
         return 0
