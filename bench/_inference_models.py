@@ -44,17 +44,59 @@ def model_flops(model, pairs) -> float:
 
 def fp32_peak_flops(threads: int) -> tuple[float | None, str]:
     """An estimate of `threads` cores' fp32 peak: cores x /proc/cpuinfo's "cpu MHz" x FLOPs per cycle of two FMA
-    units at the widest vector width (AVX-512: 64, AVX2 + FMA: 32); with how it was estimated. None without
-    /proc/cpuinfo. An upper bound: the clock under an all-core AVX load is often lower than the one reported."""
+    units at the width the core executes (`_fma_width`: 512-bit FMAs 64, 256-bit 32); with how it was estimated.
+    None without /proc/cpuinfo. An upper bound: the clock under an all-core AVX load is often lower than the one
+    reported."""
     fields = _cpu_fields()
     if fields is None:
         return None, "no /proc/cpuinfo"
-    flags = set(fields.get("flags", "").split())
-    per_cycle = 64 if "avx512f" in flags else 32 if {"avx2", "fma"} <= flags else 8
+    per_cycle = 2 * 2 * _fma_width(fields) // 32                         # 2 FMA units x 2 FLOPs x fp32 lanes
     mhz = float(fields.get("cpu MHz", 0) or 0)
     if not mhz:
         return None, "no cpu MHz in /proc/cpuinfo"
     return threads * mhz * 1e6 * per_cycle, f"{threads} core(s) x {mhz:.0f} MHz x {per_cycle} fp32 FLOP/cycle"
+
+
+def _fma_width(fields: dict[str, str]) -> int:
+    """The bits an FMA unit multiplies at once: 512 with AVX-512, but on AMD Zen 4 (family 25, `avx512f` in its flags)
+    which splits a 512-bit FMA over its 256-bit units; 256 with AVX2 and FMA; else 64."""
+    flags = set(fields.get("flags", "").split())
+    if "avx512f" in flags:
+        return 256 if (fields.get("vendor_id"), fields.get("cpu family")) == ("AuthenticAMD", "25") else 512
+    return 256 if {"avx2", "fma"} <= flags else 64
+
+
+def achieved(flops: float, seconds: float | None, peak: float | None) -> tuple[float | None, float | None]:
+    """(GFLOP/s, share of `peak`) of `flops` done in `seconds`: None where either is unknown."""
+    if not seconds:
+        return None, None
+    rate = flops / seconds
+    return round(rate / 1e9, 1), round(rate / peak, 3) if peak else None
+
+
+def peak_fields(threads: int) -> tuple[float | None, dict]:
+    """(the fp32 peak estimate of `threads` cores, the record's fields that state it)."""
+    peak, how = fp32_peak_flops(threads)
+    return peak, {"fp32_peak_gflops": round(peak / 1e9, 1) if peak else None, "peak_estimate": how}
+
+
+def default_tokenizer():
+    """The tokenizer of the default BERT (all-MiniLM-L6-v2: the bi-encoder's, ADDAX's and monobert's)."""
+    from transformers import AutoTokenizer
+
+    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder
+
+    return AutoTokenizer.from_pretrained(str(bert_folder(DEFAULT_BERT)))
+
+
+def default_encoder_flops(lengths) -> float:
+    """`encoder_flops` at the default BERT's shape, read from its config (MiniLM-L6: H 384, I 1536, 6 layers)."""
+    from transformers import AutoConfig
+
+    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder
+
+    config = AutoConfig.from_pretrained(str(bert_folder(DEFAULT_BERT)))
+    return encoder_flops(lengths, config.hidden_size, config.intermediate_size, config.num_hidden_layers)
 
 
 def load_monobert(checkpoint: str | None, max_length: int):

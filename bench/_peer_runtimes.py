@@ -84,51 +84,62 @@ def _logits_module(hf):
     return positional_module(hf, lambda outputs: outputs.logits[:, 0])
 
 
-def _onnx_file(ce, folder: Path) -> Path:
-    """The CrossEncoder's classifier as ONNX (dynamic batch and length), opset 17; made once per run."""
+def onnx_export(module, example: tuple, path: Path, output: str, output_axes: dict) -> Path:
+    """`module` (positional INPUTS) exported to `path` by `torch.onnx.export`, opset 17, batch and length dynamic."""
     import torch
 
-    path = folder / "model.onnx"
-    if not path.is_file():
-        example = _example(ce)
-        with torch.no_grad():
-            torch.onnx.export(_logits_module(ce[0].model.eval()), tuple(example[k] for k in INPUTS), str(path),
-                              input_names=list(INPUTS), output_names=["logits"], opset_version=17, dynamo=False,
-                              dynamic_axes={k: {0: "batch", 1: "length"} for k in INPUTS} | {"logits": {0: "batch"}})
+    with torch.no_grad():
+        torch.onnx.export(module, example, str(path), input_names=list(INPUTS), output_names=[output],
+                          opset_version=17, dynamo=False,
+                          dynamic_axes={k: {0: "batch", 1: "length"} for k in INPUTS} | {output: output_axes})
     return path
 
 
-def _ort(ce, folder: Path, threads: int, int8: bool):
+def ort_session(path: Path, threads: int):
+    """An ONNX Runtime CPU session on `threads` intra-op threads, every graph optimisation on."""
     import onnxruntime as ort
 
-    path = _onnx_file(ce, folder)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def openvino_compiled(module, example, threads: int, precision: str, int8: bool = False):
+    """`module` converted by `openvino.convert_model` (weights compressed to int8 by nncf with `int8`) and compiled
+    for the CPU at inference `precision` ("f32" or "bf16") on `threads` threads, for latency."""
+    import openvino as ov
+    import torch
+
+    with torch.no_grad():
+        model = ov.convert_model(module, example_input=example)
+    if int8:
+        import nncf
+
+        model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
+    return ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": precision,
+                                                  "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
+
+
+def _ort(ce, folder: Path, threads: int, int8: bool):
+    path = folder / "model.onnx"
+    if not path.is_file():                                             # made once per run
+        example = _example(ce)
+        onnx_export(_logits_module(ce[0].model.eval()), tuple(example[k] for k in INPUTS), path, "logits",
+                    {0: "batch"})
     if int8:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         quantized = folder / "model-int8.onnx"
         quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8)
         path = quantized
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session = ort_session(path, threads)
     return _batched(ce.tokenizer, ce.max_length,
                     lambda encoded: session.run(["logits"], {k: encoded[k].astype("int64") for k in INPUTS})[0])
 
 
 def _openvino(ce, threads: int, precision: str, int8: bool):
-    import openvino as ov
-    import torch
-
-    with torch.no_grad():
-        model = ov.convert_model(_logits_module(ce[0].model.eval()), example_input=_example(ce))
-    if int8:
-        import nncf
-
-        model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
-    compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": precision,
-                                                      "INFERENCE_NUM_THREADS": threads,
-                                                      "PERFORMANCE_HINT": "LATENCY"})
+    compiled = openvino_compiled(_logits_module(ce[0].model.eval()), _example(ce), threads, precision, int8)
     return _batched(ce.tokenizer, ce.max_length,
                     lambda encoded: compiled({k: encoded[k].astype("int64") for k in INPUTS})[0])
 

@@ -26,7 +26,7 @@ import os
 import sys
 
 from bench import REPO, positive, record, record_name, run_main
-from bench._inference_models import cpu_name, cross_encoder, dl_pairs, fp32_peak_flops, load_monobert, model_flops
+from bench._inference_models import achieved, cpu_name, cross_encoder, dl_pairs, load_monobert, model_flops, peak_fields
 from bench._peer_runtimes import PEERS, peer_scorers
 from bench.inference_speed import MEASURES, quality_by_mode, timed
 
@@ -107,14 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     speed = timed({name: _remembered(function, name, last) for name, function in functions.items()}, pairs,
                   args.repeats)
     flops = model_flops(model, pairs)
-    peak, how = fp32_peak_flops(args.threads)
+    peak, stated = peak_fields(args.threads)
     for name in functions:
         speed[name]["max_abs_vs_fp32"] = max(abs(a - b) for a, b in zip(last[name], last["fp32"]))
-        achieved = flops * speed[name]["pairs_per_s"] / len(pairs)
-        speed[name] |= {"gflops": round(achieved / 1e9, 1), "share_of_fp32_peak": round(achieved / peak, 3) if peak
-                        else None}
-    payload |= {"speed": speed, "model_tflop": round(flops / 1e12, 3),
-                "fp32_peak_gflops": round(peak / 1e9, 1) if peak else None, "peak_estimate": how}
+        gflops, share = achieved(flops, len(pairs) / speed[name]["pairs_per_s"], peak)
+        speed[name] |= {"gflops": gflops, "share_of_fp32_peak": share}
+    payload |= {"speed": speed, "model_tflop": round(flops / 1e12, 3)} | stated
     if args.quality_from:
         quality = json.loads((REPO / "eval" / "benchmarks" / f"{args.quality_from}.json").read_text())["quality"]
         payload["quality_from"] = args.quality_from

@@ -30,8 +30,8 @@ import tempfile
 from pathlib import Path
 
 from bench import positive, record, record_name, run_main
-from bench._inference_models import cpu_name, dl_pairs, encoder_flops, fp32_peak_flops
-from bench._peer_runtimes import positional_module
+from bench._inference_models import achieved, cpu_name, default_encoder_flops, default_tokenizer, dl_pairs, peak_fields
+from bench._peer_runtimes import INPUTS, onnx_export, openvino_compiled, ort_session, positional_module
 from bench.inference_speed import timed
 
 MODES = ("st", "irpipe", "irpipe-per-query", "ort-fp32", "ov-fp32", "st-bf16")
@@ -88,8 +88,7 @@ def encoders(names: list[str], threads: int, qids: list[str], folder: Path) -> d
                 chunk = order[start:start + BATCH]
                 encoded = tokenizer([texts[i] for i in chunk], padding=True, truncation=True,
                                     max_length=st.max_seq_length, return_tensors="np")
-                states = forward(*(encoded[k].astype("int64") for k in ("input_ids", "attention_mask",
-                                                                          "token_type_ids")))
+                states = forward(*(encoded[k].astype("int64") for k in INPUTS))
                 mask = encoded["attention_mask"][..., None].astype(np.float32)
                 pooled = (states * mask).sum(1) / mask.sum(1)
                 out[chunk] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
@@ -108,34 +107,17 @@ def _hidden(st):
 
 
 def _example(st):
-    return tuple(st.tokenizer(["a passage"], return_tensors="pt")[k] for k in ("input_ids", "attention_mask",
-                                                                                 "token_type_ids"))
+    return tuple(st.tokenizer(["a passage"], return_tensors="pt")[k] for k in INPUTS)
 
 
 def _ort(st, folder: Path, threads: int):
-    import onnxruntime as ort
-    import torch
-
-    path, names = folder / "encoder.onnx", ["input_ids", "attention_mask", "token_type_ids"]
-    with torch.no_grad():
-        torch.onnx.export(_hidden(st), _example(st), str(path), input_names=names,
-                          output_names=["hidden"], opset_version=17, dynamo=False,
-                          dynamic_axes={k: {0: "batch", 1: "length"} for k in names + ["hidden"]})
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    return lambda ids, mask, types: session.run(["hidden"], dict(zip(names, (ids, mask, types))))[0]
+    path = onnx_export(_hidden(st), _example(st), folder / "encoder.onnx", "hidden", {0: "batch", 1: "length"})
+    session = ort_session(path, threads)
+    return lambda ids, mask, types: session.run(["hidden"], dict(zip(INPUTS, (ids, mask, types))))[0]
 
 
 def _openvino(st, threads: int):
-    import openvino as ov
-    import torch
-
-    with torch.no_grad():
-        model = ov.convert_model(_hidden(st), example_input=_example(st))
-    compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
-                                                      "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
+    compiled = openvino_compiled(_hidden(st), _example(st), threads, "f32")
     return lambda ids, mask, types: compiled([ids, mask, types])[0]
 
 
@@ -155,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pipeline import log
     from pipeline.rerank.bert import single_lengths
+    from pipeline.rerank.models.biencoder import BiEncoderConfig
 
     log.configure(quiet=True)
     torch.set_num_threads(args.threads)
@@ -168,29 +151,20 @@ def main(argv: list[str] | None = None) -> int:
                       texts, args.repeats, reference="st")
     query_vectors = functions["st"]([queries[q] for q in qids])             # (N, H): each passage's query
     reference = (last["st"] * query_vectors).sum(1)
-    flops = encoder_flops(single_lengths(_st_tokenizer(), texts, 256), 384, 1536, 6)   # MiniLM-L6, 256 pieces
-    peak, how = fp32_peak_flops(args.threads)
+    flops = default_encoder_flops(single_lengths(default_tokenizer(), texts, BiEncoderConfig().max_length))
+    peak, stated = peak_fields(args.threads)
     for name, row in speed.items():
-        achieved = flops * row["pairs_per_s"] / len(texts)
+        gflops, share = achieved(flops, len(texts) / row["pairs_per_s"], peak)
         row["passages_per_s"] = row.pop("pairs_per_s")
-        row |= {"gflops": round(achieved / 1e9, 1), "share_of_fp32_peak": round(achieved / peak, 3) if peak else None,
+        row |= {"gflops": gflops, "share_of_fp32_peak": share,
                 "max_abs_cosine_vs_st": float(np.abs((last[name] * query_vectors).sum(1) - reference).max())}
     payload = {"cpu": cpu_name(), "threads": args.threads, "passages": len(texts), "repeats": args.repeats,
-               "load_average_start": [round(x, 2) for x in load_start], "tflop": round(flops / 1e12, 3),
-               "fp32_peak_gflops": round(peak / 1e9, 1) if peak else None, "peak_estimate": how, "speed": speed,
-               "load_average_end": [round(x, 2) for x in os.getloadavg()]}
+               "load_average_start": [round(x, 2) for x in load_start], "tflop": round(flops / 1e12, 3), **stated,
+               "speed": speed, "load_average_end": [round(x, 2) for x in os.getloadavg()]}
     print(markdown(payload))
     if args.record:
         record(args.output, __spec__.name, argv, payload)
     return 0
-
-
-def _st_tokenizer():
-    from transformers import AutoTokenizer
-
-    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder
-
-    return AutoTokenizer.from_pretrained(str(bert_folder(DEFAULT_BERT)))
 
 
 def markdown(payload: dict) -> str:

@@ -61,26 +61,23 @@ def split(wall: float, lines: list[tuple[float, str]]) -> dict[str, float]:
 
 def encoding_work(parts: dict[str, float], threads: int) -> dict:
     """The main job's encoder FLOPs per reranking stage, the FLOP/s it achieved, and the fp32 floor on this CPU."""
-    from transformers import AutoTokenizer
-
-    from bench._inference_models import dl_pairs, encoder_flops, fp32_peak_flops
-    from pipeline.rerank.bert import DEFAULT_BERT, bert_folder, single_lengths
+    from bench._inference_models import achieved, default_encoder_flops, default_tokenizer, dl_pairs, peak_fields
+    from pipeline.rerank.bert import single_lengths
     from pipeline.rerank.models.biencoder import BiEncoderConfig
 
-    tokenizer = AutoTokenizer.from_pretrained(str(bert_folder(DEFAULT_BERT)))
+    tokenizer = default_tokenizer()
     _, pairs = dl_pairs("dl19-passage")
     documents, queries = [p.text for p in pairs], list(dict.fromkeys(p.query for p in pairs))
     lengths = {"addax": (32, 180), "biencoder": (BiEncoderConfig().max_length,) * 2}     # (queries, documents)
-    peak, how = fp32_peak_flops(threads)
-    out = {"fp32_peak_gflops": round(peak / 1e9, 1) if peak else None, "peak_estimate": how, "stages": {}}
+    peak, stated = peak_fields(threads)
+    out = {**stated, "stages": {}}
     for name, (query_length, document_length) in lengths.items():
-        flops = sum(encoder_flops(single_lengths(tokenizer, texts, length), 384, 1536, 6)
+        flops = sum(default_encoder_flops(single_lengths(tokenizer, texts, length))
                     for texts, length in ((documents, document_length), (queries, query_length)))
         seconds = next((s for part, s in parts.items() if part.startswith(name + "(")), None)
-        out["stages"][name] = {"tflop": round(flops / 1e12, 2), "seconds": seconds,
-                               "achieved_gflops": round(flops / seconds / 1e9, 1) if seconds else None,
-                               "share_of_peak": round(flops / seconds / peak, 3) if seconds and peak else None,
-                               "seconds_at_peak": round(flops / peak, 1) if peak else None}
+        gflops, share = achieved(flops, seconds, peak)
+        out["stages"][name] = {"tflop": round(flops / 1e12, 2), "seconds": seconds, "achieved_gflops": gflops,
+                               "share_of_peak": share, "seconds_at_peak": round(flops / peak, 1) if peak else None}
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from bench import REPO
-from bench._inference_models import encoder_flops, fp32_peak_flops
+from bench._inference_models import _fma_width, achieved, encoder_flops, fp32_peak_flops
 from bench.main_job_time import split
 
 LOG = ["10:00:01 INFO addax: training on dl20-passage (recipe not in the cache yet) into /tmp/x",
@@ -41,6 +41,14 @@ def test_encoder_flops_count_the_linear_layers_and_attention_of_every_layer():
 def test_the_peak_estimate_names_how_it_was_made():
     peak, how = fp32_peak_flops(2)
     assert (peak is None) or (peak > 0 and how.startswith("2 core(s) x "))
+
+
+def test_the_fma_width_is_what_the_core_executes_not_the_widest_flag():
+    zen4 = {"vendor_id": "AuthenticAMD", "cpu family": "25", "flags": "avx avx2 fma avx512f avx512_bf16"}
+    xeon = {"vendor_id": "GenuineIntel", "cpu family": "6", "flags": "avx avx2 fma avx512f amx_tile"}
+    zen3 = {"vendor_id": "AuthenticAMD", "cpu family": "25", "flags": "avx avx2 fma"}
+    assert [_fma_width(cpu) for cpu in (zen4, xeon, zen3, {"flags": "sse4_2"})] == [256, 512, 256, 64]
+    assert achieved(4e9, 2.0, 4e9) == (2.0, 0.5) and achieved(4e9, None, 4e9) == (None, None)
 
 
 def test_the_main_job_time_record_has_its_command_split_and_floor():
