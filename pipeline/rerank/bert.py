@@ -392,6 +392,7 @@ def cls_pool(output, pooling: str = "pooler") -> "torch.Tensor":
 
 def mean_pool(states: "torch.Tensor", weights: "torch.Tensor") -> "torch.Tensor":
     """(B, L, H) -> (B, H): the mean over the positions where `weights` (B, L) is nonzero -- the real word pieces
-    (an attention mask), or one sentence's."""
-    w = weights.unsqueeze(-1).to(states.dtype)                                          # (B, L, 1)
-    return (states * w).sum(1) / w.sum(1).clamp(min=1)                                  # (B, H)
+    (an attention mask), or one sentence's. Summed in fp32 whatever the states' dtype: a mean of bf16 states
+    rounded back to bf16 keeps 8 significant bits, and close passages tie (the same in fp32)."""
+    w = weights.unsqueeze(-1).float()                                                   # (B, L, 1)
+    return (states.float() * w).sum(1) / w.sum(1).clamp(min=1)                          # (B, H)

@@ -198,6 +198,25 @@ def test_amp_auto_is_bf16_for_inference_on_a_cpu_with_native_bf16_said_once(monk
     assert predict(int8, qa_pairs).scores == predict(int8, qa_pairs, amp="none").scores
 
 
+def test_late_interaction_scoring_runs_bf16_under_auto_where_the_cpu_has_it_and_stores_stay_fp32(monkeypatch, tiny_bert,
+                                                                                             qa_pairs):
+    """The bi-encoder's and ADDAX's rerank encodes on the fly: amp="auto" is the precision the stage's fingerprint
+    names (bf16 on a CPU with native bf16), as monobert's; a store's encodings are fp32 on any CPU."""
+    import pipeline.rerank.scoring as scoring
+    from pipeline.rerank.models.biencoder import BiEncoder, BiEncoderConfig
+    from pipeline.rerank.store import encode_texts, score_late_interaction
+
+    monkeypatch.setattr(scoring, "native_bf16", lambda: True)
+    model = BiEncoder(BiEncoderConfig(bert=str(tiny_bert))).eval()
+
+    def scores(amp):
+        return score_late_interaction(model, qa_pairs, None, batch_size=4, device=CPU, amp=amp)
+    assert scores("auto") == scores("bf16") != scores("none")
+    texts = [pair.text for pair in qa_pairs]
+    stored, fp32 = (torch.stack(encode_texts(model, texts, "document", amp=amp)) for amp in ("auto", "none"))
+    assert torch.equal(stored, fp32)
+
+
 def test_ray_workers_get_the_drivers_amp_not_their_own_cpus(monkeypatch):
     """The driver keys a stage's cache with amp="auto" resolved on its own CPU; the workers it sends the runtime to
     get that precision, not what "auto" would be on their CPUs (a worker without native bf16 would run fp32)."""
