@@ -34,7 +34,7 @@ def test_the_docs_tables_are_the_records_as_printed():
     from bench.cpu_peers import markdown
 
     docs = (REPO / "docs" / "inference.md").read_text()
-    for name in ("cpu-peers-1t", "cpu-peers-2t"):
+    for name in ("cpu-peers-1t", "cpu-peers-2t", "cpu-peers-zen4-1t", "cpu-peers-zen4-2t"):
         record = json.loads((REPO / "eval" / "benchmarks" / f"{name}.json").read_text())
         assert markdown(record) in docs, f"docs/inference.md: regenerate with python -m bench.cpu_peers --table {name}"
         assert record["ratio_vs_best_peer"] == ratio_vs_best_peer(record["speed"], record["quality_preserving"])[
