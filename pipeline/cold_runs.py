@@ -42,11 +42,11 @@ SET_BY_IRPIPE = ("CUBLAS_WORKSPACE_CONFIG",)
 THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # how many threads, like the cores: recorded, not keyed
 WIDEST = (("amx_tile", "AMX"), ("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"))  # cpu flag -> `isa`
 DESCRIPTION = ("Every pin re-run by `irpipe reproduce --record` from an empty cache on this machine: per pin its "
-               "checks (pinned, measured, status), its cold wall time (seconds, with the 1-minute load average at its "
-               "end and the cores), the digest of its experiment file but its description (recipe) and of the "
-               "software (environment: pipeline/cold_runs.py software_key), the CPU it ran on (cpu, and isa: its "
-               "widest vector instructions), and the commit. `irpipe reproduce --all --record` runs only the pins "
-               "whose recipe or software differ from these.")
+               "checks (pinned, measured, status), its cold wall time (seconds, the make: commands it ran first "
+               "included, with the 1-minute load average at its end and the cores), the digest of its experiment "
+               "file but its description (recipe) and of the software (environment: pipeline/cold_runs.py "
+               "software_key), the CPU it ran on (cpu, and isa: its widest vector instructions), and the commit. "
+               "`irpipe reproduce --all --record` runs only the pins whose recipe or software differ from these.")
 
 
 def record_path(eval_dir: Path) -> Path:
@@ -104,7 +104,8 @@ def entry(pin_path: Path, result: dict) -> dict:
     return {"status": next((s for s in reversed(STATUSES) if s in statuses), "FAIL"),
             "checks": {measure: {"pinned": check.get("expected"), "measured": _rounded(check.get("score")),
                                  "status": check.get("status")} for measure, check in checks.items()},
-            "seconds": cost["seconds"], "date": cost["date"], "load_average": cost.get("load_average"),
+            "seconds": round(cost["seconds"] + result.get("make_seconds", 0.0), 2), "date": cost["date"],
+            "load_average": cost.get("load_average"),
             "cores": cost.get("cores"), "cpu": (captured.get("cpu") or {}).get("model"), "isa": isa(captured),
             "recipe": recipe_key(pin_path), "environment": software_key(captured),
             "commit": (captured.get("git") or {}).get("commit")}

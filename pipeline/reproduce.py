@@ -10,7 +10,9 @@ status.
 Each selected experiment runs as `irpipe run eval/NAME.yaml` in a child process, by default with an empty cache
 of its own (a temporary IRPIPE_CACHE: datasets from the mirror, indexes built, models trained), so that it
 reproduces the whole work and its wall time is the cost recorded (pipeline/provenance.py). `--warm` uses the
-user's cache instead: faster, and a run that reuses cached work keeps the last cold cost. The list and the costs
+user's cache instead: faster, and a run that reuses cached work keeps the last cold cost. A path the pin's `make:`
+names that is not there yet (a pretrained backbone) is made first by its command, timed (`make_missing`). The list
+and the costs
 come from the recorded results (eval/results); a run's result goes to runs/results (untracked: the checkout stays
 as it was) unless `--record` writes it to the recorded ones.
 """
@@ -170,6 +172,27 @@ def run_one(pin: Pin, results_dir: Path, warm: bool) -> tuple[dict | None, str]:
     return result, ""
 
 
+def make_missing(pin: Pin, echo) -> tuple[float, str]:
+    """Run the pin's `make:` commands whose path is not there (each an `irpipe` command, run by this Python, in the
+    folder its paths are relative to: this one); (the seconds they took, "" or the error of the first that failed)."""
+    seconds = 0.0
+    for path, command in (pin.experiment.make or {}).items():
+        if Path(path).exists():
+            continue
+        words = shlex.split(command)
+        if words[:1] != ["irpipe"]:
+            return seconds, f"make: {path}: `{command}` is not an irpipe command; make it by hand"
+        echo(f"    make {path}: {command}")
+        start = time.perf_counter()
+        child = subprocess.run([sys.executable, "-m", "pipeline.cli", "-q", *words[1:]], capture_output=True,
+                               text=True)
+        if child.returncode != 0:
+            last = (child.stderr.strip().splitlines() or ["no output"])[-1]
+            return seconds, f"make: {path}: exit {child.returncode}: {last}"
+        seconds += time.perf_counter() - start
+    return seconds, ""
+
+
 def matrix(rows: list[tuple[Pin, dict | None, str]]) -> str:
     """Pinned against measured, a line per (experiment, pinned measure), with the status and the run's cost."""
     lines = [("experiment", "measure", "pinned", "measured", "tolerance", "status", "wall time")]
@@ -207,7 +230,9 @@ def dry_run(selected: list[Pin], warm: bool, results_dir: Path | None = None) ->
     prefix = "" if warm else "IRPIPE_CACHE=$(mktemp -d) "
     where = ("" if results_dir is None else " --record" if Path(results_dir) == RECORDED_RESULTS
              else f" --results-dir {shlex.quote(str(results_dir))}")
-    return "\n".join(f"{prefix}{pin.command()}{where}   # {format_seconds(pin.cost)}" for pin in selected)
+    return "\n".join("".join(f"{command} && " for path, command in (pin.experiment.make or {}).items()
+                              if not Path(path).exists())
+                      + f"{prefix}{pin.command()}{where}   # {format_seconds(pin.cost)}" for pin in selected)
 
 
 def run_selection(selected: list[Pin], results_dir: Path, warm: bool, echo, finished=None, needed=None) -> list:
@@ -222,7 +247,10 @@ def run_selection(selected: list[Pin], results_dir: Path, warm: bool, echo, fini
         start = time.perf_counter()
         echo(f"[{number}/{len(selected)}] {shlex.join(['irpipe', 'run', _shown(pin.path), '--check'])}"
              f"{'' if warm else ' (empty cache)'} ...")
-        result, error = run_one(pin, results_dir, warm)
+        made, error = make_missing(pin, echo)
+        result, error = run_one(pin, results_dir, warm) if not error else (None, error)
+        if result is not None and made:
+            result["make_seconds"] = round(made, 2)  # the cold record's cost of the pin counts them too
         echo(f"    {'ERROR ' + error if result is None else _status(result)} in {time.perf_counter() - start:.1f} s")
         rows.append((pin, result, error))
         if finished is not None and result is not None:

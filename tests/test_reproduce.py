@@ -154,3 +154,42 @@ def test_a_pin_another_process_re_ran_meanwhile_is_skipped_just_before_its_turn(
     assert said[0] == "[1/2] dl20-bm25-top100: re-run cold here meanwhile (another process), skipped"
     assert [(pin.name, bool(error)) for pin, _, error in rows] == [("dl19-bm25-top100", False)]
     assert rows[0][1]["checks"]["nDCG@10"]["status"] == "OK"
+
+
+def _made_pin(folder, command: str):
+    """A pin whose BM25 reads an index its make: builds (paths relative to the folder reproduce runs in)."""
+    data = write_collection(folder / "data")
+    path = folder / "eval" / "tiny-made.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"dataset: {data}\npipeline: bm25(hits=10, index=indexes/tiny)\nmeasures: [AP]\n"
+                    f"expected: {{AP: 0.9}}\ntolerance: 0.2\nmake:\n  indexes/tiny: {command}\n")
+    return path
+
+
+@pytest.mark.slow
+def test_reproduce_makes_a_missing_make_path_first_and_counts_its_seconds(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _made_pin(tmp_path, f"irpipe index --dataset {tmp_path / 'data'} --output indexes/tiny")
+    where = ["--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results", "--record"]
+    out = irpipe(capsys, "reproduce", "tiny-made", *where, "--dry-run")[1]
+    assert f"irpipe index --dataset {tmp_path / 'data'} --output indexes/tiny && IRPIPE_CACHE=" in out
+    code, out, _ = irpipe(capsys, "reproduce", "tiny-made", *where)
+    assert code == 0 and "make indexes/tiny: irpipe index" in out and (tmp_path / "indexes" / "tiny").is_dir()
+    result = json.loads((tmp_path / "results" / "tiny-made.json").read_text())
+    entry = json.loads((tmp_path / "eval" / "benchmarks" / "reproduce-cold.json").read_text())["pins"]["tiny-made"]
+    assert entry["seconds"] > result["cost"]["seconds"] == result["seconds"]  # the index build counted in the record
+    out = irpipe(capsys, "reproduce", "tiny-made", *where, "--again")[1]  # there now: nothing to make
+    assert "make indexes/tiny" not in out and "1 OK, 0 OKISH, 0 FAIL, 0 ERROR" in out
+
+
+def test_a_make_that_is_not_irpipe_or_fails_is_the_pins_error(tmp_path, monkeypatch):
+    from pipeline.reproduce import pins as all_pins, run_selection
+
+    monkeypatch.chdir(tmp_path)
+    _made_pin(tmp_path, "touch indexes/tiny")
+    said = []
+    rows = run_selection(all_pins(tmp_path / "eval", tmp_path / "results"), tmp_path / "results", False, said.append)
+    assert rows[0][1] is None and "`touch indexes/tiny` is not an irpipe command; make it by hand" in rows[0][2]
+    _made_pin(tmp_path, "irpipe index --dataset no-such-dataset --output indexes/tiny")
+    rows = run_selection(all_pins(tmp_path / "eval", tmp_path / "results"), tmp_path / "results", False, said.append)
+    assert rows[0][1] is None and rows[0][2].startswith("make: indexes/tiny: exit 2: ")
