@@ -157,3 +157,47 @@ def test_bad_ltr_options_are_config_errors(arguments, message):
 def test_ltr_on_a_dataset_without_candidates_names_the_field():
     with pytest.raises(ConfigError, match="train=cacm: cacm has no run; ltr is fitted on a dataset's candidates"):
         ir.ltr(FEATURES, train="cacm").bind(ir.dataset("trecqa/raw-test"))
+
+
+def test_hold_out_folds_partition_the_judged_queries_and_bad_folds_are_refused():
+    from pipeline.training.options import kept_queries
+
+    qids = [f"q{i}" for i in range(11)]
+    held = [sorted(set(qids) - set(kept_queries(qids, f"{fold}/3"))) for fold in range(3)]
+    assert sorted(sum(held, [])) == sorted(qids) and held[1] == ["q1", "q10", "q4", "q7"]
+    assert kept_queries(qids, "") == qids
+    for bad in ("3/3", "0/1", "one/3"):
+        with pytest.raises(ConfigError, match=f"hcan: training: hold_out='{bad}': give i/K, the i-th of K folds"):
+            parse(f"hcan(train=trecqa/train, hold_out={bad})")
+    with pytest.raises(ConfigError, match="ltr: cross_fit=1; expected an integer >= 2"):
+        ir.ltr(FEATURES, train="trecqa/train", cross_fit=1)
+
+
+@needs_shared_data
+def test_cross_fit_without_a_feature_trained_on_the_set_says_so():
+    with pytest.raises(ConfigError, match="cross_fit=2: no feature is trained on trecqa/train"):
+        ir.ltr(FEATURES, train="trecqa/train", cross_fit=2).bind(ir.dataset("trecqa/raw-test"))
+
+
+TINY_HCAN = ("hcan(train=trecqa/train, epochs=1, embeddings=random, embedding_dim=8, filters=8, max_query_length=12, "
+             "max_doc_length=16, threads=1)")
+
+
+@needs_shared_data
+@pytest.mark.slow
+def test_cross_fit_fits_on_out_of_fold_scores_of_models_trained_without_each_fold(cache):
+    test, train = ir.dataset("trecqa/raw-test"), ir.dataset("trecqa/train")
+    learned = parse(f"ltr(features(overlap(idf=true), {TINY_HCAN}), train=trecqa/train, learner=logistic, "
+                    "cross_fit=2)")
+    assert repr(learned).endswith("cross_fit=2)") and parse(repr(learned)) == learned
+    bound = learned.bind(test)
+    folds = bound._training[0].folds
+    judged = [qid for qid in train.topics() if qid in train.qrels()]
+    assert [list(fold.topics) for fold in folds] == [judged[0::2], judged[1::2]]
+    models = [fold.features.stages[1] for fold in folds] + [bound._features.stages[1]]
+    assert [model.train_options.get("hold_out") for model in models] == ["0/2", "1/2", None]
+    assert len({model.model_digest() for model in models}) == 3  # three recipes, each trained once
+    plain = parse(f"ltr(features(overlap(idf=true), {TINY_HCAN}), train=trecqa/train, learner=logistic)").bind(test)
+    assert plain.fingerprint() != bound.fingerprint()
+    run = bound.run(test, cache=False)
+    assert len(run.ranking) == len(test.run().ranking)

@@ -19,12 +19,22 @@ z-scores by default, so that a BM25 sum and a cosine meet on one scale):
                         max_depth=depth, num_leaves=2**depth - 1, one thread, deterministic); the `ltr` extra
 
 All are deterministic (a fixed seed). The fitted learner scores the input's candidates from the same
-features computed on them. The stage is cached: its key is its config (features, train, learner and its
-parameters) and its fingerprint, the digest of the training data (topics, candidates, qrels) and of the fingerprints
-of the features' stages on both datasets; the fit itself is done once per process, the first time the stage runs.
+features computed on them.
+
+A feature trained on the very set the learner is fitted on (`hcan(train=trecqa/train, ...)` beside
+`train=trecqa/train`) scores that set in sample: too well, so the learner leans on it. `cross_fit=K` fits on its
+out-of-fold scores instead, as stacking does: the set's judged queries fall in K folds (position mod K), and fold i's
+features come from every such stage trained with `hold_out=i/K` (without fold i; each fold's model is a recipe of
+its own, cached as ever); the input's candidates are scored by the stages as given, trained on the whole set.
+Queries without judgements are left out of the fit then.
+
+The stage is cached: its key is its config (features, train, learner and its parameters) and its fingerprint, the
+digest of the training data (topics, candidates, qrels) and of the fingerprints of the features' stages on both
+datasets; the fit itself is done once per process, the first time the stage runs.
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 
@@ -54,7 +64,7 @@ class LearnedRanker(Stage):
     _model = None  # fitted on first transform
 
     def __init__(self, features: Stage, train: str | list[str], learner: str = "gbdt", norm: str = "zscore",
-                 seed: int = 0, trees: int = 100, depth: int = 3):
+                 seed: int = 0, trees: int = 100, depth: int = 3, cross_fit: int = 0):
         if not isinstance(features, Stage):
             raise problem(self.name, "features", f"{features!r} is not a pipeline; ltr learns over a feature union, "
                                                  "e.g. ltr(features(bm25(), overlap(idf=true)), train=trecqa/train)")
@@ -68,14 +78,17 @@ class LearnedRanker(Stage):
         at_least(self.name, "trees", trees, 1, integer=True)
         at_least(self.name, "depth", depth, 1, integer=True)
         at_least(self.name, "seed", seed, 0, integer=True)
-        self.features, self.learner, self.norm = features, learner, norm
+        if cross_fit:
+            at_least(self.name, "cross_fit", cross_fit, 2, integer=True)
+        self.features, self.learner, self.norm, self.cross_fit = features, learner, norm, cross_fit
         self.train = names[0] if len(names) == 1 else names  # one name as it was given: the same cache key
         self.seed, self.trees, self.depth = seed, trees, depth
 
     def config(self) -> dict:
         config = {"features": repr(self.features), "train": self.train, "learner": self.learner, "norm": self.norm,
                   "seed": self.seed}
-        return config | ({"trees": self.trees, "depth": self.depth} if self.learner in TREE_LEARNERS else {})
+        config |= {"trees": self.trees, "depth": self.depth} if self.learner in TREE_LEARNERS else {}
+        return config | ({"cross_fit": self.cross_fit} if self.cross_fit else {})  # off: the keys made before it
 
     def __repr__(self) -> str:
         def shown(value) -> str:
@@ -98,12 +111,29 @@ class LearnedRanker(Stage):
             if lacking:
                 raise problem(self.name, "train", f"train={name}: {dataset.name} has no {' or '.join(lacking)}; "
                                                   "ltr is fitted on a dataset's candidates and their qrels")
-            run = dataset.run()
+            topics, run, qrels = dataset.topics(), dataset.run(), dataset.qrels()
             labels = {qid: {docid for docid, grade in judged.items() if grade >= dataset.rel_level}
-                      for qid, judged in dataset.qrels().items()}
-            self._training.append(TrainingSet(name, dataset.topics(), run, labels,
-                                              self.features.bind(Binding(dataset, binding.engine, run))))
+                      for qid, judged in qrels.items()}
+            folds = [(topics, run, self.features)]
+            if self.cross_fit:
+                judged = [qid for qid in topics if qid in qrels]  # the order `hold_out` counts positions in
+                folds = [self._fold(name, judged[fold::self.cross_fit], fold, topics, run) for fold in
+                         range(self.cross_fit)]
+            self._training.append(TrainingSet(name, labels, [Fold(part_topics, part_run, features.bind(
+                Binding(dataset, binding.engine, part_run))) for part_topics, part_run, features in folds]))
         self._features = self.features.bind(binding)
+
+    def _fold(self, name: str, qids: list[str], fold: int, topics: Topics, run: Run) -> tuple[Topics, Run, Stage]:
+        """Fold `fold`'s queries of training set `name` and the features that score them out of sample: every stage
+        trained on `name` trained again without them (`hold_out`)."""
+        from pipeline.spec import parse
+
+        spec, trained = re.subn(rf"\btrain={re.escape(name)}(?=[,)])",
+                                f"train={name}, hold_out={fold}/{self.cross_fit}", repr(self.features))
+        if not trained:
+            raise problem(self.name, "cross_fit", f"cross_fit={self.cross_fit}: no feature is trained on {name} "
+                                                  f"(train={name}): its scores of {name} are out of sample already")
+        return topics.subset(qids), run.subset(qids), parse(spec)
 
     @property
     def train_names(self) -> list[str]:
@@ -111,9 +141,8 @@ class LearnedRanker(Stage):
 
     def fingerprint(self) -> str:
         """The training data and the features' stages on every dataset: another training set, another key."""
-        training = [[part.topics.fingerprint(), part.run.fingerprint(),
-                     {qid: sorted(docids) for qid, docids in part.labels.items()}, _deep_fingerprint(part.features)]
-                    for part in self._training]
+        training = [[*_fold_fingerprints(part.folds), {qid: sorted(docids) for qid, docids in part.labels.items()},
+                     *[_deep_fingerprint(fold.features) for fold in part.folds]] for part in self._training]
         if len(training) == 1:  # as one training set was keyed before lists were taken: the same key
             return json_digest([*training[0], _deep_fingerprint(self._features)])
         return json_digest([training, _deep_fingerprint(self._features)])
@@ -147,9 +176,10 @@ class LearnedRanker(Stage):
         start = time.perf_counter()
         queries = []  # one (vectors, labels) per training query, the training sets in order
         for part in self._training:
-            for qid, hits in self.vectors(part.features(part.topics, part.run)).items():
-                relevant = part.labels.get(qid, ())
-                queries.append((list(hits.values()), [int(docid in relevant) for docid in hits]))
+            for fold in part.folds:
+                for qid, hits in self.vectors(fold.features(fold.topics, fold.run)).items():
+                    relevant = part.labels.get(qid, ())
+                    queries.append((list(hits.values()), [int(docid in relevant) for docid in hits]))
         labels = {label for _, query_labels in queries for label in query_labels}
         if labels != {0, 1}:
             raise problem(self.name, "train", f"train={self.train}: its candidates are all "
@@ -205,14 +235,26 @@ class LearnedRanker(Stage):
 
 
 @dataclass
-class TrainingSet:
-    """One training dataset as ltr reads it: topics, candidates, relevant docids per query, bound features."""
+class Fold:
+    """Queries of a training set and the bound features that score them (all of its queries without cross_fit)."""
 
-    name: str
     topics: Topics
     run: Run
-    labels: dict[str, set[str]]
     features: Stage
+
+
+@dataclass
+class TrainingSet:
+    """One training dataset as ltr reads it: relevant docids per query, and its folds."""
+
+    name: str
+    labels: dict[str, set[str]]
+    folds: list[Fold]
+
+
+def _fold_fingerprints(folds: list[Fold]) -> list[str]:
+    """The folds' topics and candidates as keyed before folds existed (one fold: its topics', then its run's)."""
+    return [fingerprint for fold in folds for fingerprint in (fold.topics.fingerprint(), fold.run.fingerprint())]
 
 
 def _pointwise(queries) -> tuple[list[list[float]], list[int]]:

@@ -29,6 +29,7 @@ import torch
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.pairs import CandidateTexts, Pair, pairs_of, scores_by_query
+from pipeline.training.options import kept_queries
 
 if TYPE_CHECKING:
     from pipeline.data.runs import Run
@@ -165,7 +166,7 @@ def _with_texts(run: "Run", dataset, docids: set[str], known: dict[str, str] | N
 
 
 def examples_from(dataset, negatives: str = "labelled", depth: int = 100, min_rel: int | None = None,
-                  max_queries: int | None = None, sampling=None) -> Examples:
+                  max_queries: int | None = None, sampling=None, hold_out: str = "") -> Examples:
     """Training pairs of `dataset` (see the module docstring for the two kinds of negatives); with `sampling`
     (a `NegativeSampling`, negatives=keyword|random) the labelled (else BM25) examples' negatives are replaced by
     sampled ones (pipeline/training/negatives.py)."""
@@ -173,10 +174,11 @@ def examples_from(dataset, negatives: str = "labelled", depth: int = 100, min_re
         from pipeline.training.negatives import sample_negatives
 
         base = "labelled" if "run" in dataset.provides else "bm25"
-        return sample_negatives(examples_from(dataset, base, depth, min_rel, max_queries), sampling)
+        return sample_negatives(examples_from(dataset, base, depth, min_rel, max_queries, hold_out=hold_out),
+                                sampling)
     topics, qrels = dataset.topics(), dataset.qrels()
     level = min_rel if min_rel is not None else dataset.rel_level
-    qids = [q for q in topics if q in qrels][:max_queries]
+    qids = kept_queries([q for q in topics if q in qrels], hold_out)[:max_queries]  # hold_out: a fold left out
     labels: dict[str, dict[str, int]] = {}
     if negatives == "labelled":
         run = dataset.run()

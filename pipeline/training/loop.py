@@ -163,7 +163,7 @@ def _prepare(recipe: RecipeIdentity, out: Path) -> TrainingRun:
         examples = teacher_examples(recipe.train_set, options, device, out)
     else:
         examples = examples_from(recipe.train_set, options.negatives, options.depth, options.min_rel,
-                                 options.train_queries, NegativeSampling.of(options))
+                                 options.train_queries, NegativeSampling.of(options), options.hold_out)
     if options.balance == "length":
         examples = length_balanced(examples, options.seed)
     if options.keep_start and recipe.dev_set is None:

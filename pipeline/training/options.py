@@ -44,6 +44,29 @@ def _dev_measure(owner: str, value: str) -> None:
         raise ConfigError(f"{owner}: measure={value!r}: {error} (or measure=loss)", field="measure") from None
 
 
+def _hold_out(owner: str, value: str) -> None:
+    """"" or "i/K": the i-th of K folds, 0 <= i < K, K >= 2."""
+    if value and held_out_fold(value) is None:
+        raise ConfigError(f"{owner}: hold_out={value!r}: give i/K, the i-th of K folds (0 <= i < K, K >= 2), "
+                          "e.g. hold_out=0/5", field="hold_out")
+
+
+def held_out_fold(value: str) -> tuple[int, int] | None:
+    """(i, K) of hold_out="i/K"; None for "" or a value of another form."""
+    first, slash, second = str(value).partition("/")
+    if not (slash and first.isdigit() and second.isdigit()):
+        return None
+    fold, folds = int(first), int(second)
+    return (fold, folds) if folds >= 2 and fold < folds else None
+
+
+def kept_queries(qids: list[str], hold_out: str) -> list[str]:
+    """`qids` less the held-out fold: with hold_out="i/K" the query at position p is in fold p mod K (positions in
+    the training set's topic order, so every fold spreads over the whole set)."""
+    fold = held_out_fold(hold_out)
+    return qids if fold is None else [qid for position, qid in enumerate(qids) if position % fold[1] != fold[0]]
+
+
 SAMPLED = ("keyword", "random")  # negatives drawn from the data's texts (pipeline/training/negatives.py)
 
 
@@ -90,6 +113,9 @@ class TrainOptions:
                                  integer=True, optional=True, when=_LABELS)
     train_queries: int | None = option(None, "keep only the first N training queries (budgets, smoke tests)",
                                        at_least=1, integer=True, optional=True)
+    hold_out: str = option("", 'cross-fitting: "i/K" trains without the i-th of K folds of the judged training '
+                           "queries (position mod K), for scores of that fold out of sample (ltr's cross_fit)",
+                           check=_hold_out, when=_LABELS)
     teacher: str = option("", "distillation: a pretrained model's name or a checkpoint folder whose scores of the "
                           "training candidates are the targets; no qrels read (training/distill.py)")
     teacher_group: int = option(8, "distillation: candidates of one query in one listwise KL term", at_least=2,
