@@ -201,3 +201,15 @@ def test_cross_fit_fits_on_out_of_fold_scores_of_models_trained_without_each_fol
     assert plain.fingerprint() != bound.fingerprint()
     run = bound.run(test, cache=False)
     assert len(run.ranking) == len(test.run().ranking)
+
+
+def test_the_ltr_study_fits_a_trained_feature_on_train_only_cross_fitted():
+    from bench.ltr_study import ltr_spec, rows
+
+    studied = rows({"trained-1": "hcan()"}, ["logistic"], ["none"], "trecqa/raw-test", cross_fit=5)
+    assert [row for row in studied if row[0] == "cheap+trained"] == [
+        ("cheap+trained", "raw-dev", "logistic", "none", 0), ("cheap+trained", "train", "logistic", "none", 5),
+        ("cheap+trained", "train+raw-dev", "logistic", "none", 5)]
+    assert all(row[1] != "train" for row in rows({"trained-1": "hcan()"}, ["logistic"], ["none"], "trecqa/raw-test")
+               if row[0] == "cheap+trained")
+    assert ltr_spec({"a": "bm25()"}, ["trecqa/train"], "logistic", "none", 5).endswith("norm=none, cross_fit=5)")
