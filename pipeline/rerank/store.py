@@ -370,13 +370,10 @@ def list_shard(directory: Path, manifest: dict, name: str, count: int, rows: np.
 def score_late_interaction(model: LateInteraction, pairs: list[Pair], store: EncodingStore | None,
                            batch_size: int | None, device: torch.device, amp: str | None = "auto",
                            desc: str = "scoring", batch_tokens: int | None = None) -> list[float]:
-    """Scores of `pairs`: documents from `store` (the rest encoded on the fly, counted), each query encoded alone;
-    each query's candidates read from the store (decoded) when that query is scored, moved to the device in one
-    block, the scores copied back once. Candidates not in the store are encoded in batches of one query's (one
-    shared by two queries, once for each), so a score does not depend on the other queries (as `predict`). amp="auto"
-    resolves as scoring does (bf16 on a CPU with native bf16: the precision the stage's fingerprint names), where
-    writing a store keeps fp32 on the CPU."""
-    amp = resolve_amp(amp, device, inference=True) or "none"
+    """Scores of `pairs`: documents from `store`, the rest encoded on the fly (counted) in batches of one query's
+    candidates (a document of two queries once for each), so a score never depends on other queries; each query
+    encoded alone; a query's candidates decoded and moved to the device in one block, the scores copied back once."""
+    amp = resolve_amp(amp, device, inference=True) or "none"  # as scoring resolves it (a store's encoding: fp32)
     model.eval().to(device)
     docids, missing = {p.docid for p in pairs}, [p for p in pairs if store is None or p.docid not in store]
     if store is not None:

@@ -34,7 +34,7 @@ datasets; the fit itself is done once per process, the first time the stage runs
 """
 from __future__ import annotations
 
-import re
+import copy
 import time
 from dataclasses import dataclass
 
@@ -126,14 +126,11 @@ class LearnedRanker(Stage):
     def _fold(self, name: str, qids: list[str], fold: int, topics: Topics, run: Run) -> tuple[Topics, Run, Stage]:
         """Fold `fold`'s queries of training set `name` and the features that score them out of sample: every stage
         trained on `name` trained again without them (`hold_out`)."""
-        from pipeline.spec import parse
-
-        spec, trained = re.subn(rf"\btrain={re.escape(name)}(?=[,)])",
-                                f"train={name}, hold_out={fold}/{self.cross_fit}", repr(self.features))
+        features, trained = _held_out(self.features, name, f"{fold}/{self.cross_fit}")
         if not trained:
             raise problem(self.name, "cross_fit", f"cross_fit={self.cross_fit}: no feature is trained on {name} "
                                                   f"(train={name}): its scores of {name} are out of sample already")
-        return topics.subset(qids), run.subset(qids), parse(spec)
+        return topics.subset(qids), run.subset(qids), features
 
     @property
     def train_names(self) -> list[str]:
@@ -250,6 +247,18 @@ class TrainingSet:
     name: str
     labels: dict[str, set[str]]
     folds: list[Fold]
+
+
+def _held_out(stage: Stage, name: str, fold: str) -> tuple[Stage, int]:
+    """`stage` with each stage in it that trains on `name` trained without `fold` (`hold_out`), and how many did."""
+    if getattr(stage, "train", None) == name and hasattr(stage, "with_training"):
+        return stage.with_training(hold_out=fold), 1
+    if not getattr(stage, "stages", None):
+        return stage, 0
+    rebuilt = [_held_out(child, name, fold) for child in stage.stages]
+    copied = copy.copy(stage)
+    copied.stages = tuple(child for child, _ in rebuilt)
+    return copied, sum(count for _, count in rebuilt)
 
 
 def _fold_fingerprints(folds: list[Fold]) -> list[str]:

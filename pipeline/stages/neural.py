@@ -100,6 +100,13 @@ class NeuralReranker(Reranker):
             resolve_options(self.model_class, config, self.train_options, dev=dev is not None)
         self.truncated = 0  # pairs truncated by the last transform
 
+    def with_training(self, **options) -> "NeuralReranker":
+        """The same stage with training options changed (ltr's cross_fit: `hold_out=i/K`), checked as a new one."""
+        return type(self)(train=self.train, dev=self.dev, batch_size=self.batch_size, device=self.device,
+                          amp=self.amp, threads=self.threads, index=self.index, store=self.store,
+                          batch_tokens=self.batch_tokens, quantize=self.quantize,
+                          **{**self.train_options, **options}, **self.overrides)
+
     def config(self) -> dict:
         config = {"ckpt": self.ckpt} if self.ckpt is not None else {"train": self.train, "dev": self.dev}
         config.update(sorted(self.train_options.items()))
