@@ -238,6 +238,7 @@ class BertBackbone:
     the BERT's positions."""
 
     length_fields: ClassVar[tuple[str, ...]] = ("max_length",)
+    auto_bf16: ClassVar[bool] = True  # measured: monobert on DL19/DL20, ADDAX and the bi-encoder in the main job
 
     @classmethod
     def uses_pooler(cls, config) -> bool:

@@ -77,6 +77,9 @@ class RerankModel(nn.Module):
     sampling: ClassVar[str] = "pointwise"  # how training batches are drawn (see the module docstring)
     training_defaults: ClassVar[dict] = {}  # TrainOptions overrides (optimizer, lr, schedule...)
     pretrained: ClassVar[bool] = False  # usable with no training (zero-shot): `model()` with no ckpt= or train=
+    # amp="auto" runs it in bf16 on a CPU with native bf16: only a model whose rankings were measured to hold there
+    # (BERT encoders, BertBackbone); HCAN under bf16 autocast ranked TrecQA raw-dev at AP 0.40 against 0.70 in fp32
+    auto_bf16: ClassVar[bool] = False
 
     def __init__(self, config):
         super().__init__()

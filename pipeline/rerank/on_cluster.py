@@ -68,8 +68,9 @@ def score_on_cluster(source: ModelSource, runtime: Runtime, model_digest: str, p
     """(scores in input order, pairs truncated, stats) of a cross-encoder (loaded from `source`) over `pairs`."""
     from pipeline.rerank.scoring import scoring_batches
 
-    runtime = worker_runtime(runtime, options)
-    order, cuts = scoring_batches(source.load(), pairs, runtime.batch_size, runtime.batch_tokens)
+    model = source.load()
+    runtime = worker_runtime(runtime, options, inference=model.auto_bf16)
+    order, cuts = scoring_batches(model, pairs, runtime.batch_size, runtime.batch_tokens)
     shards = batch_shards(order, cuts, options.shard_pairs)
     job = JobFolder(source.name, [model_digest, repr(source), repr(runtime), options.shard_pairs, pairs_digest(pairs)])
     scores, truncated = [0.0] * len(pairs), [0]

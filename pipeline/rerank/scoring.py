@@ -114,7 +114,8 @@ def resolve_amp(amp: str | None, device: torch.device, inference: bool = False) 
     """The autocast dtype a model runs under (None: none). "auto" is bf16 on CUDA; on the CPU it is none, except
     for `inference` on a CPU with native bf16 (`native_bf16`), where bf16 is the fast mode that keeps the ranking
     (docs/inference.md: DL19/DL20 nDCG@10 within 0.001 of fp32; without native bf16 it is slower than fp32): said
-    once in the log. Training and the pretraining loop keep fp32 on any CPU. "none" is off."""
+    once in the log. `inference` is false for a model not measured to keep its ranking in bf16 (RerankModel
+    `auto_bf16`), and in training and the pretraining loop: fp32 on any CPU. "none" is off."""
     global _told_cpu_bf16
     amp = check_amp(amp)
     if amp != "auto":
@@ -242,7 +243,7 @@ def predict(model: RerankModel, pairs: list[Pair], batch_size: int | None = None
 
     model.eval().to(device)
     model.plan_batches([pairs[i] for i in order[cut]] for cut in cuts)
-    amp = resolve_amp(amp, device, inference=not with_loss and not is_quantized(model))
+    amp = resolve_amp(amp, device, inference=not with_loss and not is_quantized(model) and model.auto_bf16)
     with torch.inference_mode(), autocast(device, amp):
         pieces = run_batches(pairs, order, cuts, prepare, compute, device, desc=desc, unit="pair", prefetch=prefetch,
                              lengths=lengths)

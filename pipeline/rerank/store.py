@@ -373,7 +373,7 @@ def score_late_interaction(model: LateInteraction, pairs: list[Pair], store: Enc
     """Scores of `pairs`: documents from `store`, the rest encoded on the fly (counted) in batches of one query's
     candidates (a document of two queries once for each), so a score never depends on other queries; each query
     encoded alone; a query's candidates decoded and moved to the device in one block, the scores copied back once."""
-    amp = resolve_amp(amp, device, inference=True) or "none"  # as scoring resolves it (a store's encoding: fp32)
+    amp = resolve_amp(amp, device, inference=model.auto_bf16) or "none"  # as scoring does (a store's: fp32)
     model.eval().to(device)
     docids, missing = {p.docid for p in pairs}, [p for p in pairs if store is None or p.docid not in store]
     if store is not None:

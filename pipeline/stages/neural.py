@@ -139,7 +139,8 @@ class NeuralReranker(Reranker):
         # the precision the scores are computed in, as resolved here (auto: bf16 on CUDA or a CPU with native bf16),
         # with the score head's: fp32 under autocast since the head left bf16 (layers.fp32_head), so a score cached
         # from a bf16 head is not reused for one of an fp32 head
-        amp = resolve_amp(self.amp, resolve_device(self.device), inference=not self.quantize)
+        amp = resolve_amp(self.amp, resolve_device(self.device), inference=not self.quantize and
+                          self.model_class.auto_bf16)
         fingerprint += f"\x1famp={amp}\x1fhead=fp32" if amp else ""
         return fingerprint
 
