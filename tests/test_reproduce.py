@@ -14,13 +14,15 @@ from support import REPO, irpipe, write_collection
 SPEC = "bm25(k1=0.9, b=0.4, hits=10)"
 
 
-def _experiment(folder, name="tiny-bm25", expected="{AP: 0.9, RR: 1.0}", tolerance=0.2):
-    """An experiment file on the tiny collection of tests/support.py, with a baseline (a second BM25)."""
+def _experiment(folder, name="tiny-bm25", expected="{AP: 0.9, RR: 1.0}", tolerance=0.2, rest=None):
+    """An experiment file on the tiny collection of tests/support.py: by default with a baseline (a second BM25);
+    `rest`, the lines after `dataset:` instead of SPEC's and the baseline's."""
     data = write_collection(folder / "data")
     path = folder / "eval" / f"{name}.yaml"
     path.parent.mkdir(exist_ok=True)
-    path.write_text(f"dataset: {data}\npipeline: {SPEC}\nbaseline: bm25(k1=0.1, b=0.1, hits=10)\nmeasures: [AP, RR]\n"
+    rest = rest or (f"pipeline: {SPEC}\nbaseline: bm25(k1=0.1, b=0.1, hits=10)\nmeasures: [AP, RR]\n"
                     f"expected: {expected}\ntolerance: {tolerance}\n")
+    path.write_text(f"dataset: {data}\n{rest}")
     return path
 
 
@@ -158,12 +160,9 @@ def test_a_pin_another_process_re_ran_meanwhile_is_skipped_just_before_its_turn(
 
 def _made_pin(folder, command: str):
     """A pin whose BM25 reads an index its make: builds (paths relative to the folder reproduce runs in)."""
-    data = write_collection(folder / "data")
-    path = folder / "eval" / "tiny-made.yaml"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(f"dataset: {data}\npipeline: bm25(hits=10, index=indexes/tiny)\nmeasures: [AP]\n"
-                    f"expected: {{AP: 0.9}}\ntolerance: 0.2\nmake:\n  indexes/tiny: {command}\n")
-    return path
+    return _experiment(folder, "tiny-made", rest="pipeline: bm25(hits=10, index=indexes/tiny)\nmeasures: [AP]\n"
+                                                 "expected: {AP: 0.9}\ntolerance: 0.2\n"
+                                                 f"make:\n  indexes/tiny: {command}\n")
 
 
 @pytest.mark.slow
