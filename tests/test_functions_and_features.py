@@ -201,6 +201,9 @@ def test_cross_fit_fits_on_out_of_fold_scores_of_models_trained_without_each_fol
     assert plain.fingerprint() != bound.fingerprint()
     run = bound.run(test, cache=False)
     assert len(run.ranking) == len(test.run().ranking)
+    pooled = parse(f"ltr(features(overlap(idf=true), {TINY_HCAN}), train=[trecqa/train, trecqa/raw-dev], "
+                   "learner=logistic, cross_fit=2)").bind(test)
+    assert [len(part.folds) for part in pooled._training] == [2, 1]  # raw-dev: no feature trained on it, whole
 
 
 def test_the_ltr_study_fits_a_trained_feature_on_train_only_cross_fitted():

@@ -26,7 +26,8 @@ A feature trained on the very set the learner is fitted on (`hcan(train=trecqa/t
 out-of-fold scores instead, as stacking does: the set's judged queries fall in K folds (position mod K), and fold i's
 features come from every such stage trained with `hold_out=i/K` (without fold i; each fold's model is a recipe of
 its own, cached as ever); the input's candidates are scored by the stages as given, trained on the whole set.
-Queries without judgements are left out of the fit then.
+Queries without judgements are left out of the fit then; a training set no feature is trained on (`train=[A, B]`)
+is fitted on whole.
 
 The stage is cached: its key is its config (features, train, learner and its parameters) and its fingerprint, the
 digest of the training data (topics, candidates, qrels) and of the fingerprints of the features' stages on both
@@ -115,22 +116,18 @@ class LearnedRanker(Stage):
             labels = {qid: {docid for docid, grade in judged.items() if grade >= dataset.rel_level}
                       for qid, judged in qrels.items()}
             folds = [(topics, run, self.features)]
-            if self.cross_fit:
+            if self.cross_fit and _held_out(self.features, name, "0/2")[1]:  # a feature trained on it: out of fold
                 judged = [qid for qid in topics if qid in qrels]  # the order `hold_out` counts positions in
-                folds = [self._fold(name, judged[fold::self.cross_fit], fold, topics, run) for fold in
-                         range(self.cross_fit)]
+                folds = [(topics.subset(judged[fold::self.cross_fit]), run.subset(judged[fold::self.cross_fit]),
+                          _held_out(self.features, name, f"{fold}/{self.cross_fit}")[0])
+                         for fold in range(self.cross_fit)]
             self._training.append(TrainingSet(name, labels, [Fold(part_topics, part_run, features.bind(
                 Binding(dataset, binding.engine, part_run))) for part_topics, part_run, features in folds]))
+        if self.cross_fit and all(len(part.folds) == 1 for part in self._training):
+            raise problem(self.name, "cross_fit", f"cross_fit={self.cross_fit}: no feature is trained on "
+                                                  f"{' or '.join(self.train_names)}: its scores are out of sample "
+                                                  "already")
         self._features = self.features.bind(binding)
-
-    def _fold(self, name: str, qids: list[str], fold: int, topics: Topics, run: Run) -> tuple[Topics, Run, Stage]:
-        """Fold `fold`'s queries of training set `name` and the features that score them out of sample: every stage
-        trained on `name` trained again without them (`hold_out`)."""
-        features, trained = _held_out(self.features, name, f"{fold}/{self.cross_fit}")
-        if not trained:
-            raise problem(self.name, "cross_fit", f"cross_fit={self.cross_fit}: no feature is trained on {name} "
-                                                  f"(train={name}): its scores of {name} are out of sample already")
-        return topics.subset(qids), run.subset(qids), features
 
     @property
     def train_names(self) -> list[str]:
