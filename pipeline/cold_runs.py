@@ -105,8 +105,8 @@ def entry(pin_path: Path, result: dict) -> dict:
             "checks": {measure: {"pinned": check.get("expected"), "measured": _rounded(check.get("score")),
                                  "status": check.get("status")} for measure, check in checks.items()},
             "seconds": round(cost["seconds"] + result.get("make_seconds", 0.0), 2), "date": cost["date"],
-            "load_average": cost.get("load_average"),
-            "cores": cost.get("cores"), "cpu": (captured.get("cpu") or {}).get("model"), "isa": isa(captured),
+            "load_average": cost.get("load_average"), "cores": cost.get("cores"),
+            "cpu": (captured.get("cpu") or {}).get("model"), "isa": isa(captured),
             "recipe": recipe_key(pin_path), "environment": software_key(captured),
             "commit": (captured.get("git") or {}).get("commit")}
 

@@ -12,9 +12,8 @@ of its own (a temporary IRPIPE_CACHE: datasets from the mirror, indexes built, m
 reproduces the whole work and its wall time is the cost recorded (pipeline/provenance.py). `--warm` uses the
 user's cache instead: faster, and a run that reuses cached work keeps the last cold cost. A path the pin's `make:`
 names that is not there yet (a pretrained backbone) is made first by its command, timed (`make_missing`). The list
-and the costs
-come from the recorded results (eval/results); a run's result goes to runs/results (untracked: the checkout stays
-as it was) unless `--record` writes it to the recorded ones.
+and the costs come from the recorded results (eval/results); a run's result goes to runs/results (untracked: the
+checkout stays as it was) unless `--record` writes it to the recorded ones.
 """
 from __future__ import annotations
 

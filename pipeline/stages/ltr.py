@@ -48,6 +48,7 @@ from pipeline.log import logger
 from pipeline.rerank.fusion import NORMS, norm_name
 from pipeline.stage import Stage
 from pipeline.stages import register
+from pipeline.training.options import fold_queries
 from pipeline.validate import at_least, choice, problem
 
 LEARNERS = ("gbdt", "logistic", "pairwise", "lambdamart")
@@ -115,19 +116,25 @@ class LearnedRanker(Stage):
             topics, run, qrels = dataset.topics(), dataset.run(), dataset.qrels()
             labels = {qid: {docid for docid, grade in judged.items() if grade >= dataset.rel_level}
                       for qid, judged in qrels.items()}
-            folds = [(topics, run, self.features)]
-            if self.cross_fit and _held_out(self.features, name, "0/2")[1]:  # a feature trained on it: out of fold
-                judged = [qid for qid in topics if qid in qrels]  # the order `hold_out` counts positions in
-                folds = [(topics.subset(judged[fold::self.cross_fit]), run.subset(judged[fold::self.cross_fit]),
-                          _held_out(self.features, name, f"{fold}/{self.cross_fit}")[0])
-                         for fold in range(self.cross_fit)]
             self._training.append(TrainingSet(name, labels, [Fold(part_topics, part_run, features.bind(
-                Binding(dataset, binding.engine, part_run))) for part_topics, part_run, features in folds]))
+                Binding(dataset, binding.engine, part_run)))
+                for part_topics, part_run, features in self._folds(name, topics, run, qrels)]))
         if self.cross_fit and all(len(part.folds) == 1 for part in self._training):
             raise problem(self.name, "cross_fit", f"cross_fit={self.cross_fit}: no feature is trained on "
                                                   f"{' or '.join(self.train_names)}: its scores are out of sample "
                                                   "already")
         self._features = self.features.bind(binding)
+
+    def _folds(self, name: str, topics: Topics, run: Run, qrels) -> list[tuple[Topics, Run, Stage]]:
+        """Training set `name` whole, or, with cross_fit and a feature trained on it, its folds: each fold's queries
+        and the features that score them out of fold (that feature trained without them, `hold_out`)."""
+        held = [f"{fold}/{self.cross_fit}" for fold in range(self.cross_fit)]
+        rebuilt = [_held_out(self.features, name, hold_out) for hold_out in held]
+        if not rebuilt or not rebuilt[0][1]:
+            return [(topics, run, self.features)]
+        judged = [qid for qid in topics if qid in qrels]  # the queries `hold_out` counts, as training does
+        parts = [fold_queries(judged, hold_out) for hold_out in held]
+        return [(topics.subset(qids), run.subset(qids), features) for qids, (features, _) in zip(parts, rebuilt)]
 
     @property
     def train_names(self) -> list[str]:

@@ -60,11 +60,17 @@ def held_out_fold(value: str) -> tuple[int, int] | None:
     return (fold, folds) if folds >= 2 and fold < folds else None
 
 
-def kept_queries(qids: list[str], hold_out: str) -> list[str]:
-    """`qids` less the held-out fold: with hold_out="i/K" the query at position p is in fold p mod K (positions in
-    the training set's topic order, so every fold spreads over the whole set)."""
+def fold_queries(qids: list[str], hold_out: str) -> list[str]:
+    """The queries of the fold hold_out="i/K" names: the query at position p is in fold p mod K (positions in the
+    training set's topic order, so every fold spreads over the whole set); none for ""."""
     fold = held_out_fold(hold_out)
-    return qids if fold is None else [qid for position, qid in enumerate(qids) if position % fold[1] != fold[0]]
+    return [] if fold is None else qids[fold[0]::fold[1]]
+
+
+def kept_queries(qids: list[str], hold_out: str) -> list[str]:
+    """`qids` less the held-out fold (`fold_queries`): what a recipe with `hold_out` trains on."""
+    held = set(fold_queries(qids, hold_out))
+    return [qid for qid in qids if qid not in held]
 
 
 SAMPLED = ("keyword", "random")  # negatives drawn from the data's texts (pipeline/training/negatives.py)
