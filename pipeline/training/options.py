@@ -143,7 +143,8 @@ class TrainOptions:
     patience: int | None = option(None, "stop after this many epochs without a better dev score; none: never",
                                   at_least=1, integer=True, optional=True, when=_DEV)
     keep_start: bool = option(False, 'score the untrained model on dev first ("epoch 0"): kept unless an epoch '
-                              "beats it (a start that ranks well already: init=identity)", when=_DEV)
+                              "beats it (a start that ranks already: init=identity, start=rm0; where to use it: "
+                              "docs/results.md)", when=_DEV)
     max_grad_norm: float | None = option(1.0, "gradient clipping; none: off", at_least=0, optional=True)
     eval_batch_size: int = option(64, "dev scoring batch size", at_least=1, integer=True)
     bucket: int = option(50, "sort pairs by length within windows of this many batches (1: off): less padding",
