@@ -291,9 +291,11 @@ def _win_loss(result: dict, width: int = 220, height: int = 70) -> str:
 
 
 def _pvalue(baseline: dict, measure: str) -> str:
-    """The measure's p-value against the baseline with its test, or seed 0's marked as pending a re-run."""
+    """The measure's p-value against the baseline with its test (and where a description stated it), or seed 0's
+    marked as pending a re-run."""
     pending = (baseline.get("pending") or {}).get(measure)
     if pending is not None:
         return f"; p {pending:.2g} ({provenance.PENDING})"
     p = (baseline.get("pvalues") or {}).get(measure)
-    return "" if p is None else f"; p {p:.2g} ({baseline.get('test') or PAIRED})"
+    stated = f"; from {provenance.STATED}" if measure in (baseline.get("stated") or ()) else ""
+    return "" if p is None else f"; p {p:.2g} ({baseline.get('test') or PAIRED}{stated})"

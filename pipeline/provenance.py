@@ -15,12 +15,15 @@ Fields added to the result file (runs/results/<name>.json; with `--record`, eval
 
 and `cost_class(result)` is what `irpipe reproduce` lists: seconds / minutes / hours, or unmeasured.
 `seed_mean_pvalues(result)` makes a seeded result from before 2026-12-02 (its p-values the first seed's) hold the seed
-mean's p-value of its win_loss measure, made again from the recorded differences, and the rest as pending a re-run.
+mean's p-value of its win_loss measure, made again from the recorded differences, and the rest as pending a re-run;
+a pending measure whose seed-mean p-value the result's description states, with the `irpipe eval --seed-mean`
+command that measured it on the pinned runs (`stated_seed_means`), takes that one.
 """
 from __future__ import annotations
 
 import math
 import os
+import re
 import statistics
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,6 +38,8 @@ CPU_SENSITIVITY = Path("eval") / "benchmarks" / "cpu-sensitivity.yaml"  # the ch
 UNMEASURED = "unmeasured"
 RECOMPUTE = "python bench/studies/seed_mean_pvalues.py"
 PENDING = "seed-0 only, pending re-run"  # how a `pending` p-value is shown: its seed-mean test needs the runs again
+STATED = "the seed-mean `irpipe eval` command its description states, on the pinned runs"  # baseline["stated"]
+_STATED = re.compile(r"--seed-mean [^`]*-m ([^`]+)`.*?\bp = (\S+(?: / \S+)*)")
 
 
 def previous(path: Path) -> dict:
@@ -97,7 +102,7 @@ def seed_mean_pvalues(result: dict) -> dict:
 
     baseline = dict(result["baseline"])
     if not result.get("seeds") or baseline.get("test"):
-        return baseline  # one run, or written by a run since: already the seed mean's
+        return _stated(baseline, result.get("description", ""))  # one run, or already the seed mean's
     record = result.get("win_loss")
     recomputed = seed_mean_pvalue(record)
     measure = record["measure"] if recomputed is not None else None
@@ -108,6 +113,35 @@ def seed_mean_pvalues(result: dict) -> dict:
     if measure:
         baseline["recomputed"] = (f"{measure} from win_loss (the per-query seed-mean differences, 4 decimals): "
                                   f"{RECOMPUTE}")
+    return _stated(baseline, result.get("description", ""))
+
+
+def stated_seed_means(description: str) -> dict[str, float]:
+    """measure -> the seed-mean p-value a description states after its `irpipe eval --seed-mean` command
+    ("... --seed-mean RUNS --baseline B -m R@1 R@5 RR@10`: p = 3.7e-06 / 9.5e-09 / 5.8e-15"); empty when it states
+    none, or not one value per measure."""
+    found = _STATED.search(description or "")
+    if not found:
+        return {}
+    measures, values = found.group(1).split(), [v.rstrip(",;.)") for v in found.group(2).split(" / ")]
+    try:
+        return dict(zip(measures, map(float, values), strict=True))
+    except ValueError:
+        return {}
+
+
+def _stated(baseline: dict, description: str) -> dict:
+    """`baseline` with each pending measure whose seed-mean p-value `description` states (`stated_seed_means`)
+    moved from `pending` to `pvalues`, and `stated` naming them (their source: STATED)."""
+    pending = baseline.get("pending") or {}
+    found = {m: p for m, p in stated_seed_means(description).items() if m in pending}
+    if not found:
+        return baseline
+    baseline["pvalues"] = {**baseline["pvalues"], **found}
+    baseline["pending"] = {m: p for m, p in pending.items() if m not in found}
+    if not baseline["pending"]:
+        del baseline["pending"]
+    baseline["stated"] = list(found)  # the measures whose p-value comes from STATED
     return baseline
 
 

@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from pipeline.significance import PAIRED_SEED_MEANS
-from pipeline.provenance import PENDING, RECOMPUTE, seed_mean_pvalue, seed_mean_pvalues
+from pipeline.provenance import PENDING, RECOMPUTE, seed_mean_pvalue, seed_mean_pvalues, stated_seed_means
 from support import REPO
 
 DIFFERENCES = [0.5, 0.25, 0.0, 0.0, -0.125]  # seed means minus the baseline, one a query, sorted
@@ -41,6 +41,27 @@ def test_a_seeded_result_gets_the_seed_means_pvalue_and_seed_0s_others_pending()
     assert "recomputed" not in unrecorded
     one_run = {key: value for key, value in OLD.items() if key != "seeds"}
     assert seed_mean_pvalues(one_run) == OLD["baseline"]  # one run's p-value is its own
+
+
+STATES = ("Seed-mean paired t-tests (`irpipe eval --dataset d --seed-mean runs/x.seed{0,1}.trec --baseline B -m AP RR`):"
+          " against BM25 (0.5 / 0.6) p = 0.12 / 3.5e-15, level at AP")
+
+
+def test_a_description_states_the_seed_mean_pvalues_its_seed_mean_command_measured():
+    assert stated_seed_means(STATES) == {"AP": 0.12, "RR": 3.5e-15}
+    assert stated_seed_means("... --seed-mean R -m R@1 R@5`: p = 3.7e-06 / 9.5e-09).") == {"R@1": 3.7e-06, "R@5": 9.5e-09}
+    assert stated_seed_means(STATES.replace(" / 3.5e-15", "")) == {}  # not one value a measure: none taken
+    assert stated_seed_means("p = 0.01 by seed, no --seed-mean command") == {} and stated_seed_means("") == {}
+
+
+def test_a_pending_measure_takes_the_seed_mean_pvalue_its_description_states():
+    described = {**OLD, "description": STATES.replace("-m AP RR", "-m RR").replace(" / 3.5e-15", "")}
+    baseline = seed_mean_pvalues(described)
+    assert baseline["pvalues"]["RR"] == 0.12 and "pending" not in baseline  # AP from win_loss, RR from the command
+    assert baseline["stated"] == ["RR"]
+    assert seed_mean_pvalues({**described, "baseline": baseline}) == baseline  # made again: the same
+    recorded = seed_mean_pvalues({**OLD, "win_loss": None, "description": STATES})
+    assert recorded["pvalues"] == {"AP": 0.12, "RR": 3.5e-15} and "pending" not in recorded
 
 
 def test_no_committed_seeded_result_shows_seed_0s_pvalue_as_the_seed_means():
@@ -111,5 +132,6 @@ def test_the_seed_mean_table_sets_each_seeded_pins_seed_0_p_value_beside_its_see
     rows = {(row[0], row[1]): row for row in seed_mean_table.rows(REPO / "eval", seed_mean_table.BEFORE)}
     q23 = rows[("trecqa-mrnn-contextual-distance-q23", "AP")]
     assert q23[2] == "0.082" and float(q23[3]) > 0 and q23[5] == ("**crosses 0.05**" if float(q23[3]) < 0.05 else "")
-    assert all(row[4] in ("per-query differences kept", "pending re-run", "re-run, every seed", "first run since")
+    assert all(row[4] in ("per-query differences kept", "pending re-run", "re-run, every seed", "first run since",
+                          seed_mean_table.STATED)
                or row[4].startswith("re-run against another baseline") for row in rows.values())

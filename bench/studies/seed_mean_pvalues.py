@@ -7,7 +7,9 @@ were not kept; what was kept is `win_loss`: the first measure's per-query differ
 baseline (4 decimals), every query where there are at most 400. From those the two-sided paired t-test over
 per-query seed means is made again (pipeline/provenance.py `seed_mean_pvalues`); every other measure, and every
 result whose record holds quantiles or nothing, keeps seed 0's p-value in `baseline.pending` ("seed-0 only, pending
-re-run") and none in `baseline.pvalues` until `irpipe run` runs it again. It prints each changed p-value, old and
+re-run") and none in `baseline.pvalues` until `irpipe run` runs it again, unless the result's description states
+that measure's seed-mean p-value with the `irpipe eval --seed-mean` command that measured it on the pinned runs
+(`stated_seed_means`): then that one, and `baseline.stated` says so. It prints each changed p-value, old and
 new; a result already holding the seed mean's (a later run, or this command before) is left as it is. A results
 file that is not JSON is an error naming its file and line (exit status 2).
 """
@@ -39,7 +41,10 @@ def rewrite(results_dir: Path) -> None:
         if baseline == result["baseline"]:
             continue
         for measure, old in result["baseline"]["pvalues"].items():
+            old = (result["baseline"].get("pending") or {}).get(measure, old)
             new = baseline["pvalues"][measure]
+            if new == old:
+                continue
             print(f"{result['name']} {measure}: seed 0 {_shown(old)} -> "
                   + ("pending re-run" if new is None else f"seed mean {_shown(new)}"))
         result["baseline"] = baseline

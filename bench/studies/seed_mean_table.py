@@ -7,8 +7,9 @@ run tested against the baseline. Since then a run tests the per-query seed means
 PAIRED_SEED_MEANS). For every pinned experiment (eval/*.yaml) with seeds and a baseline, this prints each measure's
 p-value then (from `git show BEFORE:eval/results/NAME.json`) and now (eval/results/NAME.json), where the now-value
 came from (made again from the kept per-query differences, or a re-run of every seed, whose weights may differ
-from the pinned ones on another CPU), and whether the 0.05 conclusion changed. A measure still pending a re-run
-says so. Reads only tracked files and the git history; writes nothing.
+from the pinned ones on another CPU, or the seed-mean `irpipe eval` command the pin's description states, on the
+pinned runs: pipeline/provenance.py `stated_seed_means`), and whether the 0.05 conclusion changed. A measure still
+pending a re-run says so. Reads only tracked files and the git history; writes nothing.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from pipeline.reproduce import pins
 ROOT = Path(__file__).resolve().parents[2]
 BEFORE = "35cf11b^"  # the results before they were made the seed mean's (35cf11b): seed 0's p-values
 LEVEL = 0.05
+STATED = "seed-mean `irpipe eval` its description states"
 
 
 def _before(name: str, rev: str) -> dict | None:
@@ -52,13 +54,14 @@ def rows(eval_dir: Path, rev: str) -> list[list[str]]:
             then = {"baseline": {"pvalues": dict.fromkeys(now["baseline"]["pvalues"])}}
         rerun = now.get("seeds") != then.get("seeds")
         pending = now["baseline"].get("pending") or {}
+        stated = now["baseline"].get("stated") or []
         moved = "spec" in then["baseline"] and then["baseline"]["spec"] != now["baseline"]["spec"]
         for measure, old in then["baseline"]["pvalues"].items():
             new = now["baseline"]["pvalues"].get(measure)
             source = ("first run since" if "seeds" not in then else
                       f"re-run against another baseline, `{now['baseline']['spec'][:40]}...`" if moved else
                       "re-run, every seed" if rerun else "pending re-run" if measure in pending
-                      else "per-query differences kept")
+                      else STATED if measure in stated else "per-query differences kept")
             table.append([experiment.name, measure, _p(old), _p(new), source, "" if moved else _change(old, new)])
     return table
 
@@ -78,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         print("| " + " | ".join(row) + " |")
     changed = sum(1 for row in table if row[-1])
     print(f"\n{len(table)} p-values of {len({row[0] for row in table})} pins; {changed} cross {LEVEL}; "
+          f"{sum(1 for row in table if row[4] == STATED)} from the seed-mean command a pin's description states; "
           f"{sum(1 for row in table if row[4] == 'pending re-run')} pending a re-run.")
     return 0
 
