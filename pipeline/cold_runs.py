@@ -121,12 +121,26 @@ def update(path: Path, name: str, pin_path: Path, result: dict) -> dict:
     record = load(path)
     if not is_cold(result):
         return record
-    record["pins"][name] = entry(pin_path, result)
-    record["pins"] = dict(sorted(record["pins"].items()))
-    entries = record["pins"].values()
-    record = {"description": DESCRIPTION, "total_seconds": round(sum(e["seconds"] for e in entries), 2),
-              "counts": {status: sum(e["status"] == status for e in entries) for status in STATUSES},
-              "pins": record["pins"]}
+    return _write(path, {**record["pins"], name: entry(pin_path, result)})
+
+
+def merge(path: Path, other: Path) -> list[str]:
+    """Take into the record at `path` the entries of the record at `other` (another checkout's, such as a git
+    worktree that ran `reproduce --record` beside this one) that it lacks or holds an earlier run of; written
+    atomically with the totals made again. Returns the names taken."""
+    pins, theirs = load(path)["pins"], load(other)["pins"]
+    taken = [name for name, found in theirs.items() if name not in pins or found["date"] > pins[name]["date"]]
+    if taken:
+        _write(path, {**pins, **{name: theirs[name] for name in taken}})
+    return taken
+
+
+def _write(path: Path, pins: dict) -> dict:
+    """The record of `pins`, sorted, with the total cost and the counts over every entry, written atomically."""
+    pins = dict(sorted(pins.items()))
+    record = {"description": DESCRIPTION, "total_seconds": round(sum(e["seconds"] for e in pins.values()), 2),
+              "counts": {status: sum(e["status"] == status for e in pins.values()) for status in STATUSES},
+              "pins": pins}
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as out:
         out.write(_text(record))

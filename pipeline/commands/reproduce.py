@@ -5,6 +5,8 @@ import argparse
 from pathlib import Path
 
 from pipeline import cold_runs
+from pipeline.data.files import atomic_write
+from pipeline.errors import InputError
 from pipeline.experiment import LOCAL_RESULTS, RECORDED_RESULTS
 from pipeline.reproduce import archived, counts, dry_run, listing, matrix, parse_cost, pins, run_selection, select
 
@@ -31,6 +33,10 @@ def define_args(parser: argparse.ArgumentParser) -> None:
                              "already re-run cold there on their current file and this environment are skipped")
     parser.add_argument("--again", action="store_true",
                         help="with --record: run the pins already re-run cold here too")
+    parser.add_argument("--merge", nargs="+", type=Path, metavar="CHECKOUT",
+                        help="take the cold runs another checkout recorded (a git worktree that ran reproduce "
+                             "--record beside this one): its record's entries this one lacks or holds an earlier run "
+                             "of, with their recorded results; runs nothing")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -39,6 +45,8 @@ def main(args: argparse.Namespace) -> int:
     selected, left = select(found, args.names, max_cost, args.all, args.ci, archive)
     record_path = cold_runs.record_path(Path(args.eval_dir))
     cold, here = cold_runs.load(record_path), cold_runs.current_software()
+    if args.merge:
+        return merge(args.merge, Path(args.eval_dir), args.results_dir)
     if not (args.names or max_cost is not None or args.all or args.ci):
         print(listing(found, archive, cold, here))
         return 0
@@ -75,3 +83,22 @@ def main(args: argparse.Namespace) -> int:
     tally = counts(rows)
     print(", ".join(f"{count} {status}" for status, count in tally.items()) + f" of {len(rows)} experiments")
     return 1 if tally["FAIL"] or tally["ERROR"] else 0
+
+
+def merge(checkouts: list[Path], eval_dir: Path, results_dir: Path) -> int:
+    """Each checkout's cold runs into this one's record (cold_runs.merge), with each taken pin's recorded result
+    from the checkout's results folder (`results_dir` under it)."""
+    record_path = cold_runs.record_path(eval_dir)
+    for checkout in checkouts:
+        theirs = cold_runs.record_path(checkout / eval_dir)
+        if not theirs.is_file() or theirs.resolve() == record_path.resolve():
+            raise InputError(str(theirs), "no other checkout's cold-run record there: give the root of a checkout "
+                                          "that ran `irpipe reproduce --record`", field="--merge")
+        taken = cold_runs.merge(record_path, theirs)
+        for name in taken:
+            result = checkout / results_dir / f"{name}.json"
+            if result.is_file():
+                with atomic_write(results_dir / f"{name}.json", "wb", encoding=None) as out:
+                    out.write(result.read_bytes())
+        print(f"{checkout}: took {len(taken)} cold run(s)" + (": " + ", ".join(taken) if taken else ""))
+    return 0
