@@ -7,6 +7,8 @@ normalisations, training sets and feature sets, each beside every feature alone 
     python -m bench.ltr_study --test trecqa/raw-dev             # choose a learner and norm on dev: the rows fitted
                                                                 # on trecqa/train alone
     python -m bench.ltr_study --trained "hcan(...)" --cross-fit 5   # also fitted on trecqa/train, out of fold
+    python -m bench.ltr_study --cheap bm25,idf-overlap --trained "mrnn(...)" --cross-fit 5   # a subset of the
+                                                                # cheap features beside the trained one
 
 Every row is an `ltr(...)` stage run through `ir.run` (pipeline/stages/ltr.py; the features' stages come from the
 stage cache, so only the first row pays for them). A feature alone ranks the same candidates by its score
@@ -76,21 +78,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--norms", default="zscore,none")
     parser.add_argument("--cross-fit", type=int, default=0, metavar="K",
                         help="with --trained: also fit on trecqa/train's out-of-fold scores, K folds (ltr cross_fit)")
+    parser.add_argument("--cheap", default=",".join(CHEAP), type=lambda text: text.split(","),
+                        help=f"the cheap features used, of {', '.join(CHEAP)} (default all)")
     parser.add_argument("--test", default=TEST,
                         help=f"the candidates ranked (default {TEST}; trecqa/raw-dev to choose on dev)")
     args = parser.parse_args(argv)
+    unknown = set(args.cheap) - set(CHEAP)
+    if unknown:
+        parser.error(f"--cheap: unknown {', '.join(sorted(unknown))}; choose from {', '.join(CHEAP)}")
+    cheap = {name: CHEAP[name] for name in args.cheap}
     test = ir.dataset(args.test)
     trained = {f"trained-{i}": spec for i, spec in enumerate(args.trained, 1)}
-    singles = {name: scores(f"features({spec})", test) for name, spec in (CHEAP | trained).items()}
+    singles = {name: scores(f"features({spec})", test) for name, spec in (cheap | trained).items()}
     best = max(singles, key=lambda name: mean(singles[name]["AP"]))
     print(f"| run | AP | RR | P@1 | p (AP) against each feature alone: t [Wilcoxon] | wins/losses vs {best} |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for name, spec in (CHEAP | trained).items():
+    for name, spec in (cheap | trained).items():
         print(f"| {name} alone: `{spec}` | " + " | ".join(f"{mean(singles[name][m]):.4f}" for m in MEASURES)
               + " |  |  |")
     for feature_set, train, learner, norm, folds in rows(trained, args.learners.split(","), args.norms.split(","),
                                                          args.test, args.cross_fit):
-        features = CHEAP | (trained if feature_set == "cheap+trained" else {})
+        features = cheap | (trained if feature_set == "cheap+trained" else {})
         learned = scores(ltr_spec(features, TRAIN_SETS[train], learner, norm, folds), test)
         tests = ", ".join(f"{name} {paired_pvalue(learned['AP'], singles[name]['AP']):.2g} "
                           f"[{paired_pvalue(learned['AP'], singles[name]['AP'], 'wilcoxon'):.2g}]"
