@@ -4,7 +4,8 @@ no sigmoid), for bench/cpu_peers.py.
 
 Every peer is fed as its own users feed it: the CrossEncoder's tokenizer (query, passage) truncated to max_length,
 batches of 32 pairs sorted by characters (CrossEncoder.predict's defaults), each padded to its longest pair.
-- crossencoder / crossencoder-bf16: `CrossEncoder.predict`, plain and under `torch.autocast("cpu", torch.bfloat16)`;
+- crossencoder / crossencoder-bf16 / crossencoder-bf16-compiled: `CrossEncoder.predict`, plain, under
+  `torch.autocast("cpu", torch.bfloat16)`, and so with its model's forward through torch.compile;
 - ort-fp32: the classifier exported by `torch.onnx.export` and run by ONNX Runtime (graph optimisations on: the
   transformer fusions it applies by itself); ort-int8: that graph through `onnxruntime.quantization.quantize_dynamic`
   (int8 weights, activations quantised per batch: what optimum's dynamic ORTQuantizer calls);
@@ -21,8 +22,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-PEERS = ("crossencoder", "crossencoder-bf16", "ort-fp32", "ort-int8", "ov-fp32", "ov-bf16", "ov-int8",
-         "ct2-int8", "ct2-bf16")
+PEERS = ("crossencoder", "crossencoder-bf16", "crossencoder-bf16-compiled", "ort-fp32", "ort-int8", "ov-fp32",
+         "ov-bf16", "ov-int8", "ct2-int8", "ct2-bf16")
 BATCH = 32                                                             # CrossEncoder.predict's default batch size
 
 
@@ -55,6 +56,18 @@ def _crossencoder(ce, bf16: bool):
                                 convert_to_numpy=True)
         return [float(v) for v in values]
     return scores
+
+
+def _compiled_copy(ce):
+    """A copy of CrossEncoder `ce` whose model's forward runs through torch.compile (inductor, dynamic shapes), as
+    irpipe's compile=true does: what a user of sentence-transformers can do too."""
+    import copy
+
+    import torch
+
+    ce = copy.deepcopy(ce)
+    ce.model.forward = torch.compile(ce.model.forward, dynamic=True)
+    return ce
 
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -179,6 +192,7 @@ def peer_scorers(ce, peers: list[str], threads: int) -> tuple[dict, dict]:
 def _built(ce, peers: list[str], threads: int, folder: Path) -> tuple[dict, dict]:
     build = {"crossencoder": lambda: _crossencoder(ce, bf16=False),
              "crossencoder-bf16": lambda: _crossencoder(ce, bf16=True),
+             "crossencoder-bf16-compiled": lambda: _crossencoder(_compiled_copy(ce), bf16=True),
              "ort-fp32": lambda: _ort(ce, folder, threads, int8=False),
              "ort-int8": lambda: _ort(ce, folder, threads, int8=True),
              "ov-fp32": lambda: _openvino(ce, threads, "f32", int8=False),

@@ -30,16 +30,20 @@ from bench._inference_models import achieved, cpu_name, cross_encoder, dl_pairs,
 from bench._peer_runtimes import PEERS, peer_scorers
 from bench.inference_speed import MEASURES, quality_by_mode, timed
 
-IRPIPE_MODES = ("fp32", "bf16")
+IRPIPE_MODES = ("fp32", "bf16", "bf16-compiled")
 TOLERANCE = 0.002                                                       # nDCG@10 from fp32, DL19 and DL20
 
 
 def irpipe_scorers(model) -> dict:
-    """irpipe's modes: `predict` with amp none (fp32) and bf16, its default batches on the CPU."""
-    from pipeline.rerank.scoring import predict
+    """irpipe's modes: `predict` with amp none (fp32) and bf16, its default batches on the CPU, and bf16 on a copy of
+    the model whose forward is compiled (compile=true: scoring.compiled)."""
+    import copy
 
-    return {mode: (lambda amp: lambda pairs: predict(model, pairs, amp=amp, desc="timed").scores)(
-        "none" if mode == "fp32" else mode) for mode in IRPIPE_MODES}
+    from pipeline.rerank.scoring import compiled, predict
+
+    fast = compiled(copy.deepcopy(model))
+    scorer = lambda model, amp: lambda pairs: predict(model, pairs, amp=amp, desc="timed").scores  # noqa: E731
+    return {"fp32": scorer(model, "none"), "bf16": scorer(model, "bf16"), "bf16-compiled": scorer(fast, "bf16")}
 
 
 def preserving(quality: dict) -> dict[str, bool]:

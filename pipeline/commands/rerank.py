@@ -34,6 +34,9 @@ def add_model_args(parser: argparse.ArgumentParser, what: str = "pairs") -> None
                              "from the LayerNorms), each with ':' and layer groups kept in fp32 "
                              "(int8-channel:ffn-out; pipeline/rerank/quantize.py). CPU inference; not with --amp bf16")
     parser.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: all cores)")
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile the model's forward: faster once compiled (tens of seconds first); "
+                             "cross-encoders (docs/inference.md)")
 
 
 def quantize_scheme(value: str) -> str:
@@ -49,7 +52,8 @@ def quantize_scheme(value: str) -> str:
 def model_runtime(args: argparse.Namespace) -> dict:
     """The stage's keyword arguments of how it runs, from `add_model_args`' flags."""
     return {"batch_size": args.batch_size, "batch_tokens": args.batch_tokens, "device": args.device, "amp": args.amp,
-            "quantize": None if args.quantize == "none" else args.quantize, "threads": args.threads}
+            "quantize": None if args.quantize == "none" else args.quantize, "threads": args.threads,
+            "compile": args.compile}
 
 
 def define_args(parser: argparse.ArgumentParser) -> None:

@@ -53,6 +53,9 @@ class Runtime:
                                       "default", at_least=0, integer=True, optional=True)
     quantize: str | None = option(None, "an int8 scheme of the linear layers (quantize.py), CPU; changes scores a "
                                   "little", check=lambda owner, v: check_quantize(v))
+    compile: bool = option(False, "torch.compile the model's forward (inductor, dynamic shapes): faster on the CPU once "
+                           "compiled (tens of seconds a process); fuses bf16 ops, so changes scores a little "
+                           "(docs/inference.md)")
 
     def start(self) -> torch.device:
         """Set the thread count; the device to run on."""
@@ -61,8 +64,9 @@ class Runtime:
         return resolve_device(self.device)
 
     def place(self, model: RerankModel, device: torch.device) -> RerankModel:
-        """`model` on `device`, int8-quantised when asked (for inference only)."""
-        return quantized(model.to(device), self.quantize, device, self.amp)
+        """`model` on `device`, int8-quantised when asked (for inference only), its forward compiled when asked."""
+        model = quantized(model.to(device), self.quantize, device, self.amp)
+        return compiled(model) if self.compile else model
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -169,6 +173,14 @@ def quantized(model: RerankModel, quantize: str | None, device: torch.device, am
         raise ConfigError(f"quantize={quantize} runs the linear layers in int8: it does not combine with amp={amp}",
                           field="quantize")
     return quantize_linears(model, quantize)
+
+
+def compiled(model: RerankModel) -> RerankModel:
+    """`model` with its forward compiled by torch.compile (inductor; dynamic shapes, so batches of other lengths do not
+    compile again): the same module in place, every method and attribute as before. Only `forward` changes: a model
+    scored by its own encoders (late interaction) is not compiled (the stage refuses compile= for it)."""
+    model.forward = torch.compile(model.forward, dynamic=True)
+    return model
 
 
 def labelled(batch: Batch, device: torch.device | str, groups: list[int] | None = None) -> Batch:

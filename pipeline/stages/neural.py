@@ -69,7 +69,7 @@ class NeuralReranker(Reranker):
     def __init__(self, ckpt: str | None = None, train: str | None = None, dev: str | None = None,
                  batch_size: int | None = None, device: str = "auto", amp: str | None = "auto",
                  threads: int | None = None, index: str | None = None, store: str | None = None,
-                 batch_tokens: int | None = None, quantize: str | None = None, **options):
+                 batch_tokens: int | None = None, quantize: str | None = None, compile: bool = False, **options):
         name = self.name
         if ckpt is not None and train is not None:
             raise ConfigError(f"{name}: a checkpoint folder (ckpt=DIR) or a training recipe (train=DATASET), not both")
@@ -78,14 +78,17 @@ class NeuralReranker(Reranker):
                               "(train=DATASET [, dev=DATASET, epochs=N, ...])")
         if dev is not None and train is None:
             raise ConfigError(f"{name}: dev= goes with a training recipe (train=DATASET)", field="dev")
-        check_declared(name, Runtime(batch_size, device, amp, threads, batch_tokens, quantize))  # declared once
+        check_declared(name, Runtime(batch_size, device, amp, threads, batch_tokens, quantize, compile))  # declared once
+        if compile and issubclass(self.model_class, LateInteraction):
+            raise ConfigError(f"{name} scores from its encoders (late interaction), not one forward over a pair: "
+                              "compile=true would change nothing", field="compile")
         if store is not None and not issubclass(self.model_class, LateInteraction):
             raise ConfigError(f"{name} scores query and document together: it has no stored encodings (store=)",
                               field="store")
         self.ckpt, self.train, self.dev = (str(ckpt) if ckpt is not None else None), train, dev
         self.batch_size, self.device, self.index = batch_size, device, index
         self.amp = "none" if amp is None else check_amp(amp)  # None: `amp=none` in a spec
-        self.batch_tokens, self.quantize = batch_tokens, check_quantize(quantize)
+        self.batch_tokens, self.quantize, self.compile = batch_tokens, check_quantize(quantize), bool(compile)
         self.threads, self.store = threads, (str(store) if store is not None else None)
         split = split_options(name, self.model_class.config_class, options)  # runtime ones are the arguments above
         self.overrides = split.config
@@ -104,7 +107,7 @@ class NeuralReranker(Reranker):
         """The same stage with training options changed (ltr's cross_fit: `hold_out=i/K`), checked as a new one."""
         return type(self)(train=self.train, dev=self.dev, batch_size=self.batch_size, device=self.device,
                           amp=self.amp, threads=self.threads, index=self.index, store=self.store,
-                          batch_tokens=self.batch_tokens, quantize=self.quantize,
+                          batch_tokens=self.batch_tokens, quantize=self.quantize, compile=self.compile,
                           **{**self.train_options, **options}, **self.overrides)
 
     def config(self) -> dict:
@@ -112,7 +115,7 @@ class NeuralReranker(Reranker):
         config.update(sorted(self.train_options.items()))
         config.update(sorted(self.overrides.items()))
         config.update({"amp": self.amp if self.amp != "auto" else None, "quantize": self.quantize,
-                       "index": self.index, "store": self.store})
+                       "compile": self.compile or None, "index": self.index, "store": self.store})
         return {k: v for k, v in config.items() if v is not None}
 
     # -- the model ---------------------------------------------------------------------------------------------
@@ -126,7 +129,8 @@ class NeuralReranker(Reranker):
         return pretrained_digest(self.model_class, make_config(self.model_class.config_class, self.overrides))
 
     def runtime(self) -> Runtime:
-        return Runtime(self.batch_size, self.device, self.amp, self.threads, self.batch_tokens, self.quantize)
+        return Runtime(self.batch_size, self.device, self.amp, self.threads, self.batch_tokens, self.quantize,
+                       self.compile)
 
     def fingerprint(self) -> str:
         if self._store is not None:

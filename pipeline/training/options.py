@@ -5,7 +5,7 @@ A neural stage's keyword options (`addax(train=wikiqa/train, lr=1e-4, code_sharp
 
     model config   what the network is          the model's config dataclass (code_sharpness, max_length, ...)
     training       how its weights are learnt   `TrainOptions` less the runtime names (epochs, lr, negatives, ...)
-    runtime        how it runs                  RUNTIME (device, amp, threads, batch sizes, quantize)
+    runtime        how it runs                  RUNTIME (device, amp, threads, batch sizes, quantize, compile)
 
 No name is in two of them, but `seed` (SHARED): HCAN's and MRNN's configs draw their unknown-word rows with it, and
 it seeds their training run too. `check_namespaces` refuses a model whose config reuses another namespace's name
@@ -27,7 +27,7 @@ from pipeline.validate import default_of, field_problem
 RUNTIME_OPTIONS = ("device", "eval_batch_size", "threads")  # how, not what: neither in recipe keys nor resume checks
 # The runtime namespace of a neural stage: how the model runs (pipeline/rerank/scoring.py Runtime). `amp` is here
 # too although an explicit one joins a recipe's key: training in half precision computes another model.
-RUNTIME = ("device", "amp", "threads", "batch_size", "batch_tokens", "quantize")
+RUNTIME = ("device", "amp", "threads", "batch_size", "batch_tokens", "quantize", "compile")
 SOURCES = ("ckpt", "train", "dev", "index", "store")  # where a neural stage's model, candidates and encodings are
 SHARED = ("seed",)  # in the model config and the training options at once (both take it)
 
