@@ -94,8 +94,8 @@ def timed(functions: dict, pairs: list, repeats: int, reference: str = "crossenc
     busy machine falls on every mode alike). -> name -> {seconds per round, pairs/s (median), ratio to `reference`
     in the same round (median), as speedup_vs_<reference>}."""
     names = list(functions)
-    for function in functions.values():  # warm-up: first calls allocate, load kernels
-        function(pairs[:16])
+    for function in functions.values():  # warm-up, a whole pass: first calls allocate and load kernels, and a compiled
+        function(pairs)                  # mode compiles for the batch shapes the timed rounds meet
     seconds = {name: [] for name in names}
     for round_ in range(repeats):
         for name in names[round_ % len(names):] + names[:round_ % len(names)]:

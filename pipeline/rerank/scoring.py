@@ -53,8 +53,8 @@ class Runtime:
                                       "default", at_least=0, integer=True, optional=True)
     quantize: str | None = option(None, "an int8 scheme of the linear layers (quantize.py), CPU; changes scores a "
                                   "little", check=lambda owner, v: check_quantize(v))
-    compile: bool = option(False, "torch.compile the model's forward (inductor, dynamic shapes): faster on the CPU once "
-                           "compiled (tens of seconds a process); fuses bf16 ops, so changes scores a little "
+    compile: bool = option(False, "torch.compile the model's forward (inductor, dynamic shapes): tens of seconds to "
+                           "compile a process, then a few percent faster on a 2-core CPU; moves bf16 scores a little "
                            "(docs/inference.md)")
 
     def start(self) -> torch.device:
@@ -117,7 +117,8 @@ _told_cpu_bf16 = False
 def resolve_amp(amp: str | None, device: torch.device, inference: bool = False) -> str | None:
     """The autocast dtype a model runs under (None: none). "auto" is bf16 on CUDA; on the CPU it is none, except
     for `inference` on a CPU with native bf16 (`native_bf16`), where bf16 is the fast mode that keeps the ranking
-    (docs/inference.md: DL19/DL20 nDCG@10 within 0.001 of fp32; without native bf16 it is slower than fp32): said
+    to bf16's rounding (docs/inference.md: DL19/DL20 nDCG@10 within 0.001 of fp32 on AMX and on 10 queries each on
+    AVX512-BF16, +0.0021 / -0.0016 on all 43 / 54; without native bf16 it is slower than fp32): said
     once in the log. `inference` is false for a model not measured to keep its ranking in bf16 (RerankModel
     `auto_bf16`), and in training and the pretraining loop: fp32 on any CPU. "none" is off."""
     global _told_cpu_bf16
