@@ -40,13 +40,13 @@ def define_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.merge:  # runs nothing: the other checkout's cold runs into this record
+        return merge(args.merge, Path(args.eval_dir), args.results_dir)
     max_cost = parse_cost(args.max_cost) if args.max_cost is not None else None
     found, archive = pins(Path(args.eval_dir), args.results_dir), archived(Path(args.eval_dir))
     selected, left = select(found, args.names, max_cost, args.all, args.ci, archive)
     record_path = cold_runs.record_path(Path(args.eval_dir))
     cold, here = cold_runs.load(record_path), cold_runs.current_software()
-    if args.merge:
-        return merge(args.merge, Path(args.eval_dir), args.results_dir)
     if not (args.names or max_cost is not None or args.all or args.ci):
         print(listing(found, archive, cold, here))
         return 0
