@@ -59,14 +59,14 @@ def _crossencoder(ce, bf16: bool):
 
 
 def _compiled_copy(ce):
-    """A copy of CrossEncoder `ce` whose model's forward runs through torch.compile (inductor, dynamic shapes), as
-    irpipe's compile=true does: what a user of sentence-transformers can do too."""
+    """A copy of CrossEncoder `ce` whose model's forward runs through torch.compile as irpipe's compile=true does
+    (pipeline/rerank/scoring.py `compiled`, the same settings): what a user of sentence-transformers can do too."""
     import copy
 
-    import torch
+    from pipeline.rerank.scoring import compiled
 
     ce = copy.deepcopy(ce)
-    ce.model.forward = torch.compile(ce.model.forward, dynamic=True)
+    compiled(ce.model)
     return ce
 
 

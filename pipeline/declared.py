@@ -12,7 +12,8 @@ means, and one validator reads that declaration (ir_measures' `ParamInfo` is the
 `check_declared` runs where a config is made (pipeline/rerank/config.py `make_config`, TrainOptions.check), so a
 spec, a Python call, a YAML file and a checkpoint's config.json all meet the same checks, before any work. Field
 metadata changes neither `dataclasses.asdict` nor, so, any recipe key. A field declared with a plain default has no
-bounds: the dataclass kind check (pipeline/validate.py `field_problem`) is all it gets.
+bounds: the dataclass kind check (pipeline/validate.py `field_problem`) is all it gets; a boolean field is held to
+booleans here too, for the configs that check does not see (the runtime's).
 """
 from __future__ import annotations
 
@@ -111,9 +112,14 @@ def declarations(config_class) -> dict[str, Declaration]:
 
 
 def check_declared(owner: str, values) -> None:
-    """Every field of the config `values` within its declared bounds or choices (ConfigError naming it)."""
-    for name, declaration in declarations(type(values)).items():
-        declaration.validate(owner, name, getattr(values, name))
+    """Every field of the config `values` within its declared bounds or choices, and a boolean where its default is
+    one (a config that `field_problem` does not check, the runtime, would take `compile=maybe` as true): a
+    ConfigError naming it."""
+    for field in dataclasses.fields(values):
+        value = getattr(values, field.name)
+        if isinstance(default_of(field), bool) and not isinstance(value, bool):
+            raise problem(owner, field.name, f"{field.name}={value!r}; expected true or false")
+        field.metadata.get(KEY, Declaration()).validate(owner, field.name, value)
 
 
 def check_applies(owner: str, values, given: dict, baseline: dict, context: dict) -> None:

@@ -35,8 +35,8 @@ def add_model_args(parser: argparse.ArgumentParser, what: str = "pairs") -> None
                              "(int8-channel:ffn-out; pipeline/rerank/quantize.py). CPU inference; not with --amp bf16")
     parser.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: all cores)")
     parser.add_argument("--compile", action="store_true",
-                        help="torch.compile the model's forward: faster once compiled (tens of seconds first); "
-                             "cross-encoders (docs/inference.md)")
+                        help="torch.compile the model's forward (cross-encoders): tens of seconds to compile, then "
+                             "a few percent faster on a 2-core CPU (docs/inference.md)")
 
 
 def quantize_scheme(value: str) -> str:

@@ -176,10 +176,11 @@ def quantized(model: RerankModel, quantize: str | None, device: torch.device, am
     return quantize_linears(model, quantize)
 
 
-def compiled(model: RerankModel) -> RerankModel:
+def compiled(model: torch.nn.Module) -> torch.nn.Module:
     """`model` with its forward compiled by torch.compile (inductor; dynamic shapes, so batches of other lengths do not
     compile again): the same module in place, every method and attribute as before. Only `forward` changes: a model
-    scored by its own encoders (late interaction) is not compiled (the stage refuses compile= for it)."""
+    scored by its own encoders (late interaction) is not compiled (the stage refuses compile= for it). The CPU
+    benchmark compiles its CrossEncoder peer's model through here too, so both sides compile alike."""
     model.forward = torch.compile(model.forward, dynamic=True)
     return model
 

@@ -37,3 +37,6 @@ def test_compile_is_a_runtime_option_that_keys_the_output_apart_and_late_interac
     assert "compile=True" in repr(fast)
     with pytest.raises(ConfigError, match="late interaction.*compile=true would change nothing"):
         ir.addax(ckpt=str(tmp_path), compile=True)
+    for wrong in ("maybe", 1, None):  # a runtime flag is a boolean, as a model or training option is
+        with pytest.raises(ConfigError, match=f"compile={wrong!r}; expected true or false"):
+            ir.monobert(ckpt=str(tmp_path), compile=wrong)
