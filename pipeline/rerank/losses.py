@@ -7,6 +7,10 @@
                                                    [d(q, D+) - d(q, D-) + margin]_+, mean over groups
     hardest_triplets(d, positive, negative, margin) the same on a (queries x documents) distance matrix with any
                                                    positives/negatives per query (in-batch negatives: MRNN)
+    softmax_over_negatives(s, positive, negative)  per anchor with a positive and a negative, each positive's
+                                                   cross-entropy against the anchor's negatives: -s_p + log(e^s_p +
+                                                   sum_n e^s_n), mean over the (anchor, positive) pairs (listwise)
+    grouped_softmax(s, labels, groups)             the same within each group of a (B,) score vector
     in_batch_softmax(q, d, qids, scale)            query i against every document of the batch, its own positive the
                                                    target, other queries' positives the negatives (rows of the same
                                                    query masked): cross-entropy of scale * cos (MultipleNegativesRanking)
@@ -47,12 +51,33 @@ def hardest_triplets(distances: torch.Tensor, positive: torch.Tensor, negative: 
 def batch_hard_triplet(distances: torch.Tensor, labels: torch.Tensor, groups: torch.Tensor,
                        margin: float = 0.5) -> torch.Tensor:
     """(B,) query-document distances (lower = more relevant) -> the batch-hard triplet loss of each group."""
+    positive, negative = _group_rows(labels, groups)                                  # (G, B)
+    return hardest_triplets(distances.unsqueeze(0).expand_as(positive), positive, negative, margin)
+
+
+def _group_rows(labels: torch.Tensor, groups: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B,) labels and group ids -> (G, B) masks of each group's positives and negatives, one row per group."""
     same = _same_group(groups)                                                         # (B, B)
-    positive, negative = (labels > 0).unsqueeze(0) & same, (labels <= 0).unsqueeze(0) & same  # (B, B) row = group
     first = torch.tensor([groups.tolist().index(g) for g in groups.tolist()], device=groups.device)
     keep = first == torch.arange(len(groups), device=groups.device)                   # (B,) one row per group
-    d = distances.unsqueeze(0).expand_as(same)                                        # (B, B) d[j] in every row
-    return hardest_triplets(d[keep], positive[keep], negative[keep], margin)
+    return ((labels > 0).unsqueeze(0) & same)[keep], ((labels <= 0).unsqueeze(0) & same)[keep]
+
+
+def softmax_over_negatives(scores: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
+    """(R, B) scores of R anchors (queries) for B documents (higher = more relevant) and (R, B) masks of each anchor's
+    positives and negatives -> mean over (anchor, positive) of -log softmax(s_p; s_p and the anchor's negatives)."""
+    rows = (positive.any(1) & negative.any(1)).unsqueeze(1)                           # (R, 1)
+    pairs = positive & rows                                                            # (R, B)
+    if not pairs.any():
+        return scores.sum() * 0.0
+    negatives = torch.logsumexp(scores.masked_fill(~negative, float("-inf")), 1, keepdim=True)   # (R, 1)
+    return (torch.logaddexp(scores, negatives) - scores)[pairs].mean()
+
+
+def grouped_softmax(scores: torch.Tensor, labels: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    """(B,) scores, labels and group ids -> softmax_over_negatives within each group."""
+    positive, negative = _group_rows(labels, groups)
+    return softmax_over_negatives(scores.unsqueeze(0).expand_as(positive), positive, negative)
 
 
 def in_batch_softmax(queries: torch.Tensor, documents: torch.Tensor, qids: list[str], scale: float = 20.0) -> torch.Tensor:

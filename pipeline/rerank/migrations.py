@@ -35,7 +35,7 @@ ADDED: dict[str, dict] = {
                    "margin": 1.0, "char_trigrams": False, "with_url": False, "trigram_dim": 50, "trigram_kernel": 4,
                    "max_query_trigrams": 100, "max_doc_trigrams": 200, "max_url_trigrams": 120,
                    "start": "random"},
-    "MRNNConfig": {"attention_logits": "dot", "init": "random", "query_weights": "uniform"},
+    "MRNNConfig": {"attention_logits": "dot", "init": "random", "query_weights": "uniform", "loss": "triplet"},
     # the paper's reading was the default before the identity start and the detached reconstruction target
     "ADDAXConfig": {"reconstruction": "live", "init": "random"},
     # a backbone's pinned tensor checksum (2026-11-27): unpinned before, the path alone named the backbone

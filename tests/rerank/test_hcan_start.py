@@ -77,3 +77,18 @@ def test_a_step_moves_the_correction_and_the_weight():
 def test_start_rm0_needs_relevance_matching():
     with pytest.raises(ConfigError, match="start=rm0"):
         HCANConfig(**(START | {"sm_only": True})).check()
+
+
+def test_the_listwise_loss_is_each_positives_softmax_over_its_questions_logits():
+    """loss=listwise: questions as groups ("queries" sampling); each positive's cross-entropy against its own
+    question's negatives on the logit z_1 - z_0, the other question's candidates left out."""
+    model = build(loss="listwise")
+    batch = model.prepare(make_pairs(QUERIES, DOCS))
+    batch.labels, batch.groups = torch.tensor([1, 1, 0, 1, 0]), torch.tensor([0, 1, 0, 2, 1])
+    with torch.inference_mode():
+        output = model(**batch.tensors)
+        loss = model.loss(output, batch)
+    z = output[:, 1] - output[:, 0]
+    expected = (torch.logaddexp(z[0], z[2]) - z[0] + torch.logaddexp(z[1], z[4]) - z[1]) / 2   # group 2: no negative
+    assert model.batch_sampling() == "queries" and set(loss.parts) == {"listwise"}
+    assert loss.total.item() == pytest.approx(expected.item(), rel=1e-6)

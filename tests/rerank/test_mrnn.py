@@ -214,6 +214,19 @@ def test_the_loss_mines_other_questions_positives_and_optionally_own_negatives(o
     assert model.batch_sampling() == ("queries" if own_negatives else "positives")
 
 
+def test_the_listwise_loss_softmaxes_each_positive_against_the_negatives_the_triplet_loss_mines():
+    model = build(own_negatives=True, loss="listwise")
+    batch = labelled(model.prepare(qa_pairs()), "cpu")
+    with torch.inference_mode():
+        out = model(**batch.tensors)
+        d = model.all_distances(out)                                      # (3 queries, 5 documents)
+        loss = model.loss(out, batch)
+    negatives, positives = {0: [1, 3, 2], 1: [0, 3, 4], 2: [0, 1]}, {0: 0, 1: 1, 2: 3}
+    expected = sum(float(torch.logsumexp(-d[q, [positives[q]] + negatives[q]], 0) + d[q, positives[q]])
+                   for q in range(3)) / 3
+    assert loss.total.item() == pytest.approx(expected, rel=1e-5) and set(loss.parts) == {"listwise"}
+
+
 @pytest.mark.parametrize("blocks", [4, 6])
 def test_block_n_sees_a_2n_minus_1_gram(blocks):
     model = build(blocks=blocks)

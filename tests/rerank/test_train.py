@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from pipeline.errors import ConfigError
-from pipeline.rerank.losses import batch_hard_triplet, in_batch_softmax, pairwise_hinge
+from pipeline.rerank.losses import batch_hard_triplet, grouped_softmax, in_batch_softmax, pairwise_hinge
 from pipeline.training.examples import epoch_batches, examples_from
 from pipeline.training.identity import RecipeIdentity
 from pipeline.training.loop import train
@@ -195,6 +196,18 @@ def test_pairwise_hinge_compares_within_groups():
     expected = (max(0, 1 - 2 + 1) + max(0, 1 - 0.5 + 3) + max(0, 1 - 1 + 3)) / 3
     assert pairwise_hinge(scores, labels, groups, 1.0).item() == pytest.approx(expected)
     assert pairwise_hinge(scores, torch.ones(5), groups).item() == 0.0  # nothing to compare
+
+
+def test_grouped_softmax_is_each_positives_cross_entropy_against_its_groups_negatives():
+    scores, labels = torch.tensor([2.0, 1.0, 0.5, 1.0, 3.0, 0.0]), torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+    groups = torch.tensor([0, 0, 1, 1, 1, 2])
+    nll = lambda s, negatives: -s + math.log(math.exp(s) + sum(math.exp(n) for n in negatives))  # noqa: E731
+    # group 0: positive 2.0 against 1.0; group 1: 0.5 and 1.0 each against 3.0 (not against each other); group 2: none
+    expected = (nll(2.0, [1.0]) + nll(0.5, [3.0]) + nll(1.0, [3.0])) / 3
+    assert grouped_softmax(scores, labels, groups).item() == pytest.approx(expected, rel=1e-6)
+    assert grouped_softmax(scores, torch.ones(6), groups).item() == 0.0  # nothing to compare
+    shifted = grouped_softmax(scores + 7.0, labels, groups).item()         # a softmax: only differences count
+    assert shifted == pytest.approx(expected, rel=1e-5)
 
 
 def test_batch_hard_triplet_picks_the_hardest_pair_of_each_group():

@@ -55,8 +55,9 @@ class HCANConfig:
     char_trigrams: bool = option(False, "+ query vs candidate-text character trigrams (the code's model_option "
                                  "complete)")
     with_url: bool = option(False, "+ query vs candidate-URL trigrams (doc_fields['url']; the code's twitter setting)")
-    loss: str = option("nll", "nll: pointwise NLL of P(relevant) [C]; hinge: pairwise, on the logit z_1 - z_0",
-                       choices=("nll", "hinge"))
+    loss: str = option("nll", "nll: pointwise NLL of P(relevant) [C]; hinge: pairwise, on the logit z_1 - z_0; "
+                       "listwise [R]: each positive's softmax cross-entropy against its question's sampled negatives "
+                       "(negatives_per_positive each), on the logit", choices=("nll", "hinge", "listwise"))
     margin: float = option(1.0, "hinge margin", at_least=0, when=field_is("loss", "hinge"))
     start: str = option("random", "random: the MLP of eq. (8) as PyTorch draws it | rm0 [R]: a residual start, "
                         "z_1 - z_0 = w x rm0 + MLP(features), rm0 the level-0 RM's IDF-weighted mean of each query "

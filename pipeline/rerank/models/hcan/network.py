@@ -70,7 +70,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.layers import masked_softmax
-from pipeline.rerank.losses import pairwise_hinge
+from pipeline.rerank.losses import grouped_softmax, pairwise_hinge
 from pipeline.rerank.model import Batch, Loss, Pair, RerankModel
 from pipeline.rerank.bert import DEFAULT_BERT, bert_from_assets, load_bert, save_bert_assets
 from pipeline.rerank.memo import TextMemo, frozen_token_features
@@ -321,7 +321,7 @@ class HCAN(RerankModel):
         return self
 
     def batch_sampling(self) -> str:
-        return "pairs" if self.config.loss == "hinge" else "pointwise"
+        return {"hinge": "pairs", "listwise": "queries"}.get(self.config.loss, "pointwise")
 
     def prepare(self, pairs: list[Pair]) -> Batch:
         """Token ids padded to the batch's longest (<= max lengths), per-level IDF weights of query positions, the
@@ -386,5 +386,8 @@ class HCAN(RerankModel):
         if self.config.loss == "hinge":  # on the logit z_1 - z_0, within each positive's group
             hinge = pairwise_hinge(output[:, 1] - output[:, 0], batch.labels, batch.groups, self.config.margin)
             return Loss(hinge, {"hinge": hinge})
+        if self.config.loss == "listwise":  # a question's positives, each against its negatives: the logit's softmax
+            listwise = grouped_softmax(output[:, 1] - output[:, 0], batch.labels, batch.groups)
+            return Loss(listwise, {"listwise": listwise})
         nll = F.nll_loss(output, (batch.labels > 0).long())
         return Loss(nll, {"nll": nll})

@@ -53,7 +53,11 @@ class MRNNConfig:
                                    at_least=1, integer=True)
     max_doc_length: int = option(100, "L_d of the fixed-length document attention (as max_query_length)", at_least=1,
                                  integer=True)
-    margin: float = option(0.5, "triplet margin: 0.5 WikiQA/TrecQA, 0.8 QUASAR-T, 1 SQuAD", at_least=0)
+    loss: str = option("triplet", "triplet (paper): batch-hard, the hardest positive against the hardest negative | "
+                       "listwise [R]: each positive's softmax cross-entropy of -distance against every negative the "
+                       "triplet loss would mine", choices=("triplet", "listwise"))
+    margin: float = option(0.5, "triplet margin: 0.5 WikiQA/TrecQA, 0.8 QUASAR-T, 1 SQuAD", at_least=0,
+                           when=field_is("loss", "triplet"))
     own_negatives: bool = option(False, "also mine the question's own labelled negatives [R] (else other questions' "
                                  "only)")
     seed: int = option(0, "unknown-word rows and word2vec (`mrnn(seed=N)` also seeds the training run)", integer=True)

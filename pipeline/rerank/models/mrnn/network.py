@@ -25,7 +25,8 @@ each text's MRA in evaluation, are in inputs.py beside it.
 Training: triplet margin loss with batch-hard mining [dist(Q, D+) − dist(Q, D−) + m]₊: for each question of the
 batch its hardest positive (largest distance) against its hardest negative (smallest), where the negatives are the
 other questions' positives in the batch and, with `own_negatives=True` [R], the question's own labelled negatives.
-Adam lr 1e-2 [R] (paper 1e-4; see training_defaults), weight decay 1e-3 (as L2).
+Adam lr 1e-2 [R] (paper 1e-4; see training_defaults), weight decay 1e-3 (as L2). `loss=listwise` [R]: each
+positive's softmax cross-entropy of −dist against all the negatives the triplet loss mines (eval/MRNN.md 2.11).
 
 Resolutions beyond docs/models.md §2: queries and documents of a batch pass the feature maps together (one set of
 BatchNorm statistics, as at evaluation); inputs optionally IDF-scaled (idf_inputs). In evaluation a text's MRA
@@ -52,7 +53,7 @@ from torch import nn
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.layers import masked_softmax
-from pipeline.rerank.losses import hardest_triplets
+from pipeline.rerank.losses import hardest_triplets, softmax_over_negatives
 from pipeline.rerank.memo import TextMemo
 from pipeline.rerank.model import Batch, Loss, RerankModel
 from pipeline.rerank.models.mrnn.config import CONTEXTUAL, MRNNConfig
@@ -308,10 +309,14 @@ class MRNN(MRNNInputs, RerankModel):
         return positive, negative
 
     def loss(self, output: MRNNOutput, batch: Batch) -> Loss:
-        """Batch-hard triplet loss: per query, hardest positive against hardest negative (see the docstring)."""
+        """Batch-hard triplet loss: per query, hardest positive against hardest negative (see the docstring); or
+        (loss=listwise) each positive's softmax against all the query's negatives."""
         positive, negative = self.triplet_masks(output, batch)                # (U, B)
         mined = (positive | negative).any(0).nonzero().flatten()           # (C,) documents some query mines: the
         # rest (a dev query's unlabelled candidates) would cost U x B attentions for nothing
-        triplet = hardest_triplets(self.all_distances(output, mined), positive[:, mined], negative[:, mined],
-                                   self.config.margin)
+        distances = self.all_distances(output, mined)                       # (U, C)
+        if self.config.loss == "listwise":
+            listwise = softmax_over_negatives(-distances, positive[:, mined], negative[:, mined])
+            return Loss(listwise, {"listwise": listwise})
+        triplet = hardest_triplets(distances, positive[:, mined], negative[:, mined], self.config.margin)
         return Loss(triplet, {"triplet": triplet})
