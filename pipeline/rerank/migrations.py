@@ -28,7 +28,7 @@ from __future__ import annotations
 ADDED: dict[str, dict] = {
     "TrainOptions": {"deterministic": False, "negatives_dict": "", "alpha": 0.6, "beta": 0.2, "replace_ratio": 0.0,
                      "balance": "none", "teacher": "", "teacher_group": 8, "keep_start": False,
-                     "hold_out": ""},
+                     "hold_out": "", "start_lr": 1.0},
     # overlap features were ours ("stopwords") before the authors' code became the default; loss, margin and the
     # trigram inputs came with the tweet-search setting
     "HCANConfig": {"external_features": False, "overlap_mode": "stopwords", "rm_similarity": "dot", "loss": "nll",

@@ -145,6 +145,9 @@ class TrainOptions:
     keep_start: bool = option(False, 'score the untrained model on dev first ("epoch 0"): kept unless an epoch '
                               "beats it (a start that ranks already: init=identity, start=rm0; where to use it: "
                               "docs/results.md)", when=_DEV)
+    start_lr: float = option(1.0, "the learning rate's factor for the parameters a ranking start is made of (the "
+                             "model's start_parameters: MRNN init=identity's block 1 and attention, HCAN start=rm0's "
+                             "w); 0 freezes them, so training learns a correction beside the start", at_least=0)
     max_grad_norm: float | None = option(1.0, "gradient clipping; none: off", at_least=0, optional=True)
     eval_batch_size: int = option(64, "dev scoring batch size", at_least=1, integer=True)
     bucket: int = option(50, "sort pairs by length within windows of this many batches (1: off): less padding",

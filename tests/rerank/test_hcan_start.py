@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from pipeline.errors import ConfigError
 from pipeline.rerank.models.hcan import HCAN, HCANConfig
+from pipeline.training.optim import GradientStepper, make_optimizer
 from support import make_pairs
 
 QUERIES = ["who wrote the iron lady ?", "what is the capital of france ?", "who wrote the iron lady ?",
@@ -92,3 +93,14 @@ def test_the_listwise_loss_is_each_positives_softmax_over_its_questions_logits()
     expected = (torch.logaddexp(z[0], z[2]) - z[0] + torch.logaddexp(z[1], z[4]) - z[1]) / 2   # group 2: no negative
     assert model.batch_sampling() == "queries" and set(loss.parts) == {"listwise"}
     assert loss.total.item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_start_lr_zero_keeps_w_and_trains_the_correction():
+    """start_lr=0: w stays 1 (the start's feature at its own scale) and the MLP, zero at the start, learns."""
+    model = build().train()
+    optimizer = make_optimizer(model, "sgd", 0.1, 0.0, start=model.start_parameters(), start_lr=0.0)
+    batch = model.prepare(make_pairs(QUERIES, DOCS))
+    batch.labels = torch.tensor([1, 1, 0, 1, 0])
+    GradientStepper(model, optimizer).step(model.loss(model(**batch.tensors), batch).total)
+    assert model.start_parameters() == ("rm0_weight",) and model.rm0_weight.item() == 1.0
+    assert bool(model.classifier[-1].weight.abs().sum() > 0)
