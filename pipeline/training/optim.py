@@ -21,15 +21,18 @@ from pipeline.training.options import TrainOptions
 def make_optimizer(model: torch.nn.Module, name: str, lr: float, weight_decay: float, momentum: float = 0.9,
                    nesterov: bool = False, start: tuple[str, ...] = (), start_lr: float = 1.0) -> torch.optim.Optimizer:
     """`name` (adamw | adam | sgd) over the trainable parameters: weight decay on matrices (dim >= 2), none on
-    biases and norms; the parameters named by a prefix in `start` at lr x `start_lr` (0: frozen, left out)."""
+    biases and norms; the parameters named by a prefix in `start` at lr x `start_lr` (0: frozen, requires_grad off)."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     split = bool(start) and start_lr != 1.0
     in_start = lambda n: split and n.startswith(start)  # noqa: E731
     rest = [p for n, p in named if not in_start(n)]
     groups = [{"params": [p for p in rest if p.dim() >= 2], "weight_decay": weight_decay},
               {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0}]
-    if start_lr > 0:
-        slow = [p for n, p in named if in_start(n)]
+    slow = [p for n, p in named if in_start(n)]
+    if start_lr == 0:
+        for p in slow:
+            p.requires_grad_(False)
+    else:
         groups += [{"params": [p for p in slow if p.dim() >= 2], "weight_decay": weight_decay, "lr": lr * start_lr},
                    {"params": [p for p in slow if p.dim() < 2], "weight_decay": 0.0, "lr": lr * start_lr}]
     groups = [g for g in groups if g["params"]]
