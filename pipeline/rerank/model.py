@@ -96,9 +96,10 @@ class RerankModel(nn.Module):
         """The sampling this model's loss needs with its config (default: the class's `sampling`)."""
         return self.sampling
 
-    def start_parameters(self) -> tuple[str, ...]:
-        """Name prefixes of the parameters a ranking start is made of (MRNN's init=identity, HCAN's start=rm0), which
-        the training option start_lr slows or freezes; default: none."""
+    @classmethod
+    def start_parameters(cls, config) -> tuple[str, ...]:
+        """Name prefixes of the parameters a ranking start is made of under `config` (MRNN's init=identity, HCAN's
+        start=rm0), which the training option start_lr slows or freezes (refused where there are none); default: none."""
         return ()
 
     def prepare(self, pairs: list[Pair]) -> Batch:

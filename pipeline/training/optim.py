@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import torch
 
-from pipeline.errors import ConfigError
 from pipeline.training.options import TrainOptions
 
 
@@ -23,24 +22,26 @@ def make_optimizer(model: torch.nn.Module, name: str, lr: float, weight_decay: f
     """`name` (adamw | adam | sgd) over the trainable parameters: weight decay on matrices (dim >= 2), none on
     biases and norms; the parameters named by a prefix in `start` at lr x `start_lr` (0: frozen, requires_grad off)."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    split = bool(start) and start_lr != 1.0
-    in_start = lambda n: split and n.startswith(start)  # noqa: E731
-    rest = [p for n, p in named if not in_start(n)]
-    groups = [{"params": [p for p in rest if p.dim() >= 2], "weight_decay": weight_decay},
-              {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0}]
-    slow = [p for n, p in named if in_start(n)]
+    start = start if start_lr != 1.0 else ()            # at 1 they are like the others; "x".startswith(()) is False
+    slow = [p for n, p in named if n.startswith(start)]
+    groups = _by_decay([p for n, p in named if not n.startswith(start)], weight_decay)
     if start_lr == 0:
         for p in slow:
             p.requires_grad_(False)
     else:
-        groups += [{"params": [p for p in slow if p.dim() >= 2], "weight_decay": weight_decay, "lr": lr * start_lr},
-                   {"params": [p for p in slow if p.dim() < 2], "weight_decay": 0.0, "lr": lr * start_lr}]
+        groups += _by_decay(slow, weight_decay, lr=lr * start_lr)
     groups = [g for g in groups if g["params"]]
     if name == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=nesterov)
     if name == "adam":
         return torch.optim.Adam(groups, lr=lr)
     return torch.optim.AdamW(groups, lr=lr)
+
+
+def _by_decay(params: list, weight_decay: float, **group) -> list[dict]:
+    """Two parameter groups: matrices (dim >= 2) with weight decay, biases and norms without."""
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay, **group},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0, **group}]
 
 
 @dataclass
@@ -105,10 +106,8 @@ class GradientStepper:
         (self.scaler.scale(loss) if self.scaler else loss).backward()
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
-        if self.max_grad_norm:  # over the parameters that step (start_lr=0 leaves some out), in the model's order
-            stepped = {id(p) for group in self.optimizer.param_groups for p in group["params"]}
-            torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if id(p) in stepped],
-                                           self.max_grad_norm)
+        if self.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -140,11 +139,8 @@ class Stepper(GradientStepper):
     """The reranker loop's stepper, from `TrainOptions`: its optimizer and schedule, fp16 gradient scaling on CUDA."""
 
     def __init__(self, model, options: TrainOptions, total_steps: int, maximize: bool, device):
-        if options.start_lr != 1.0 and not model.start_parameters():
-            raise ConfigError(f"start_lr={options.start_lr}: this {model.name} has no ranking start to slow or freeze "
-                              "(MRNN with init=identity, HCAN with start=rm0 have one)")
         optimizer = make_optimizer(model, options.optimizer, options.lr, options.weight_decay, options.momentum,
-                                   options.nesterov, model.start_parameters(), options.start_lr)
+                                   options.nesterov, type(model).start_parameters(model.config), options.start_lr)
         scaler = torch.amp.GradScaler("cuda") if options.amp == "fp16" and device.type == "cuda" else None
         super().__init__(model, optimizer, make_scheduler(optimizer, options, total_steps, maximize),
                          options.max_grad_norm, scaler, per_epoch=options.schedule == "plateau")

@@ -147,7 +147,9 @@ class TrainOptions:
                               "docs/results.md)", when=_DEV)
     start_lr: float = option(1.0, "the learning rate's factor for the parameters a ranking start is made of (the "
                              "model's start_parameters: MRNN init=identity's block 1 and attention, HCAN start=rm0's "
-                             "w); 0 freezes them, so training learns a correction beside the start", at_least=0)
+                             "w); 0 freezes them, so training learns a correction beside the start", at_least=0,
+                             when=given_in_context("ranking_start", "a ranking start (MRNN init=identity, HCAN "
+                                                   "start=rm0)"))
     max_grad_norm: float | None = option(1.0, "gradient clipping; none: off", at_least=0, optional=True)
     eval_batch_size: int = option(64, "dev scoring batch size", at_least=1, integer=True)
     bucket: int = option(50, "sort pairs by length within windows of this many batches (1: off): less padding",
@@ -196,7 +198,8 @@ def resolve_options(model_cls: type, config, given: dict | None = None, dev: boo
     baseline.update({f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name in SHARED})
     given = dict(given or {})
     options = check_options(baseline | given)
-    check_applies("training", options, given, baseline, {} if dev is None else {"dev": dev})
+    context = {"ranking_start": bool(model_cls.start_parameters(config))} | ({} if dev is None else {"dev": dev})
+    check_applies("training", options, given, baseline, context)
     return options
 
 

@@ -98,9 +98,9 @@ def test_the_listwise_loss_is_each_positives_softmax_over_its_questions_logits()
 def test_start_lr_zero_keeps_w_and_trains_the_correction():
     """start_lr=0: w stays 1 (the start's feature at its own scale) and the MLP, zero at the start, learns."""
     model = build().train()
-    optimizer = make_optimizer(model, "sgd", 0.1, 0.0, start=model.start_parameters(), start_lr=0.0)
+    optimizer = make_optimizer(model, "sgd", 0.1, 0.0, start=model.start_parameters(model.config), start_lr=0.0)
     batch = model.prepare(make_pairs(QUERIES, DOCS))
     batch.labels = torch.tensor([1, 1, 0, 1, 0])
     GradientStepper(model, optimizer).step(model.loss(model(**batch.tensors), batch).total)
-    assert model.start_parameters() == ("rm0_weight",) and model.rm0_weight.item() == 1.0
+    assert model.start_parameters(model.config) == ("rm0_weight",) and model.rm0_weight.item() == 1.0
     assert bool(model.classifier[-1].weight.abs().sum() > 0)

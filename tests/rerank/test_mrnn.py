@@ -12,8 +12,8 @@ from pipeline.errors import ConfigError
 from pipeline.rerank.models.mrnn import MRNN, MRNNConfig
 from pipeline.rerank.scoring import labelled
 from pipeline.rerank.losses import hardest_triplets
-from pipeline.training.optim import GradientStepper, Stepper, make_optimizer
-from pipeline.training.options import TrainOptions
+from pipeline.training.optim import GradientStepper, make_optimizer
+from pipeline.training.options import resolve_options
 from support import make_pairs
 
 QUERIES = ["who wrote the iron lady ?", "what is the capital of france ?", "who wrote the iron lady ?",
@@ -349,13 +349,13 @@ def test_start_lr_slows_or_freezes_the_identity_starts_parameters_and_trains_the
     start off and the conductor at lr; at 1 the optimizer is the one it always was."""
     model = build(init="identity", own_negatives=True).train()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    optimizer = make_optimizer(model, "adam", 0.01, 0.0, start=model.start_parameters(), start_lr=start_lr)
+    optimizer = make_optimizer(model, "adam", 0.01, 0.0, start=model.start_parameters(model.config), start_lr=start_lr)
     stepper = GradientStepper(model, optimizer, max_grad_norm=1.0)
     for _ in range(3):
         batch = labelled(model.prepare(qa_pairs()), "cpu")
         stepper.step(model.loss(model(**batch.tensors), batch).total)
     moved = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
-    start = {n for n in before if n.startswith(model.start_parameters())}
+    start = {n for n in before if n.startswith(model.start_parameters(model.config))}
     assert start and "feature_maps.blocks.1.scale" in moved and "resolution_attention.conductor.0.weight" in moved
     if start_lr == 0:
         assert not moved & start
@@ -364,13 +364,14 @@ def test_start_lr_slows_or_freezes_the_identity_starts_parameters_and_trains_the
     rates = {group["lr"] for group in optimizer.param_groups}
     assert rates == ({0.01} if start_lr == 0 else {0.01, 0.01 * start_lr})
     fresh = build(init="identity")
-    plain = make_optimizer(fresh, "adam", 0.01, 0.0, start=fresh.start_parameters(), start_lr=1.0)
+    plain = make_optimizer(fresh, "adam", 0.01, 0.0, start=fresh.start_parameters(fresh.config), start_lr=1.0)
     always = make_optimizer(fresh, "adam", 0.01, 0.0)
     assert [[id(p) for p in g["params"]] for g in plain.param_groups] == \
         [[id(p) for p in g["params"]] for g in always.param_groups]
 
 
 def test_start_lr_is_refused_where_there_is_no_ranking_start():
-    model = build(init="random")
-    with pytest.raises(ConfigError, match="no ranking start"):
-        Stepper(model, TrainOptions(start_lr=0.0), 10, True, torch.device("cpu"))
+    """Before any work, as every option that would act on nothing (pipeline/declared.py check_applies)."""
+    with pytest.raises(ConfigError, match=r"start_lr=0.0 acts only with a ranking start"):
+        resolve_options(MRNN, tiny(init="random"), {"start_lr": 0.0})
+    assert resolve_options(MRNN, tiny(init="identity"), {"start_lr": 0.0}).start_lr == 0.0

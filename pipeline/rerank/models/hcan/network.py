@@ -320,9 +320,10 @@ class HCAN(RerankModel):
             self.bert.eval()                                               # frozen: no dropout either
         return self
 
-    def start_parameters(self) -> tuple[str, ...]:
+    @classmethod
+    def start_parameters(cls, config: HCANConfig) -> tuple[str, ...]:
         """start=rm0: the weight w of the parameter-free feature (the MLP, zero at the start, is the correction)."""
-        return ("rm0_weight",) if self.rm0_weight is not None else ()
+        return ("rm0_weight",) if config.start == "rm0" else ()
 
     def batch_sampling(self) -> str:
         return {"hinge": "pairs", "listwise": "queries"}.get(self.config.loss, "pointwise")

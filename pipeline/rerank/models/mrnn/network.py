@@ -276,9 +276,10 @@ class MRNN(MRNNInputs, RerankModel):
         distance, _ = self.query_attention(queries[query_index], query_mask[query_index], docs, doc_mask)  # (B,)
         return MRNNOutput(distance, queries, query_mask, docs, doc_mask, query_index)
 
-    def start_parameters(self) -> tuple[str, ...]:
+    @classmethod
+    def start_parameters(cls, config: MRNNConfig) -> tuple[str, ...]:
         """init=identity: block 1's projection and the sharpened attention make the start's distance."""
-        return ("feature_maps.blocks.0.", "query_attention.") if self.config.init == "identity" else ()
+        return ("feature_maps.blocks.0.", "query_attention.") if config.init == "identity" else ()
 
     def score(self, output: MRNNOutput) -> torch.Tensor:
         return -output.distance
