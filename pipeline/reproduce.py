@@ -85,18 +85,20 @@ def parse_cost(text: str) -> float:
 
 def select(found: list[Pin], names: list[str], max_cost: float | None, everything: bool,
            ci: bool, archive: list[Experiment] = ()) -> tuple[list[Pin], list[tuple[Pin, str]]]:
-    """(selected, [(left out, why)]) of the pins: `names` (globs or substrings of names), `ci` (ci: true), and
+    """(selected, [(left out, why)]) of the pins: `names` (a pin's whole name picks that pin alone; else globs or
+    substrings of names), `ci` (ci: true), and
     `max_cost` (the last cold run's seconds at most; an unmeasured pin is left out, saying so) narrow `everything`
     or the pins the names pick. A name that matches nothing is a ConfigError, naming the `archive` files it
     matches with why each was archived and how to run it. The selected come cheapest first (cold_runs.order)."""
     if not (names or max_cost is not None or everything or ci):
         return [], []
+    whole = {pin.name for pin in found}
     for name in names:
-        if not any(_matches(pin.name, name) for pin in found):
+        if not any(_matches(pin.name, name, whole) for pin in found):
             gone = "".join(f"; archived: {old.path} ({old.archived}); run it with `irpipe run {old.path} --results-dir "
                            f"{Path(old.path).parent / 'results'} --check`" for old in archive if _matches(old.name, name))
             raise ConfigError(f"no pinned experiment matches {name!r} (irpipe reproduce lists them){gone}", "NAME")
-    chosen = [pin for pin in found if not names or any(_matches(pin.name, name) for name in names)]
+    chosen = [pin for pin in found if not names or any(_matches(pin.name, name, whole) for name in names)]
     chosen = [pin for pin in chosen if not ci or pin.experiment.ci]
     selected, left = [], []
     for pin in chosen:
@@ -109,7 +111,10 @@ def select(found: list[Pin], names: list[str], max_cost: float | None, everythin
     return sorted(selected, key=cold_runs.order), left
 
 
-def _matches(name: str, pattern: str) -> bool:
+def _matches(name: str, pattern: str, whole: set[str] = frozenset()) -> bool:
+    """`pattern` is a pin's whole name (one of `whole`: that pin alone), a glob, or a substring of names."""
+    if pattern in whole:
+        return name == pattern
     return fnmatch(name, pattern) if any(c in pattern for c in "*?[") else pattern in name
 
 

@@ -126,6 +126,21 @@ def test_reproduce_lists_the_pins_with_their_cost_and_selects_by_it(tmp_path, ca
     assert "a-cheap.yaml --check --record   #" in out
 
 
+def test_a_whole_name_picks_that_pin_alone_a_part_or_a_glob_every_pin_it_matches(tmp_path, capsys):
+    for name in ("trecqa-hcan", "trecqa-hcan-sm-only", "wikiqa-hcan"):
+        _experiment(tmp_path, name)
+    where = ["--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results", "--dry-run"]
+
+    def picked(*names):
+        out = irpipe(capsys, "reproduce", *names, *where)[1]
+        return sorted(line.split("/")[-1].split(".yaml")[0] for line in out.splitlines() if "irpipe run " in line)
+
+    assert picked("trecqa-hcan") == ["trecqa-hcan"]  # not trecqa-hcan-sm-only, which it is a part of
+    assert picked("hcan") == ["trecqa-hcan", "trecqa-hcan-sm-only", "wikiqa-hcan"]
+    assert picked("trecqa-hcan*") == ["trecqa-hcan", "trecqa-hcan-sm-only"]
+    assert picked("trecqa-hcan", "wikiqa") == ["trecqa-hcan", "wikiqa-hcan"]
+
+
 @pytest.mark.slow
 def test_reproduce_runs_in_an_empty_cache_and_a_fail_sets_the_exit_status(tmp_path, capsys):
     _experiment(tmp_path, "tiny-ok")

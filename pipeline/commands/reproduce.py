@@ -13,8 +13,8 @@ from pipeline.reproduce import archived, counts, dry_run, listing, matrix, parse
 
 def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("names", nargs="*", metavar="NAME",
-                        help="experiments to run: a part of the name (hcan) or a glob (trecqa-*); none and no other "
-                             "selection: list the pinned experiments with their cost")
+                        help="experiments to run: a whole name (that pin alone), a part of names (hcan) or a glob "
+                             "(trecqa-*); none and no other selection: list the pinned experiments with their cost")
     parser.add_argument("--max-cost", metavar="DURATION",
                         help="only those whose last cold run took at most this long (90s, 10m, 2h); an unmeasured "
                              "one is left out, saying so")
