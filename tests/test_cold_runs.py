@@ -136,7 +136,7 @@ def test_a_deterministic_training_pin_is_done_here_after_its_run(tmp_path):
     assert cold_runs.software_key(captured) != cold_runs.current_software()
 
 
-def test_reproduce_merge_takes_another_checkouts_newer_cold_runs_and_their_results(tmp_path, capsys, monkeypatch):
+def test_reproduce_merge_takes_another_checkouts_newer_cold_runs_of_its_pins_and_their_results(tmp_path, capsys, monkeypatch):
     here, there = tmp_path / "here", tmp_path / "there"
     paths = {folder: {name: _pin_file(folder, name) for name in ("a", "b")} for folder in (here, there)}
     older, newer = _result(seconds=4.0), _result(seconds=7.0)
@@ -144,16 +144,19 @@ def test_reproduce_merge_takes_another_checkouts_newer_cold_runs_and_their_resul
     cold_runs.update(here / "eval" / cold_runs.RECORD_NAME, "a", paths[here]["a"], older)
     cold_runs.update(there / "eval" / cold_runs.RECORD_NAME, "a", paths[there]["a"], newer)
     cold_runs.update(there / "eval" / cold_runs.RECORD_NAME, "b", paths[there]["b"], older)
+    archived_here = _pin_file(there, "c")  # a pin there, archived here since: its cold run is not taken
+    cold_runs.update(there / "eval" / cold_runs.RECORD_NAME, "c", archived_here, older)
     (there / "results").mkdir()
     (there / "results" / "a.json").write_text('{"name": "a", "from": "there"}\n')
     monkeypatch.chdir(here)
     code, out, _ = irpipe(capsys, "reproduce", "--results-dir", "results", "--merge", there)
     assert code == 0 and f"{there}: took 2 cold run(s): a, b" in out
+    assert f"{there}: left 1 that are no pins here (archived or removed): c" in out
     record = json.loads((here / "eval" / cold_runs.RECORD_NAME).read_text())
     assert record["pins"]["a"]["seconds"] == 7.0 and record["total_seconds"] == 11.0 and record["counts"]["OK"] == 2
     assert json.loads((here / "results" / "a.json").read_text())["from"] == "there"  # b had no result: none copied
     assert not (here / "results" / "b.json").exists()
-    assert irpipe(capsys, "reproduce", "--results-dir", "results", "--merge", there)[1].endswith("took 0 cold run(s)\n")
+    assert f"{there}: took 0 cold run(s)\n" in irpipe(capsys, "reproduce", "--results-dir", "results", "--merge", there)[1]
     code, _, err = irpipe(capsys, "reproduce", "--merge", tmp_path / "nowhere")
     assert code == 2 and "nowhere/eval/benchmarks/reproduce-cold.json [--merge]: no other checkout's" in err
     assert irpipe(capsys, "reproduce", "--merge", here)[0] == 2  # its own record

@@ -89,16 +89,20 @@ def merge(checkouts: list[Path], eval_dir: Path, results_dir: Path) -> int:
     """Each checkout's cold runs into this one's record (cold_runs.merge), with each taken pin's recorded result
     from the checkout's results folder (`results_dir` under it)."""
     record_path = cold_runs.record_path(eval_dir)
+    names = {pin.name for pin in pins(eval_dir, results_dir)}
     for checkout in checkouts:
         theirs = cold_runs.record_path(checkout / eval_dir)
         if not theirs.is_file() or theirs.resolve() == record_path.resolve():
             raise InputError(str(theirs), "no other checkout's cold-run record there: give the root of a checkout "
                                           "that ran `irpipe reproduce --record`", field="--merge")
-        taken = cold_runs.merge(record_path, theirs)
+        taken = cold_runs.merge(record_path, theirs, names)
+        left = sorted(set(cold_runs.load(theirs)["pins"]) - names)
         for name in taken:
             result = checkout / results_dir / f"{name}.json"
             if result.is_file():
                 with atomic_write(results_dir / f"{name}.json", "wb", encoding=None) as out:
                     out.write(result.read_bytes())
         print(f"{checkout}: took {len(taken)} cold run(s)" + (": " + ", ".join(taken) if taken else ""))
+        if left:
+            print(f"{checkout}: left {len(left)} that are no pins here (archived or removed): " + ", ".join(left))
     return 0
