@@ -124,17 +124,17 @@ def update(path: Path, name: str, pin_path: Path, result: dict) -> dict:
     return _write(path, {**record["pins"], name: entry(pin_path, result)})
 
 
-def merge(path: Path, other: Path, names: set[str]) -> list[str]:
+def merge(path: Path, other: Path, names: set[str]) -> tuple[list[str], list[str]]:
     """Take into the record at `path` the entries of the record at `other` (another checkout's, such as a git
     worktree that ran `reproduce --record` beside this one) that it lacks or holds an earlier run of, of the pins
     `names` only (one archived here since the other checkout ran it is no pin); written atomically with the totals
-    made again. Returns the names taken."""
+    made again. Returns the names taken and, sorted, the names of `other` left out as no pins here."""
     pins, theirs = load(path)["pins"], load(other)["pins"]
     taken = [name for name, found in theirs.items()
              if name in names and (name not in pins or found["date"] > pins[name]["date"])]
     if taken:
         _write(path, {**pins, **{name: theirs[name] for name in taken}})
-    return taken
+    return taken, sorted(set(theirs) - names)
 
 
 def _write(path: Path, pins: dict) -> dict:

@@ -136,7 +136,8 @@ def test_a_deterministic_training_pin_is_done_here_after_its_run(tmp_path):
     assert cold_runs.software_key(captured) != cold_runs.current_software()
 
 
-def test_reproduce_merge_takes_another_checkouts_newer_cold_runs_of_its_pins_and_their_results(tmp_path, capsys, monkeypatch):
+def test_reproduce_merge_takes_another_checkouts_newer_cold_runs_of_its_pins_and_their_results(tmp_path, capsys,
+                                                                                            monkeypatch):
     here, there = tmp_path / "here", tmp_path / "there"
     paths = {folder: {name: _pin_file(folder, name) for name in ("a", "b")} for folder in (here, there)}
     older, newer = _result(seconds=4.0), _result(seconds=7.0)

@@ -95,8 +95,7 @@ def merge(checkouts: list[Path], eval_dir: Path, results_dir: Path) -> int:
         if not theirs.is_file() or theirs.resolve() == record_path.resolve():
             raise InputError(str(theirs), "no other checkout's cold-run record there: give the root of a checkout "
                                           "that ran `irpipe reproduce --record`", field="--merge")
-        taken = cold_runs.merge(record_path, theirs, names)
-        left = sorted(set(cold_runs.load(theirs)["pins"]) - names)
+        taken, left = cold_runs.merge(record_path, theirs, names)
         for name in taken:
             result = checkout / results_dir / f"{name}.json"
             if result.is_file():
