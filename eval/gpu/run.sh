@@ -5,7 +5,8 @@
 #
 # 1. Here, with the full install and the mirror ($IRPIPE_MIRROR), make what travels (git-ignored, ~52 MB):
 #      bash eval/gpu/run.sh --prepare
-#    gpu-carry/wheels/  ir-measures and pytrec-eval-terrier (the device has torch, transformers, sentence-transformers)
+#    gpu-carry/wheels/  ir-measures and pytrec-eval-terrier (the device has torch, transformers, sentence-transformers);
+#                       wheels-datasets/: datasets, dill, multiprocess, for sentence-transformers if it needs them
 #    gpu-carry/data/    the mirror's DL19/DL20 top-100, MS MARCO topics and WikiQA (9 MB), and models/all-MiniLM-L6-v2:
 #                       its tensors stored in fp16 (45 MB; 87 MB in fp32 is over the 64 MiB a call carries), loaded
 #                       as fp32 (config dtype): irpipe and CrossEncoder get the same, fp16-rounded, weights
@@ -25,13 +26,18 @@ if [ "$MODE" = "--prepare" ]; then
     : "${IRPIPE_MIRROR:?set IRPIPE_MIRROR to the dataset mirror}"
     [ -d "$CARRY" ] && chmod -R u+w "$CARRY" && rm -rf "$CARRY"
     mkdir -p "$CARRY/wheels" "$CARRY/data/models"
-    pip download --no-deps -d "$CARRY/wheels" ir-measures==0.4.3 pytrec-eval-terrier==0.5.11 \
-        --python-version 3.11 --platform manylinux_2_28_x86_64 --only-binary=:all:
+    # the device's python3 is 3.12 (/work/.library/device/KINDS.md): pytrec-eval-terrier is a cp312 build
+    python3 -m pip download --no-deps -d "$CARRY/wheels" ir-measures==0.4.3 pytrec-eval-terrier==0.5.11 \
+        --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --only-binary=:all:
+    # sentence-transformers imports `datasets` at its top, which the image's package list does not name: installed
+    # there only if sentence_transformers fails to import (1 MB)
+    python3 -m pip download --no-deps -d "$CARRY/wheels-datasets" datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \
+        --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --only-binary=:all:
     for d in msmarco-passage-dl19-dl20-bm25top100 msmarco-passage-topics-qrels wikiqa; do
         cp -r "$IRPIPE_MIRROR/$d" "$CARRY/data/"
     done
     chmod -R u+w "$CARRY/data"   # the mirror is read-only
-    python -m bench._gpu_carry "$CARRY/data/models/all-MiniLM-L6-v2"
+    python3 -m bench._gpu_carry "$CARRY/data/models/all-MiniLM-L6-v2"
     du -sh "$CARRY"
     exit 0
 fi
@@ -45,9 +51,13 @@ if [ "$MODE" = "--smoke" ]; then       # the code path on the CPU, small; the mi
     CAPS=(600 0)   # a CPU without native bf16 emulates the bf16 sections (tests/test_gpu_smoke.py allows 900 s)
     NAME=gpu-inference-smoke   # recorded, copied into $OUT, then removed from eval/benchmarks
 else
-    python -c "import ir_measures" 2>/dev/null || pip install --no-deps "$CARRY"/wheels/*.whl
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/irpipe-site "$CARRY"/wheels/*.whl \
+        && export PYTHONPATH="$PYTHONPATH:/tmp/irpipe-site"   # beside the image's own packages, not into them
+    python3 -c "import sentence_transformers" 2>/dev/null \
+        || { python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/irpipe-site-datasets \
+            "$CARRY"/wheels-datasets/*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/irpipe-site-datasets"; }
     export IRPIPE_MIRROR="$PWD/$CARRY/data" IRPIPE_CACHE="${TMPDIR:-/tmp}/irpipe-cache"
-    DEVICE=()
+    DEVICE=(--dev-queries 2000)   # 2,000 of dev-small's 6,980 queries x 1,000 passages: the later sections fit the cap
     CAPS=(360 180)    # of the call's 590 s; the steps in the priority order
     NAME=gpu-inference
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.csv" 2>&1
@@ -68,8 +78,9 @@ step() {  # step NAME CAP RESULT COMMAND...: run under its cap, then copy RESULT
 }
 
 step "$NAME" "${CAPS[0]}" "eval/benchmarks/$NAME.json" \
-    python -m bench.inference_speed --gpu-only ${DEVICE[@]+"${DEVICE[@]}"} --record --output "$NAME"
+    python3 -m bench.inference_speed --gpu-only ${DEVICE[@]+"${DEVICE[@]}"} --record --output "$NAME"
 [ "$MODE" = "--smoke" ] && rm -f "eval/benchmarks/$NAME.json"
-step gpu-wikiqa-monobert "${CAPS[1]}" eval/results/wikiqa-monobert.json \
-    python -m pipeline.cli run eval/wikiqa-monobert.yaml --check
+[ "$MODE" = "--smoke" ] || rm -f runs/results/wikiqa-monobert.json   # this run's result, not an earlier one (eval/results/ holds the CPU pin)
+step gpu-wikiqa-monobert "${CAPS[1]}" runs/results/wikiqa-monobert.json \
+    python3 -m pipeline.cli run eval/wikiqa-monobert.yaml --check
 cat "$OUT/steps.jsonl"
