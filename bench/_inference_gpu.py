@@ -34,6 +34,9 @@ PEAK_BF16 = (("H100 PCIe", 756e12), ("H100", 989e12), ("H200", 989e12), ("GH200"
              ("A100", 312e12), ("L40S", 362e12), ("L4", 121e12), ("A10", 125e12))
 
 
+SECTIONS = ("side_by_side", "token_budgets", "dev_small", "dl_ndcg", "training")
+
+
 def add_gpu_args(parser) -> None:
     group = parser.add_argument_group("GPU (only with CUDA)")
     group.add_argument("--gpu-device", default="cuda", help="cuda, cuda:N (cpu: a small smoke test of the code)")
@@ -44,6 +47,9 @@ def add_gpu_args(parser) -> None:
     group.add_argument("--dev-candidates", type=int, default=1000, help="passages a query (default 1,000)")
     group.add_argument("--gpu-rounds", type=int, default=3, help="interleaved rounds (default 3)")
     group.add_argument("--train-steps", type=int, default=20, help="timed training steps a model (default 20)")
+    group.add_argument("--gpu-sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                       help="the sections measured, in this order (default all): a later call measures those a "
+                            "call cut off at its cap did not reach")
 
 
 def gpu_measurements(args, cpu_model, partial=lambda out: None) -> dict:
@@ -67,7 +73,8 @@ def gpu_measurements(args, cpu_model, partial=lambda out: None) -> dict:
                 "dev_small": lambda: dev_small(model, device, args, pool_size=100 if smoke else None),
                 "dl_ndcg": lambda: gpu_vs_cpu(model, cpu_model, device, *((1, 20) if smoke else (None, None))),
                 "training": lambda: training_speed(device, args)}
-    for key, measure in sections.items():  # one GPU call: a section that fails or is cut off keeps the others'
+    assert tuple(sections) == SECTIONS
+    for key, measure in ((k, sections[k]) for k in args.gpu_sections):  # one GPU call: a section that fails or is cut off keeps the others'
         try:
             out[key] = measure()
         except Exception as error:  # noqa: BLE001 -- recorded with its type, the call goes on to the next section

@@ -64,8 +64,23 @@ def test_a_failing_section_keeps_the_others_each_recorded_as_it_ends(monkeypatch
         monkeypatch.setattr(gpu, name, lambda *args, name=name, **kwargs: {"measured": name})
     monkeypatch.setattr(gpu, "training_speed", lambda *args: 1 / 0)
     seen = []
-    out = gpu.gpu_measurements(Namespace(gpu_device="cpu", checkpoint=None, max_length=64), None,
+    out = gpu.gpu_measurements(Namespace(gpu_device="cpu", checkpoint=None, max_length=64,
+                                         gpu_sections=list(gpu.SECTIONS)), None,
                                lambda so_far: seen.append(list(so_far)))
     assert out["training"] == {"error": "ZeroDivisionError: division by zero"}
     assert out["dl_ndcg"] == {"measured": "gpu_vs_cpu"}
     assert [keys[-1] for keys in seen] == ["side_by_side", "token_budgets", "dev_small", "dl_ndcg", "training"]
+
+
+@needs_shared_data
+def test_gpu_sections_measures_the_named_sections_alone_for_a_call_after_a_cut_off_one(monkeypatch):
+    from argparse import Namespace
+
+    from bench import _inference_gpu as gpu
+
+    for name in ("side_by_side", "budget_sweep", "dev_small", "gpu_vs_cpu", "training_speed"):
+        monkeypatch.setattr(gpu, name, lambda *args, name=name, **kwargs: {"measured": name})
+    out = gpu.gpu_measurements(Namespace(gpu_device="cpu", checkpoint=None, max_length=64,
+                                         gpu_sections=["dl_ndcg", "training"]), None)
+    assert [key for key in out if key in gpu.SECTIONS] == ["dl_ndcg", "training"]
+    assert out["training"] == {"measured": "training_speed"}
