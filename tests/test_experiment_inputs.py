@@ -62,6 +62,9 @@ def test_each_make_command_is_an_irpipe_command_bounded_by_steps_seeded_and_maki
         if args.command == "pretrain-mlm":  # bounded by steps, seeded, on one CPU thread: the same tensors again
             assert args.max_minutes is None and "--steps" in words and "--seed" in words, f"{name}: {command}"
             assert args.device == "cpu" and args.threads == 1, f"{name}: {command}"
+        if args.command == "encode":  # a store: fp32 rows, no autocast, one CPU thread: scores as encoded on the fly
+            assert (args.dtype, args.amp, args.device, args.threads) == ("fp32", "none", "cpu", 1), f"{name}: {command}"
+    assert any(shlex.split(c)[1] == "encode" for _, _, c in made), "squad-dev-biencoder.yaml makes its store"
 
 
 def test_a_pinned_experiment_pins_the_recipe_of_each_bert_its_make_makes(experiments):
