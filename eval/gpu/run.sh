@@ -19,6 +19,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 MODE="${1:-gpu}"   # --prepare, --smoke, gpu (all of it) or --sections NAME...: step 1's named sections alone
+                   # (then TRAIN_STEPS, default 20, and SECTIONS_CAP, default 200 s)
 CARRY=gpu-carry
 
 if [ "$MODE" = "--prepare" ]; then
@@ -27,12 +28,13 @@ if [ "$MODE" = "--prepare" ]; then
     [ -d "$CARRY" ] && chmod -R u+w "$CARRY" && rm -rf "$CARRY"
     mkdir -p "$CARRY/wheels" "$CARRY/data/models"
     # the device's python3 is 3.12 (/work/.library/device/KINDS.md): pytrec-eval-terrier is a cp312 build
-    python3 -m pip download --no-deps -d "$CARRY/wheels" ir-measures==0.4.3 pytrec-eval-terrier==0.5.11 \
-        --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --only-binary=:all:
+    FOR_DEVICE=(--no-deps --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
+                --only-binary=:all:)
+    python3 -m pip download "${FOR_DEVICE[@]}" -d "$CARRY/wheels" ir-measures==0.4.3 pytrec-eval-terrier==0.5.11
     # sentence-transformers imports `datasets` at its top, which the image's package list does not name: installed
     # there only if sentence_transformers fails to import (1 MB)
-    python3 -m pip download --no-deps -d "$CARRY/wheels-datasets" datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \
-        --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --only-binary=:all:
+    python3 -m pip download "${FOR_DEVICE[@]}" -d "$CARRY/wheels-datasets" datasets==5.2.0 dill==0.4.1 \
+        multiprocess==0.70.19
     for d in msmarco-passage-dl19-dl20-bm25top100 msmarco-passage-topics-qrels wikiqa; do
         cp -r "$IRPIPE_MIRROR/$d" "$CARRY/data/"
     done
@@ -51,11 +53,12 @@ if [ "$MODE" = "--smoke" ]; then       # the code path on the CPU, small; the mi
     CAPS=(600 0)   # a CPU without native bf16 emulates the bf16 sections (tests/test_gpu_smoke.py allows 900 s)
     NAME=gpu-inference-smoke   # recorded, copied into $OUT, then removed from eval/benchmarks
 else
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/irpipe-site "$CARRY"/wheels/*.whl \
-        && export PYTHONPATH="$PYTHONPATH:/tmp/irpipe-site"   # beside the image's own packages, not into them
-    python3 -c "import sentence_transformers" 2>/dev/null \
-        || { python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/irpipe-site-datasets \
-            "$CARRY"/wheels-datasets/*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/irpipe-site-datasets"; }
+    beside() {  # beside FOLDER: install $CARRY/FOLDER's wheels beside the image's own packages, not into them
+        python3 -m pip install -q --no-index --no-deps --no-compile --target "/tmp/irpipe-$1" "$CARRY/$1"/*.whl \
+            && export PYTHONPATH="$PYTHONPATH:/tmp/irpipe-$1"
+    }
+    beside wheels
+    python3 -c "import sentence_transformers" 2>/dev/null || beside wheels-datasets
     export IRPIPE_MIRROR="$PWD/$CARRY/data" IRPIPE_CACHE="${TMPDIR:-/tmp}/irpipe-cache"
     # 500 of dev-small's 6,980 queries x 1,000 passages (2,000 did not end inside the cap at ~3,900 pairs/s), and
     # every core for the CPU fp32 reference (at 1 thread, DL19 + DL20 did not end in 200 s): docs/inference.md
@@ -88,7 +91,8 @@ step() {  # step NAME CAP RESULT COMMAND...: run under its cap, then copy RESULT
 step "$NAME" "${CAPS[0]}" "eval/benchmarks/$NAME.json" \
     python3 -m bench.inference_speed --gpu-only ${DEVICE[@]+"${DEVICE[@]}"} --record --output "$NAME"
 [ "$MODE" = "--smoke" ] && rm -f "eval/benchmarks/$NAME.json"
-[ "$MODE" = "--smoke" ] || rm -f runs/results/wikiqa-monobert.json   # this run's result, not an earlier one (eval/results/ holds the CPU pin)
+# step 2 copies this run's result, not an earlier one (eval/results/ holds the CPU pin)
+[ "${CAPS[1]}" -gt 0 ] && rm -f runs/results/wikiqa-monobert.json
 step gpu-wikiqa-monobert "${CAPS[1]}" runs/results/wikiqa-monobert.json \
     python3 -m pipeline.cli run eval/wikiqa-monobert.yaml --check
 cat "$OUT/steps.jsonl"
