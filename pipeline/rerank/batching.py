@@ -3,7 +3,7 @@ the dev evaluation of training, document and query encoding and scoring from a s
 and the ray engine's shards of them (pipeline/rerank/on_cluster.py).
 
     lengths = model.input_lengths(pairs)                  # padded positions each item takes (word pieces)
-    order = group_order(groups, lengths)                  # group by group, longest first, ties in input order
+    order = group_order(groups, lengths)                  # group by group, longest first, ties by `ties` or input order
     size, tokens = batch_limits(device)                   # the device's defaults: CPU (64, 2048), CUDA (512, 65536)
     cuts = group_cuts([groups[i] for i in order], [lengths[i] for i in order], size, tokens)  # slices of `order`
     pieces = run_batches(items, order, cuts, prepare, compute, device)                   # [(indices, output)]
@@ -51,13 +51,17 @@ def batch_limits(device: torch.device | str, batch_size: int | None = None,
     return (size if batch_size is None else batch_size), (tokens if batch_tokens is None else batch_tokens)
 
 
-def group_order(groups: Sequence, lengths: Sequence[int]) -> list[int]:
+def group_order(groups: Sequence, lengths: Sequence[int], ties: Sequence | None = None) -> list[int]:
     """The order items of groups (e.g. each pair's query) are batched in: the groups in order of first appearance,
-    each group's items longest first, ties in input order."""
+    each group's items longest first, items of one length by `ties` (a key per item, e.g. each pair's document id:
+    then a group's batches, and each item's place in its batch, do not depend on the order its items came in), then
+    in input order."""
     first: dict = {}
     for i, group in enumerate(groups):
         first.setdefault(group, i)
-    return sorted(range(len(lengths)), key=lambda i: (first[groups[i]], -lengths[i], i))
+    if ties is None:
+        return sorted(range(len(lengths)), key=lambda i: (first[groups[i]], -lengths[i], i))
+    return sorted(range(len(lengths)), key=lambda i: (first[groups[i]], -lengths[i], ties[i], i))
 
 
 def group_cuts(groups: Sequence, lengths: Sequence[int], batch_size: int, batch_tokens: int) -> list[slice]:

@@ -213,8 +213,15 @@ def scoring_batches(model: RerankModel, pairs: list[Pair], batch_size: int,
     `input_lengths`) and its batches (slices of that order, never two queries in one): the ray engine cuts its
     shards from them."""
     lengths = model.input_lengths(pairs)
-    order = group_order([pair.qid for pair in pairs], lengths)
+    order = pair_order(pairs, lengths)
     return order, query_batches(pairs, order, lengths, batch_size, batch_tokens)
+
+
+def pair_order(pairs: list[Pair], lengths: list[int]) -> list[int]:
+    """Query by query (in order of first appearance), each query's pairs longest first, pairs of one length by
+    document id: a query's batches and each pair's row in its batch are the same whatever order its candidates come
+    in (a compiled graph's or GEMM's kernels may round a row by its place)."""
+    return group_order([pair.qid for pair in pairs], lengths, [pair.docid for pair in pairs])
 
 
 def query_batches(pairs: list[Pair], order: list[int], lengths: list[int], batch_size: int,
@@ -235,7 +242,7 @@ def predict(model: RerankModel, pairs: list[Pair], batch_size: int | None = None
     device = torch.device(device) if isinstance(device, str) else device
     batch_size, batch_tokens = batch_limits(device, batch_size, batch_tokens)
     lengths = model.input_lengths(pairs)
-    order = group_order([pair.qid for pair in pairs], lengths) if order is None else order
+    order = pair_order(pairs, lengths) if order is None else order
     cuts = query_batches(pairs, order, lengths, batch_size, batch_tokens)
     truncated = 0
 

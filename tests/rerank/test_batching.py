@@ -101,7 +101,20 @@ def test_scores_come_back_in_input_order_and_match_the_old_fixed_batches(monober
     shuffled = list(range(len(qa_pairs)))
     random.Random(1).shuffle(shuffled)
     again = predict(monobert, [qa_pairs[i] for i in shuffled], batch_size=64, batch_tokens=200).scores
-    assert [again[shuffled.index(i)] for i in range(len(qa_pairs))] == pytest.approx(new, abs=1e-5)
+    assert [again[shuffled.index(i)] for i in range(len(qa_pairs))] == new  # the same batches, rows and kernels
+
+
+def test_a_querys_batches_and_rows_do_not_depend_on_the_order_its_candidates_come_in(monobert, qa_pairs):
+    def batches(pairs):
+        order, cuts = scoring_batches(monobert, pairs, batch_size=3, batch_tokens=0)
+        return [[(pairs[i].qid, pairs[i].docid) for i in order[cut]] for cut in cuts]
+
+    lengths = monobert.input_lengths(qa_pairs)
+    assert len(set(lengths)) < len(lengths)  # pairs of one length (ties), cut across batches of 3
+    reversed_pairs = list(reversed(qa_pairs))
+    assert sorted(batches(reversed_pairs)) == sorted(batches(qa_pairs))
+    forward = predict(monobert, qa_pairs, batch_size=3, amp="none").scores
+    assert predict(monobert, reversed_pairs, batch_size=3, amp="none").scores[::-1] == forward
 
 
 def test_lengths_are_the_padded_word_pieces(monobert, qa_pairs):
