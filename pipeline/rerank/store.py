@@ -154,7 +154,7 @@ def encode_texts(model: LateInteraction, texts: list[str], side: str, batch_size
     device = device if device is not None else torch.device("cpu")
     batch_size, batch_tokens = batch_limits(device, batch_size, batch_tokens)
     lengths, groups = model.text_lengths(texts, side), [0] * len(texts) if groups is None else groups
-    order = group_order(groups, lengths)
+    order = group_order(groups, lengths, texts)  # ties by text: a text's batch and row whatever order texts come in
     cuts = group_cuts([groups[i] for i in order], [lengths[i] for i in order], batch_size, batch_tokens)
 
     def compute(prepared) -> tuple[torch.Tensor, list[int]]:

@@ -214,6 +214,15 @@ def test_encodings_come_back_in_input_order(tiny_bert):
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(batched, alone))
     queries = encode_texts(model, texts[:3], "query")
     assert [q.shape for q in queries] == [torch.Size([32])] * 3
+    tied = [f"word word {n}" for n in range(1, 10)] + texts
+    assert len(set(model.text_lengths(tied, "document"))) < len(set(tied))  # texts of one length, cut across batches
+    batches, prepare_texts = [], model.prepare_texts
+    model.prepare_texts = lambda chunk, side: batches.append(list(chunk)) or prepare_texts(chunk, side)
+    forward = encode_texts(model, tied, "document", batch_size=2)
+    forward_batches, batches[:] = list(batches), []
+    backward = encode_texts(model, tied[::-1], "document", batch_size=2)[::-1]
+    assert sorted(batches) == sorted(forward_batches)  # each text on the same row of the same batch
+    assert all(torch.equal(a, b) for a, b in zip(forward, backward))
 
 
 def test_the_ray_engine_shards_whole_batches():
