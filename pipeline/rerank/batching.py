@@ -3,7 +3,7 @@ the dev evaluation of training, document and query encoding and scoring from a s
 and the ray engine's shards of them (pipeline/rerank/on_cluster.py).
 
     lengths = model.input_lengths(pairs)                  # padded positions each item takes (word pieces)
-    order = group_order(groups, lengths)                  # group by group, longest first, ties by `ties` or input order
+    order = group_order(groups, lengths, ids)             # group by group, longest first, ties by id, None: input order
     size, tokens = batch_limits(device)                   # the device's defaults: CPU (64, 2048), CUDA (512, 65536)
     cuts = group_cuts([groups[i] for i in order], [lengths[i] for i in order], size, tokens)  # slices of `order`
     pieces = run_batches(items, order, cuts, prepare, compute, device)                   # [(indices, output)]
@@ -59,8 +59,7 @@ def group_order(groups: Sequence, lengths: Sequence[int], ties: Sequence | None 
     first: dict = {}
     for i, group in enumerate(groups):
         first.setdefault(group, i)
-    if ties is None:
-        return sorted(range(len(lengths)), key=lambda i: (first[groups[i]], -lengths[i], i))
+    ties = range(len(lengths)) if ties is None else ties
     return sorted(range(len(lengths)), key=lambda i: (first[groups[i]], -lengths[i], ties[i], i))
 
 
