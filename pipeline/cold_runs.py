@@ -19,8 +19,9 @@ it made every session start the whole re-run over. A pin whose numbers move with
 eval/benchmarks/cpu-sensitivity.yaml, and its tolerance covers the moves measured there.
 
 Only a cold run enters the record: nothing read from the cache (`reused` empty), so its seconds are the cost of the
-whole work. The hours left are the remaining pins' recorded cold costs, and, for a pin never measured cold, its last
-run's seconds, a lower bound (that run may have read trained models back).
+whole work. The hours left are the remaining pins' recorded cold costs; a pin never measured cold is counted apart,
+its hours unknown (a last run that read trained models back, or ran before costs were recorded, took seconds that
+say nothing of a cold run's).
 """
 from __future__ import annotations
 
@@ -176,16 +177,17 @@ def state(record: dict, name: str, pin_path: Path, here: str) -> str:
 
 
 def left(pins, record: dict, here: str) -> str:
-    """How much of the cold re-run is left: the pins not done here and their hours (measured cold costs; last runs'
-    seconds as a lower bound where none was measured; the count with neither)."""
+    """How much of the cold re-run is left: the pins not done here, the hours of those with a measured cold cost, and
+    the count of those without one (their last run, if any, read cached work or predates the cost field: its
+    seconds are no estimate of a cold run, so they are not added up)."""
     todo = [pin for pin in pins if not done_here(record, pin.name, pin.path, here)]
     measured = [pin.cost for pin in todo if pin.cost is not None]
-    bounds = [pin.result["seconds"] for pin in todo if pin.cost is None and (pin.result or {}).get("seconds")]
-    unknown = len(todo) - len(measured) - len(bounds)
-    return (f"cold re-run here: {len(pins) - len(todo)} of {len(pins)} pins done, {len(todo)} left: at least "
-            f"{(sum(measured) + sum(bounds)) / 3600:.2f} h ({len(measured)} by their measured cold cost, "
-            f"{sum(measured) / 3600:.2f} h; {len(bounds)} by their last run's seconds, a lower bound, "
-            f"{sum(bounds) / 3600:.2f} h; {unknown} never run)")
+    never = sum(1 for pin in todo if pin.cost is None and not pin.result)
+    unmeasured = len(todo) - len(measured)
+    return (f"cold re-run here: {len(pins) - len(todo)} of {len(pins)} pins done, {len(todo)} left: "
+            f"{sum(measured) / 3600:.2f} h by the cold costs measured for {len(measured)} of them"
+            + (f"; {unmeasured} with none measured ({unmeasured - never} last run from cached work or before costs "
+               f"were recorded, {never} never run: their descriptions say what a run takes)" if unmeasured else ""))
 
 
 def current_software() -> str:

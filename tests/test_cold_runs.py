@@ -97,7 +97,7 @@ def test_reproduce_with_record_skips_the_pins_done_here_and_says_what_is_left(tm
     where = ["--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results"]
     code, out, _ = irpipe(capsys, "reproduce", "--all", "--record", "--dry-run", *where)
     assert code == 0 and "skipped 1, re-run cold here" in out and ": done-pin (2026-12-02)" in out
-    assert "this selection: 1 of 2 pins done, 1 left: at least 0.01 h (1 by their measured cold cost" in out
+    assert "this selection: 1 of 2 pins done, 1 left: 0.01 h by the cold costs measured for 1 of them" in out
     assert "due-pin.yaml --check" in out and "done-pin.yaml --check" not in out
     out = irpipe(capsys, "reproduce", "--all", "--record", "--again", "--dry-run", *where)[1]
     assert "done-pin.yaml --check" in out and "skipped" not in out
@@ -108,6 +108,21 @@ def test_reproduce_with_record_skips_the_pins_done_here_and_says_what_is_left(tm
     done_cpu = cold_runs.isa(environment.capture())
     assert rows["done-pin"].endswith(f"2026-12-02 OK {done_cpu}") and "2026-12-02 OK" not in rows["due-pin"]
     assert "cold re-run here: 1 of 2 pins done, 1 left" in listed
+
+
+def test_what_is_left_adds_up_only_measured_cold_costs(tmp_path, capsys):
+    """A last run that read its trained models back took seconds that say nothing of a cold run: such a pin, like one
+    never run, is counted apart, not summed into the hours left."""
+    for name in ("cold", "warm", "never"):
+        _pin_file(tmp_path, name)
+    (tmp_path / "results").mkdir()
+    warm = {**_result(seconds=9.0, reused={"trained models": 3}), "name": "warm"}
+    del warm["cost"]  # never measured cold: its only run read the models back
+    (tmp_path / "results" / "warm.json").write_text(json.dumps(warm))
+    (tmp_path / "results" / "cold.json").write_text(json.dumps({**_result(seconds=7200.0), "name": "cold"}))
+    listed = irpipe(capsys, "reproduce", "--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results")[1]
+    assert ("cold re-run here: 0 of 3 pins done, 3 left: 2.00 h by the cold costs measured for 1 of them; 2 with none "
+            "measured (1 last run from cached work or before costs were recorded, 1 never run") in listed
 
 
 @pytest.mark.slow
