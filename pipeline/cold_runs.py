@@ -182,7 +182,7 @@ def left(pins, record: dict, here: str) -> str:
     seconds are no estimate of a cold run, so they are not added up)."""
     todo = [pin for pin in pins if not done_here(record, pin.name, pin.path, here)]
     measured = [pin.cost for pin in todo if pin.cost is not None]
-    never = sum(1 for pin in todo if pin.cost is None and not pin.result)
+    never = sum(1 for pin in todo if not pin.result)  # no result, so no cost either
     unmeasured = len(todo) - len(measured)
     return (f"cold re-run here: {len(pins) - len(todo)} of {len(pins)} pins done, {len(todo)} left: "
             f"{sum(measured) / 3600:.2f} h by the cold costs measured for {len(measured)} of them"
