@@ -109,7 +109,8 @@ def entry(pin_path: Path, result: dict) -> dict:
             "load_average": cost.get("load_average"), "cores": cost.get("cores"),
             "cpu": (captured.get("cpu") or {}).get("model"), "isa": isa(captured),
             "recipe": recipe_key(pin_path), "environment": software_key(captured),
-            "commit": (captured.get("git") or {}).get("commit")}
+            "commit": (captured.get("git") or {}).get("commit"),
+            **({"attempts": cost["attempts"]} if cost.get("attempts") else {})}  # resumed: pipeline/cold_attempts.py
 
 
 def _rounded(score):

@@ -22,13 +22,12 @@ import re
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
-from pipeline import cold_runs, provenance
+from pipeline import cold_attempts, cold_runs, provenance
 from pipeline.errors import ConfigError
 from pipeline.experiment import RECORDED_RESULTS, Experiment
 
@@ -158,21 +157,33 @@ def _table(rows: list[tuple]) -> str:
     return "\n".join("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
 
 
-def run_one(pin: Pin, results_dir: Path, warm: bool) -> tuple[dict | None, str]:
-    """Run the pin as `irpipe run FILE --check` in a child process (an empty cache of its own unless `warm`), its
-    result written to `results_dir`; (its new result, or None with the child's last error line)."""
+def run_one(pin: Pin, results_dir: Path, warm: bool, echo=print) -> tuple[dict | None, str]:
+    """Run the pin as `irpipe run FILE --check` in a child process, its result written to `results_dir`: in the
+    user's cache with `warm`, else in a cold-run folder of its own (pipeline/cold_attempts.py: an empty cache at the
+    first attempt, resumed by the next attempt when this one ends without a result); (its new result, or None with
+    the child's last error line)."""
     command = [sys.executable, "-m", "pipeline.cli", "-q", "run", str(pin.path), "--results-dir", str(results_dir)]
-    environment = dict(os.environ)
     written = Path(results_dir) / f"{pin.name}.json"
     replaced = provenance.previous(written).get("date")
-    with tempfile.TemporaryDirectory(prefix=f"irpipe-reproduce-{pin.name}-") as scratch:
-        if not warm:
-            environment["IRPIPE_CACHE"] = scratch
-        child = subprocess.run(command, env=environment, capture_output=True, text=True)
+    if warm:
+        child = subprocess.run(command, capture_output=True, text=True)
+        code, last = child.returncode, (child.stderr.strip().splitlines() or ["no output"])[-1]
+    else:
+        recipe, software = cold_runs.recipe_key(pin.path), cold_runs.current_software()
+        where = cold_attempts.folder(pin.name, recipe, software)
+        for old in cold_attempts.stale(pin.name, where):
+            echo(f"    removed {old}: a cold run of another recipe or software, never to resume")
+            cold_attempts.remove(old)
+        attempts, seconds = cold_attempts.earlier_seconds(where)
+        if attempts:
+            echo(f"    resuming its cold run in {where}: {attempts} earlier attempt(s), {format_seconds(seconds)}")
+        code, last = cold_attempts.run_attempt(command, dict(os.environ), where, pin.name, recipe, software)
     result = provenance.previous(written)
-    if child.returncode not in (0, 1) or result.get("date") is None or replaced == result["date"]:
-        last = (child.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, f"exit {child.returncode}: {last}"
+    if code not in (0, 1) or result.get("date") is None or replaced == result["date"]:
+        kept = "" if warm else f" (its work so far is kept in {where}: the next cold run of it resumes there)"
+        return None, f"exit {code}: {last}{kept}"
+    if not warm:
+        result = cold_attempts.finish(result, where, written)
     return result, ""
 
 
@@ -208,10 +219,20 @@ def matrix(rows: list[tuple[Pin, dict | None, str]]) -> str:
         for measure, check in result["checks"].items():
             score = check["score"]
             shown = "" if score is None else f"{score:.4f}" + (f" ± {sd[measure]:.4f}" if measure in sd else "")
-            cold = "cold" if not result.get("reused") else "reused " + ", ".join(result["reused"])
             lines.append((pin.name, measure, f"{check['expected']:.4f}", shown, f"{result['tolerance']:g}",
-                          check["status"], f"{format_seconds(result['seconds'])} ({cold})"))
+                          check["status"], _wall_time(result)))
     return _table(lines)
+
+
+def _wall_time(result: dict) -> str:
+    """A run's seconds and whether they were the whole work: cold (over several attempts where it was resumed), or
+    what it reused."""
+    if result.get("reused"):
+        return f"{format_seconds(result['seconds'])} (reused {', '.join(result['reused'])})"
+    attempts = (result.get("cost") or {}).get("attempts")
+    if attempts:
+        return f"{format_seconds(result['cost']['seconds'])} (cold, {attempts} attempts)"
+    return f"{format_seconds(result['seconds'])} (cold)"
 
 
 def counts(rows: list[tuple[Pin, dict | None, str]]) -> dict[str, int]:
@@ -234,9 +255,18 @@ def dry_run(selected: list[Pin], warm: bool, results_dir: Path | None = None) ->
     prefix = "" if warm else "IRPIPE_CACHE=$(mktemp -d) "
     where = ("" if results_dir is None else " --record" if Path(results_dir) == RECORDED_RESULTS
              else f" --results-dir {shlex.quote(str(results_dir))}")
+    software = "" if warm else cold_runs.current_software()
     return "\n".join("".join(f"{command} && " for path, command in (pin.experiment.make or {}).items()
                               if not Path(path).exists())
-                      + f"{prefix}{pin.command()}{where}   # {format_seconds(pin.cost)}" for pin in selected)
+                      + f"{prefix}{pin.command()}{where}   # {format_seconds(pin.cost)}"
+                      + ("" if warm else _under_way(pin, software)) for pin in selected)
+
+
+def _under_way(pin: Pin, software: str) -> str:
+    """", resumes its cold run after N attempt(s) of ..." when an interrupted cold run of the pin waits to resume."""
+    attempts, seconds = cold_attempts.earlier_seconds(
+        cold_attempts.folder(pin.name, cold_runs.recipe_key(pin.path), software))
+    return f", resumes its cold run after {attempts} attempt(s) of {format_seconds(seconds)}" if attempts else ""
 
 
 def run_selection(selected: list[Pin], results_dir: Path, warm: bool, echo, finished=None, needed=None) -> list:
@@ -252,7 +282,7 @@ def run_selection(selected: list[Pin], results_dir: Path, warm: bool, echo, fini
         echo(f"[{number}/{len(selected)}] {shlex.join(['irpipe', 'run', _shown(pin.path), '--check'])}"
              f"{'' if warm else ' (empty cache)'} ...")
         made, error = make_missing(pin, echo)
-        result, error = run_one(pin, results_dir, warm) if not error else (None, error)
+        result, error = run_one(pin, results_dir, warm, echo) if not error else (None, error)
         if result is not None and made:
             result["make_seconds"] = round(made, 2)  # the cold record's cost of the pin counts them too
         echo(f"    {'ERROR ' + error if result is None else _status(result)} in {time.perf_counter() - start:.1f} s")
