@@ -22,6 +22,7 @@ same pin for another recipe or software can never resume: `stale` names them for
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -34,7 +35,9 @@ from pipeline.data.files import atomic_write, cache_root, parse_json
 
 ROOT = "cold-runs"  # under the user's irpipe cache
 LEDGER = "attempts.json"
-HEARTBEAT = 30.0  # seconds between rewrites of the running attempt's seconds
+LOCK = "running.lock"  # held (flock) by the process running an attempt: a second one is refused, a killed one frees it
+HEARTBEAT = 10.0  # seconds between rewrites of the running attempt's seconds
+BUSY = 75  # the exit status run_attempt gives when another process holds the folder (EX_TEMPFAIL)
 
 
 def folder(name: str, recipe: str, software: str) -> Path:
@@ -72,7 +75,16 @@ def run_attempt(command: list[str], environment: dict, where: Path, name: str, r
     ledger as it runs; (the exit status, the last line of its error output)."""
     where = Path(where)
     (where / "cache").mkdir(parents=True, exist_ok=True)
-    record = {"pin": name, "recipe": recipe, "software": software, "attempts": ledger(where).get("attempts", [])}
+    with open(where / LOCK, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return BUSY, f"its cold run in {where} is running in another process; this one left it alone"
+        return _attempt(command, environment, where, {"pin": name, "recipe": recipe, "software": software,
+                                                      "attempts": ledger(where).get("attempts", [])})
+
+
+def _attempt(command: list[str], environment: dict, where: Path, record: dict) -> tuple[int, str]:
     attempt = {"start": datetime.now(timezone.utc).replace(microsecond=0).isoformat(), "seconds": 0.0,
                "load_average": None}
     record["attempts"].append(attempt)
@@ -96,6 +108,17 @@ def run_attempt(command: list[str], environment: dict, where: Path, name: str, r
     beat()
     lines = (where / "stderr.txt").read_text(encoding="utf-8", errors="replace").strip().splitlines()
     return code, (lines or ["no output"])[-1]
+
+
+def under_way(names) -> str:
+    """A line naming the cold runs of the pins `names` that wait to resume (their attempts and seconds so far), or
+    "" when there is none."""
+    root, names = cache_root() / ROOT, set(names)
+    found = sorted((ledger(path).get("pin"), *earlier_seconds(path)) for path in root.iterdir()
+                   if path.is_dir() and ledger(path).get("pin") in names) if root.is_dir() else []
+    return ("" if not found else f"under way in {root} (the next cold run of each resumes it): "
+            + ", ".join(f"{name} ({attempts} attempt(s), {seconds / 3600:.2f} h so far)"
+                        for name, attempts, seconds in found))
 
 
 def finished_result(result: dict, where: Path) -> dict:

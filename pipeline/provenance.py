@@ -10,6 +10,8 @@ Fields added to the result file (runs/results/<name>.json; with `--record`, eval
     cost         the last cold run (nothing reused): {"seconds", "date", "cores", "load_average" (1-minute, at its
                  end)}. A run that reused cached work measured only what was left, so it keeps the previous file's
                  cost; none yet: no cost field
+    resumed      a cold run of `irpipe reproduce` resumed over several attempts (pipeline/cold_attempts.py): their
+                 seconds and what the last read back from the earlier ones; its cost is their sum, its reused empty
     win_loss     with a baseline: the first measure's per-query differences (run - baseline; the mean over seeds
                  per query for a seeded experiment), sorted, as at most WIN_LOSS_POINTS quantiles, with the counts
 

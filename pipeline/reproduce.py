@@ -144,7 +144,8 @@ def listing(found: list[Pin], archive: list[Experiment] = (), cold: dict | None 
             f"measured to move with the CPU's kernels ({provenance.CPU_SENSITIVITY.name})"
             + (f"\n{len(archive)} archived, not listed: {Path(archive[0].path).parent}/ (each file's archived: says why)"
                if archive else "")
-            + "\n" + cold_runs.left(found, cold, here))
+            + "\n" + cold_runs.left(found, cold, here)
+            + "".join("\n" + line for line in [cold_attempts.under_way(pin.name for pin in found)] if line))
 
 
 def _status(result: dict) -> str:

@@ -89,3 +89,22 @@ def test_the_running_attempts_seconds_are_on_disk_while_it_runs(tmp_path, monkey
     running.join()
     assert 1.0 <= seen < 3 and cold_attempts.ledger(where)["attempts"][0]["seconds"] >= 3
     assert cold_attempts.ledger(where)["pin"] == "p" and (where / "cache").is_dir()
+
+
+def test_a_second_process_leaves_a_running_cold_run_alone_and_the_list_says_what_is_under_way(tmp_path, monkeypatch):
+    import fcntl
+
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "user-cache"))
+    where = cold_attempts.folder("p", "r", "s")
+    cold_attempts.run_attempt([sys.executable, "-c", "pass"], {}, where, "p", "r", "s")
+    with open(where / cold_attempts.LOCK, "w") as held:  # as the process running an attempt holds it
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        code, said = cold_attempts.run_attempt([sys.executable, "-c", "pass"], {}, where, "p", "r", "s")
+    assert code == cold_attempts.BUSY and said == (f"its cold run in {where} is running in another process; this one "
+                                                   "left it alone")
+    attempts, seconds = cold_attempts.earlier_seconds(where)
+    assert attempts == 1  # the refused one added nothing
+    assert cold_attempts.under_way(["p", "q"]) == (
+        f"under way in {where.parent} (the next cold run of each resumes it): p (1 attempt(s), "
+        f"{seconds / 3600:.2f} h so far)")
+    assert cold_attempts.under_way(["q"]) == ""

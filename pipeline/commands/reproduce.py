@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline import cold_runs
+from pipeline import cold_attempts, cold_runs
 from pipeline.data.files import atomic_write
 from pipeline.errors import InputError
 from pipeline.experiment import LOCAL_RESULTS, RECORDED_RESULTS
@@ -64,6 +64,9 @@ def main(args: argparse.Namespace) -> int:
                   f"--again runs them): " + ", ".join(f"{pin.name} ({cold['pins'][pin.name]['date'][:10]})"
                                                       for pin in done))
         print(cold_runs.left(selected, cold, here).replace("cold re-run here", "this selection"))
+        under_way = cold_attempts.under_way(pin.name for pin in selected)
+        if under_way:
+            print(under_way)
         selected = [pin for pin in selected if pin not in done]
     if args.dry_run or not selected:
         print(dry_run(selected, args.warm, args.results_dir if args.record else None) if selected
