@@ -25,7 +25,7 @@ LAYERS = [
     {"stage", "stages", "on_frames"},             # the algebra, and the stages (bind resolves, transform computes);
                                                   # a stage on PyTerrier's frames
     {"spec", "compare", "experiment", "experiment_inputs", "tune", "leaderboard", "pyterrier", "api",  # specs, experiments, tables, PyTerrier,
-     "provenance", "reproduce", "cold_runs", "html_page", "browser", "prose", "result_text"},  # the Python front door; reproductions and their page
+     "provenance", "reproduce", "cold_runs", "cold_attempts", "html_page", "browser", "prose", "result_text"},  # the Python front door; reproductions and their page
     {"commands", "cli"},                          # the command line
 ]
 LAYER_OF = {unit: number for number, units in enumerate(LAYERS) for unit in units}
