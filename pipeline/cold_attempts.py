@@ -61,12 +61,25 @@ def earlier_seconds(where: Path) -> tuple[int, float]:
 
 
 def stale(name: str, keep: Path) -> list[Path]:
-    """The cold-run folders of pin `name` other than `keep`: made for another recipe or software, never to resume."""
+    """The cold-run folders of pin `name` other than `keep`, made for another recipe or software, never to resume (but
+    one a process is running an attempt in now)."""
     root = cache_root() / ROOT
     if not root.is_dir():
         return []
     return sorted(path for path in root.iterdir()
-                  if path != Path(keep) and path.is_dir() and ledger(path).get("pin") == name)
+                  if path != Path(keep) and path.is_dir() and ledger(path).get("pin") == name and not _running(path))
+
+
+def _running(where: Path) -> bool:
+    """Whether a process holds the folder's lock: an attempt running there now."""
+    try:
+        with open(Path(where) / LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def run_attempt(command: list[str], environment: dict, where: Path, name: str, recipe: str,

@@ -108,3 +108,7 @@ def test_a_second_process_leaves_a_running_cold_run_alone_and_the_list_says_what
         f"under way in {where.parent} (the next cold run of each resumes it): p (1 attempt(s), "
         f"{seconds / 3600:.2f} h so far)")
     assert cold_attempts.under_way(["q"]) == ""
+    with open(where / cold_attempts.LOCK, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert cold_attempts.stale("p", keep=tmp_path / "another") == []  # running: not removed under its process
+    assert cold_attempts.stale("p", keep=tmp_path / "another") == [where]
