@@ -12,6 +12,7 @@ environment resumes:
         attempts.json   {"pin", "recipe", "software", "attempts": [{"start", "seconds", "load_average"}]}, the
                         running attempt's seconds rewritten (atomically) every HEARTBEAT seconds
         stderr.txt      the running attempt's error output
+        running.lock    locked (flock) while an attempt runs: a second process leaves the folder alone
 
 Everything in `cache/` was made by this cold run's own attempts, whose seconds the ledger holds, so the finished
 result counts as cold: `finished_result` sets its cost to the sum of the attempts (an interrupted attempt counted to

@@ -181,7 +181,8 @@ def run_one(pin: Pin, results_dir: Path, warm: bool, echo=print) -> tuple[dict |
         code, last = cold_attempts.run_attempt(command, dict(os.environ), where, pin.name, recipe, software)
     result = provenance.previous(written)
     if code not in (0, 1) or result.get("date") is None or replaced == result["date"]:
-        kept = "" if warm else f" (its work so far is kept in {where}: the next cold run of it resumes there)"
+        kept = ("" if warm or code == cold_attempts.BUSY
+                else f" (its work so far is kept in {where}: the next cold run of it resumes there)")
         return None, f"exit {code}: {last}{kept}"
     if not warm:
         result = cold_attempts.finish(result, where, written)
