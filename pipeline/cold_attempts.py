@@ -68,10 +68,10 @@ def stale(name: str, keep: Path) -> list[Path]:
     if not root.is_dir():
         return []
     return sorted(path for path in root.iterdir()
-                  if path != Path(keep) and path.is_dir() and ledger(path).get("pin") == name and not _running(path))
+                  if path != Path(keep) and path.is_dir() and ledger(path).get("pin") == name and not running(path))
 
 
-def _running(where: Path) -> bool:
+def running(where: Path) -> bool:
     """Whether a process holds the folder's lock: an attempt running there now."""
     try:
         with open(Path(where) / LOCK, "a") as lock:

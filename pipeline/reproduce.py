@@ -171,7 +171,7 @@ def run_one(pin: Pin, results_dir: Path, warm: bool, echo=print) -> tuple[dict |
         code, last = child.returncode, (child.stderr.strip().splitlines() or ["no output"])[-1]
     else:
         recipe, software = cold_runs.recipe_key(pin.path), cold_runs.current_software()
-        where = cold_attempts.folder(pin.name, recipe, software)
+        where = _cold_folder(pin, software)
         for old in cold_attempts.stale(pin.name, where):
             echo(f"    removed {old}: a cold run of another recipe or software, never to resume")
             cold_attempts.remove(old)
@@ -187,6 +187,11 @@ def run_one(pin: Pin, results_dir: Path, warm: bool, echo=print) -> tuple[dict |
     if not warm:
         result = cold_attempts.finish(result, where, written)
     return result, ""
+
+
+def _cold_folder(pin: Pin, software: str) -> Path:
+    """Where the pin's cold run in the software `software` (cold_runs.software_key) keeps its cache and attempts."""
+    return cold_attempts.folder(pin.name, cold_runs.recipe_key(pin.path), software)
 
 
 def make_missing(pin: Pin, echo) -> tuple[float, str]:
@@ -266,19 +271,23 @@ def dry_run(selected: list[Pin], warm: bool, results_dir: Path | None = None) ->
 
 def _under_way(pin: Pin, software: str) -> str:
     """", resumes its cold run after N attempt(s) of ..." when an interrupted cold run of the pin waits to resume."""
-    attempts, seconds = cold_attempts.earlier_seconds(
-        cold_attempts.folder(pin.name, cold_runs.recipe_key(pin.path), software))
+    attempts, seconds = cold_attempts.earlier_seconds(_cold_folder(pin, software))
     return f", resumes its cold run after {attempts} attempt(s) of {format_seconds(seconds)}" if attempts else ""
 
 
 def run_selection(selected: list[Pin], results_dir: Path, warm: bool, echo, finished=None, needed=None) -> list:
     """Run the pins one after the other; `finished(pin, result)` is called as each one ends with a result, and
     `needed(pin)`, where given, just before each starts: a pin it says is no longer needed (another process re-ran it
-    cold meanwhile) is skipped, saying so."""
+    cold meanwhile) is skipped, saying so, and so is a pin whose cold run another process is running now -- so two
+    `reproduce --record` processes side by side share the pins."""
     rows = []
+    software = None if warm else cold_runs.current_software()
     for number, pin in enumerate(selected, start=1):
         if needed is not None and not needed(pin):
             echo(f"[{number}/{len(selected)}] {pin.name}: re-run cold here meanwhile (another process), skipped")
+            continue
+        if not warm and cold_attempts.running(_cold_folder(pin, software)):
+            echo(f"[{number}/{len(selected)}] {pin.name}: its cold run is running in another process, skipped")
             continue
         start = time.perf_counter()
         echo(f"[{number}/{len(selected)}] {shlex.join(['irpipe', 'run', _shown(pin.path), '--check'])}"

@@ -112,3 +112,20 @@ def test_a_second_process_leaves_a_running_cold_run_alone_and_the_list_says_what
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         assert cold_attempts.stale("p", keep=tmp_path / "another") == []  # running: not removed under its process
     assert cold_attempts.stale("p", keep=tmp_path / "another") == [where]
+
+
+def test_a_pin_whose_cold_run_another_process_is_running_is_skipped(tmp_path, monkeypatch):
+    """Two `reproduce --record` processes side by side share the pins: each passes over the one the other runs."""
+    import fcntl
+
+    from pipeline.reproduce import run_selection
+
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "user-cache"))
+    pin = _pin(tmp_path)
+    where = _folder(pin)
+    where.mkdir(parents=True)
+    said = []
+    with open(where / cold_attempts.LOCK, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        rows = run_selection([pin], tmp_path / "results", warm=False, echo=said.append)
+    assert rows == [] and said == ["[1/1] tiny-bm25: its cold run is running in another process, skipped"]
