@@ -252,8 +252,11 @@ def _row(pin, measures: list[str], references: list[dict], baselines: bool) -> s
 def _cost(pin) -> str:
     """The cost class of the pin's last cold run with its wall time, or 'unmeasured': never a guess."""
     klass = provenance.cost_class(pin.result)
-    return (f'<span data-cost="{klass}">{klass}' + (f" ({_seconds(pin.cost)})" if pin.cost is not None else "")
-            + "</span>")
+    if pin.cost is None:
+        return f'<span data-cost="{klass}">{klass}</span>'
+    attempts = pin.result["cost"].get("attempts")  # a cold run resumed over several (pipeline/cold_attempts.py)
+    shown = _seconds(pin.cost) + (f", {attempts} attempts" if attempts else "")
+    return f'<span data-cost="{klass}">{klass} ({shown})</span>'
 
 
 def _seconds(seconds: float) -> str:

@@ -276,3 +276,13 @@ def test_a_pin_against_its_own_untrained_start_is_shown_start_beside_trained():
 def test_a_baseline_is_the_start_only_when_it_is_the_same_pipeline_untrained(pipeline, baseline, expected):
     experiment = type("E", (), {"pipeline": pipeline, "baseline": baseline})()
     assert html_page.against_start(experiment) is expected
+
+
+def test_the_cost_cell_says_a_cold_run_was_resumed_over_several_attempts():
+    def cost(result):
+        return html_page._cost(Pin(experiment=None, path=Path("x.yaml"), result=result))
+
+    assert cost({"cost": {"seconds": 5400.0, "attempts": 2}}) == ('<span data-cost="hours">hours (1.50 h, 2 attempts)'
+                                                                 '</span>')
+    assert cost({"cost": {"seconds": 90.0}}) == '<span data-cost="minutes">minutes (1.5 min)</span>'
+    assert cost({"seconds": 3.0}) == '<span data-cost="unmeasured">unmeasured</span>'
