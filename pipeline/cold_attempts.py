@@ -125,14 +125,14 @@ def _attempt(command: list[str], environment: dict, where: Path, record: dict) -
 
 
 def under_way(names) -> str:
-    """A line naming the cold runs of the pins `names` that wait to resume (their attempts and seconds so far), or
-    "" when there is none."""
+    """A line naming the cold runs of the pins `names` that are running now or wait to resume (their attempts and
+    seconds so far), or "" when there is none."""
     root, names = cache_root() / ROOT, set(names)
-    found = sorted((ledger(path).get("pin"), *earlier_seconds(path)) for path in root.iterdir()
+    found = sorted((ledger(path).get("pin"), *earlier_seconds(path), running(path)) for path in root.iterdir()
                    if path.is_dir() and ledger(path).get("pin") in names) if root.is_dir() else []
     return ("" if not found else f"under way in {root} (the next cold run of each resumes it): "
-            + ", ".join(f"{name} ({attempts} attempt(s), {seconds / 3600:.2f} h so far)"
-                        for name, attempts, seconds in found))
+            + ", ".join(f"{name} ({'running now, ' if now else ''}{attempts} attempt(s), {seconds / 3600:.2f} h so far)"
+                        for name, attempts, seconds, now in found))
 
 
 def finished_result(result: dict, where: Path) -> dict:

@@ -270,8 +270,12 @@ def dry_run(selected: list[Pin], warm: bool, results_dir: Path | None = None) ->
 
 
 def _under_way(pin: Pin, software: str) -> str:
-    """", resumes its cold run after N attempt(s) of ..." when an interrupted cold run of the pin waits to resume."""
-    attempts, seconds = cold_attempts.earlier_seconds(_cold_folder(pin, software))
+    """", resumes its cold run after N attempt(s) of ..." when a cold run of the pin waits to resume (", its cold run
+    is running in another process" while one runs it)."""
+    where = _cold_folder(pin, software)
+    if cold_attempts.running(where):
+        return ", its cold run is running in another process"
+    attempts, seconds = cold_attempts.earlier_seconds(where)
     return f", resumes its cold run after {attempts} attempt(s) of {format_seconds(seconds)}" if attempts else ""
 
 

@@ -110,6 +110,9 @@ def test_a_second_process_leaves_a_running_cold_run_alone_and_the_list_says_what
     assert cold_attempts.under_way(["q"]) == ""
     with open(where / cold_attempts.LOCK, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert "p (running now, 1 attempt(s), " in cold_attempts.under_way(["p"])
+    with open(where / cold_attempts.LOCK, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         assert cold_attempts.stale("p", keep=tmp_path / "another") == []  # running: not removed under its process
     assert cold_attempts.stale("p", keep=tmp_path / "another") == [where]
 
@@ -128,4 +131,5 @@ def test_a_pin_whose_cold_run_another_process_is_running_is_skipped(tmp_path, mo
     with open(where / cold_attempts.LOCK, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         rows = run_selection([pin], tmp_path / "results", warm=False, echo=said.append)
+        assert dry_run([pin], warm=False).endswith("# unmeasured, its cold run is running in another process")
     assert rows == [] and said == ["[1/1] tiny-bm25: its cold run is running in another process, skipped"]
