@@ -227,11 +227,11 @@ def chromium():
     if not found() and os.geteuid() == 0 and shutil.which("apt-get"):
         try:
             apt = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "chromium"], text=True,
-                                 capture_output=True, timeout=900,
+                                 capture_output=True, timeout=300,
                                  env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
             why = "apt-get install chromium failed: " + (apt.stderr.strip().splitlines() or ["no output"])[-1]
         except subprocess.TimeoutExpired:
-            why = "apt-get install chromium took over 15 minutes"
+            why = "apt-get install chromium took over 5 minutes"
     if not found():
         pytest.skip(why)
 
