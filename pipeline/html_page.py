@@ -255,12 +255,8 @@ def _cost(pin) -> str:
     if pin.cost is None:
         return f'<span data-cost="{klass}">{klass}</span>'
     attempts = pin.result["cost"].get("attempts")  # a cold run resumed over several (pipeline/cold_attempts.py)
-    shown = _seconds(pin.cost) + (f", {attempts} attempts" if attempts else "")
+    shown = provenance.format_seconds(pin.cost) + (f", {attempts} attempts" if attempts else "")
     return f'<span data-cost="{klass}">{klass} ({shown})</span>'
-
-
-def _seconds(seconds: float) -> str:
-    return f"{seconds:.1f} s" if seconds < 60 else f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
 
 
 def _reference(entry: dict) -> str:

@@ -155,6 +155,15 @@ def cost_class(result: dict | None) -> str:
     return "seconds" if seconds < 60 else "minutes" if seconds < 3600 else "hours"
 
 
+def format_seconds(seconds: float | None) -> str:
+    """12.3 s, 4.5 min or 1.23 h; `unmeasured` for None."""
+    if seconds is None:
+        return UNMEASURED
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
+
+
 def cost_seconds(result: dict | None) -> float | None:
     cost = (result or {}).get("cost")
     return cost.get("seconds") if isinstance(cost, dict) else None

@@ -30,6 +30,7 @@ from pathlib import Path
 from pipeline import cold_attempts, cold_runs, provenance
 from pipeline.errors import ConfigError
 from pipeline.experiment import RECORDED_RESULTS, Experiment
+from pipeline.provenance import format_seconds
 
 COST_UNITS = {"s": 1, "m": 60, "h": 3600}
 NOT_EXPERIMENTS = {"references.yaml"}  # eval/ YAML files that are data, not experiments
@@ -115,14 +116,6 @@ def _matches(name: str, pattern: str, whole: set[str] = frozenset()) -> bool:
     if pattern in whole:
         return name == pattern
     return fnmatch(name, pattern) if any(c in pattern for c in "*?[") else pattern in name
-
-
-def format_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return provenance.UNMEASURED
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
 
 
 def listing(found: list[Pin], archive: list[Experiment] = (), cold: dict | None = None, here: str = "") -> str:
