@@ -57,7 +57,11 @@ def ledger(where: Path) -> dict:
 
 def earlier_seconds(where: Path) -> tuple[int, float]:
     """How many attempts the folder holds and their seconds."""
-    attempts = ledger(where).get("attempts", [])
+    return _attempts(ledger(where))
+
+
+def _attempts(record: dict) -> tuple[int, float]:
+    attempts = record.get("attempts", [])
     return len(attempts), sum(float(attempt.get("seconds", 0.0)) for attempt in attempts)
 
 
@@ -128,8 +132,9 @@ def under_way(names) -> str:
     """A line naming the cold runs of the pins `names` that are running now or wait to resume (their attempts and
     seconds so far), or "" when there is none."""
     root, names = cache_root() / ROOT, set(names)
-    found = sorted((ledger(path).get("pin"), *earlier_seconds(path), running(path)) for path in root.iterdir()
-                   if path.is_dir() and ledger(path).get("pin") in names) if root.is_dir() else []
+    records = {path: ledger(path) for path in root.iterdir() if path.is_dir()} if root.is_dir() else {}
+    found = sorted((record["pin"], *_attempts(record), running(path)) for path, record in records.items()
+                   if record.get("pin") in names)
     return ("" if not found else f"under way in {root} (the next cold run of each resumes it): "
             + ", ".join(f"{name} ({'running now, ' if now else ''}{attempts} attempt(s), {seconds / 3600:.2f} h so far)"
                         for name, attempts, seconds, now in found))

@@ -132,13 +132,13 @@ def listing(found: list[Pin], archive: list[Experiment] = (), cold: dict | None 
                      _status(result), "moves" if provenance.cpu_notes(pin.experiment.pipeline) else "",
                      cold_runs.state(cold, pin.name, pin.path, here)))
     measured = sum(pin.cost is not None for pin in found)
+    under_way = cold_attempts.under_way(pin.name for pin in found)
     return (_table(rows) + f"\n{len(found)} pinned experiments, {measured} with a measured cost (the wall time of "
             f"their last cold run: nothing from the cache, {os.cpu_count()} cores here); cpu: moves = it trains a model "
             f"measured to move with the CPU's kernels ({provenance.CPU_SENSITIVITY.name})"
             + (f"\n{len(archive)} archived, not listed: {Path(archive[0].path).parent}/ (each file's archived: says why)"
                if archive else "")
-            + "\n" + cold_runs.left(found, cold, here)
-            + "".join("\n" + line for line in [cold_attempts.under_way(pin.name for pin in found)] if line))
+            + "\n" + cold_runs.left(found, cold, here) + (f"\n{under_way}" if under_way else ""))
 
 
 def _status(result: dict) -> str:
@@ -164,7 +164,7 @@ def run_one(pin: Pin, results_dir: Path, warm: bool, echo=print) -> tuple[dict |
         code, last = child.returncode, (child.stderr.strip().splitlines() or ["no output"])[-1]
     else:
         recipe, software = cold_runs.recipe_key(pin.path), cold_runs.current_software()
-        where = _cold_folder(pin, software)
+        where = cold_attempts.folder(pin.name, recipe, software)
         for old in cold_attempts.stale(pin.name, where):
             echo(f"    removed {old}: a cold run of another recipe or software, never to resume")
             cold_attempts.remove(old)
