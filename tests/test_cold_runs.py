@@ -110,6 +110,16 @@ def test_reproduce_with_record_skips_the_pins_done_here_and_says_what_is_left(tm
     assert "cold re-run here: 1 of 2 pins done, 1 left" in listed
 
 
+def test_many_skipped_pins_are_counted_past_the_first_few(tmp_path, capsys):
+    names = [f"pin-{number}" for number in range(7)]
+    for name in names:
+        cold_runs.update(tmp_path / "eval" / cold_runs.RECORD_NAME, name, _pin_file(tmp_path, name), _result())
+    where = ["--eval-dir", tmp_path / "eval", "--results-dir", tmp_path / "results"]
+    out = irpipe(capsys, "reproduce", "--all", "--record", "--dry-run", *where)[1]
+    skipped = next(line for line in out.splitlines() if line.startswith("skipped 7,"))
+    assert skipped.count("(2026-12-02)") == 5 and skipped.endswith(" and 2 more (the list without flags dates each)")
+
+
 def test_what_is_left_adds_up_only_measured_cold_costs(tmp_path, capsys):
     """A last run that read its trained models back took seconds that say nothing of a cold run: such a pin, like one
     never run, is counted apart, not summed into the hours left."""

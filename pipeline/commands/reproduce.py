@@ -10,6 +10,8 @@ from pipeline.errors import InputError
 from pipeline.experiment import LOCAL_RESULTS, RECORDED_RESULTS
 from pipeline.reproduce import archived, counts, dry_run, listing, matrix, parse_cost, pins, run_selection, select
 
+NAMED = 5  # the skipped pins named on one line; the rest counted
+
 
 def define_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("names", nargs="*", metavar="NAME",
@@ -60,9 +62,10 @@ def main(args: argparse.Namespace) -> int:
     if args.record and not args.again:
         done = [pin for pin in selected if cold_runs.done_here(cold, pin.name, pin.path, here)]
         if done:
+            named = [f"{pin.name} ({cold['pins'][pin.name]['date'][:10]})" for pin in done[:NAMED]]
+            more = f" and {len(done) - NAMED} more (the list without flags dates each)" if len(done) > NAMED else ""
             print(f"skipped {len(done)}, re-run cold here on their current file and this environment ({record_path}; "
-                  f"--again runs them): " + ", ".join(f"{pin.name} ({cold['pins'][pin.name]['date'][:10]})"
-                                                      for pin in done))
+                  f"--again runs them): " + ", ".join(named) + more)
         print(cold_runs.left(selected, cold, here).replace("cold re-run here", "this selection"))
         under_way = cold_attempts.under_way(pin.name for pin in selected)
         if under_way:
