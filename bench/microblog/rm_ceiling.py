@@ -1,4 +1,4 @@
-"""Untrained level-0 relevance-matching signal of HCAN as a ranking score on a TREC Microblog year (issue 12).
+"""Untrained level-0 relevance-matching signal of HCAN as a ranking score on a TREC Microblog year.
 
     PYTHONPATH=. IRPIPE_MIRROR=../shared/data python bench/microblog/rm_ceiling.py 2013 [ours|whitespace|drop]
 

@@ -1,4 +1,4 @@
-"""How much a tweet's URL says about its relevance, untrained (issue 12: HCAN's with_url input).
+"""How much a tweet's URL says about its relevance, untrained (HCAN's with_url input).
 
     PYTHONPATH=. IRPIPE_MIRROR=../shared/data python bench/microblog/url_signal.py 2013
 

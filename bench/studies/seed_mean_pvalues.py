@@ -1,8 +1,8 @@
-"""The p-values of the seeded results against their baselines made the seed mean's (issue 60), without retraining:
+"""The p-values of the seeded results against their baselines made the seed mean's, without retraining:
 
     python bench/studies/seed_mean_pvalues.py && irpipe leaderboard --prose && irpipe leaderboard --html
 
-Results written before issue 60 hold, beside each seed mean, the first seed's run against the baseline. The runs
+Results written before 2026-12-02 hold, beside each seed mean, the first seed's run against the baseline. The runs
 were not kept; what was kept is `win_loss`: the first measure's per-query differences of the seed means from the
 baseline (4 decimals), every query where there are at most 400. From those the two-sided paired t-test over
 per-query seed means is made again (pipeline/provenance.py `seed_mean_pvalues`); every other measure, and every
