@@ -190,8 +190,8 @@ def _spread(result: dict, measure: str) -> str:
 
 def _dataset_section(dataset: str, rows: list, published: list[dict]) -> list[str]:
     measures: list[str] = []
-    for pin in rows:
-        for measure in [*((pin.result or {}).get("checks") or {}), *pin.experiment.expected]:
+    for pin in rows:  # a result's measure names are the run's (RR@10 on TREC DL is RR(rel=2)@10), else the file's
+        for measure in (pin.result or {}).get("checks") or pin.experiment.expected:
             if measure not in measures:
                 measures.append(measure)
     header = "".join(f"<th>{escape(m)}</th>" for m in measures)

@@ -108,6 +108,20 @@ def test_the_page_has_a_row_per_pinned_experiment_with_its_parts():
         assert len(plots) == (1 if pin.experiment.baseline and result.get("win_loss") else 0)
 
 
+def test_every_column_of_a_dataset_table_holds_a_score():
+    """A measure is a column where some pin measured it: no column of 'not run' alone (TREC DL's RR@10 is run as
+    RR(rel=2)@10, and the file's name for it is not a second column)."""
+    tree = parse(PAGE.read_text(encoding="utf-8"))
+    for section in tree.all("section"):
+        if section.attrs["id"] in ("answers", "training"):
+            continue
+        table = section.all("table", class_="pins")[0]
+        header = [cell.content() for cell in table.all("th")]
+        measures = header[1:header.index("published / peer")]
+        scored = {cell.attrs["data-measure"] for cell in table.all("td", class_="num") if "data-measure" in cell.attrs}
+        assert set(measures) <= scored, (section.attrs["id"], set(measures) - scored)
+
+
 def test_each_reference_stands_beside_the_experiments_it_names():
     references = load_references(REPO / "eval" / "references.yaml")
     named = {name for entries in references.values() for entry in entries for name in entry.get("for", [])}
