@@ -221,9 +221,7 @@ def _row(pin, measures: list[str], references: list[dict], baselines: bool) -> s
     cells = [f'<td class="name"><b>{escape(pin.name)}</b><br><code>{escape(experiment.pipeline)}</code>'
              + (f'<br><span class="pinned">baseline: <code>{escape(experiment.baseline)}</code></span>'
                 if experiment.baseline else "")
-             + "".join(f'<br><span class="cpu" title="{escape(note)}">moves with the CPU\'s kernels '
-                       f'({escape(note.split(":")[0])}: eval/benchmarks/cpu-sensitivity.yaml)</span>'
-                       for note in provenance.cpu_notes(experiment.pipeline)) + "</td>"]
+             + _cpu_notes(experiment.pipeline) + "</td>"]
     for measure in measures:
         check = checks.get(measure)
         score = (result.get("measures") or {}).get(measure)
@@ -247,6 +245,19 @@ def _row(pin, measures: list[str], references: list[dict], baselines: bool) -> s
     if baselines:
         cells.append(f"<td>{_win_loss(result) if experiment.baseline else ''}</td>")
     return f'<tr id="{_anchor(pin.name, "e")}" data-experiment="{escape(pin.name)}">' + "".join(cells) + "</tr>"
+
+
+def _cpu_notes(spec: str) -> str:
+    """A line per model the pipeline trains that is measured to move with the CPU's kernels; its notes (one per
+    measurement in eval/benchmarks/cpu-sensitivity.yaml) in the line's title."""
+    notes: dict[str, list[str]] = {}
+    for note in provenance.cpu_notes(spec):
+        model, text = note.split(": ", 1)
+        notes.setdefault(model, []).append(text)
+    return "".join(f'<br><span class="cpu" title="{escape(chr(10).join(texts))}">moves with the CPU\'s kernels '
+                   f'({escape(model)}: eval/benchmarks/cpu-sensitivity.yaml'
+                   + (f", {len(texts)} measurements" if len(texts) > 1 else "") + ")</span>"
+                   for model, texts in notes.items())
 
 
 def _cost(pin) -> str:

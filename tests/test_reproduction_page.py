@@ -122,6 +122,21 @@ def test_every_column_of_a_dataset_table_holds_a_score():
         assert set(measures) <= scored, (section.attrs["id"], set(measures) - scored)
 
 
+def test_a_model_that_moves_with_the_cpu_is_said_once_a_row_with_every_measurement_in_its_title():
+    from pipeline import provenance
+
+    tree = parse(PAGE.read_text(encoding="utf-8"))
+    rows = {row.attrs["data-experiment"]: row for row in tree.all("tr") if "data-experiment" in row.attrs}
+    many = 0
+    for pin in pins(REPO / "eval", REPO / "eval" / "results"):
+        notes = provenance.cpu_notes(pin.experiment.pipeline)
+        spans = rows[pin.name].all("span", class_="cpu")
+        assert len(spans) == len({note.split(": ")[0] for note in notes}), pin.name
+        assert sum(span.attrs["title"].count("\n") + 1 for span in spans) == len(notes), pin.name
+        many += any("measurements)" in span.content() for span in spans)
+    assert many  # HCAN's three TrecQA measurements make one line
+
+
 def test_each_reference_stands_beside_the_experiments_it_names():
     references = load_references(REPO / "eval" / "references.yaml")
     named = {name for entries in references.values() for entry in entries for name in entry.get("for", [])}
