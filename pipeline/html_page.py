@@ -22,7 +22,7 @@ import statistics
 from html import escape
 
 from pipeline import environment, provenance
-from pipeline.significance import PAIRED
+from pipeline.significance import PAIRED, format_pvalue
 
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}
@@ -305,7 +305,7 @@ def _pvalue(baseline: dict, measure: str) -> str:
     marked as pending a re-run."""
     pending = (baseline.get("pending") or {}).get(measure)
     if pending is not None:
-        return f"; p {pending:.2g} ({provenance.PENDING})"
+        return f"; p {format_pvalue(pending)} ({provenance.PENDING})"
     p = (baseline.get("pvalues") or {}).get(measure)
     stated = f"; from {provenance.STATED}" if measure in (baseline.get("stated") or ()) else ""
-    return "" if p is None else f"; p {p:.2g} ({baseline.get('test') or PAIRED}{stated})"
+    return "" if p is None else f"; p {format_pvalue(p)} ({baseline.get('test') or PAIRED}{stated})"

@@ -33,6 +33,7 @@ from pipeline.data.files import read_json
 from pipeline.data.yaml_files import parse_yaml
 from pipeline.errors import InputError
 from pipeline.provenance import PENDING
+from pipeline.significance import format_pvalue
 
 START = re.compile(r"^<!-- results\s*$")
 END = "<!-- /results -->"
@@ -45,10 +46,6 @@ def _score(result: dict, measure: str, where: tuple[Path, int]) -> str:
                          line=where[1], field="measures")
     sd = result.get("sd", {}).get(measure)
     return f"{result['measures'][measure]:.4f}" + (f" ± {sd:.4f}" if sd is not None else "")
-
-
-def _pvalue(p) -> str:
-    return "" if p is None else f"{p:.2g}"
 
 
 def _row(cells: list[str], bold: bool = False) -> str:
@@ -102,8 +99,8 @@ def render(spec: dict, results: dict[str, dict], where: tuple[Path, int]) -> lis
                            *(f"{baseline['measures'][m]:.4f}" for m in measures), ""]))
         for name, scores, pvalues, pending in others:
             lines.append(_row([str(labels.get(name, name)), *(f"{scores[m]:.4f}" for m in measures),
-                               " / ".join(f"{_pvalue(pending[m])} ({PENDING})" if m in pending else
-                                          _pvalue(pvalues.get(m)) for m in measures)]))
+                               " / ".join(f"{format_pvalue(pending[m])} ({PENDING})" if m in pending else
+                                          format_pvalue(pvalues.get(m)) for m in measures)]))
         return lines
     raise InputError(where[0], f"table must be experiments, seeds or comparison, got {kind!r}", line=where[1],
                      field="table")

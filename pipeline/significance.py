@@ -84,3 +84,11 @@ def adjust_pvalues(pvalues: Mapping[str, float], method: str | None) -> dict[str
         corrected = multipletests([pvalues[name] for name in tested], method=method)[1]
         adjusted.update({name: float(p) for name, p in zip(tested, corrected)})
     return adjusted
+
+
+def format_pvalue(p: float | None) -> str:
+    """A p-value for a reader: 2 significant digits; scipy's 0.0 (below a double's range) is "< 1e-300", never a
+    p of 0; None (no test) is empty."""
+    if p is None:
+        return ""
+    return "< 1e-300" if p == 0 else f"{p:.2g}"

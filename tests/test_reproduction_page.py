@@ -178,6 +178,7 @@ def test_the_win_loss_plot_draws_a_bar_per_query_that_moved(tmp_path):
     ({"pvalues": {"AP": 0.0123}, "test": "two-sided paired t-test over per-query seed means"},
      "; p 0.012 (two-sided paired t-test over per-query seed means)"),
     ({"pvalues": {"AP": None}, "pending": {"AP": 0.141}}, "; p 0.14 (seed-0 only, pending re-run)"),
+    ({"pvalues": {"AP": 0.0}}, "; p < 1e-300 (two-sided paired t-test)"),  # scipy's underflow is not a p of 0
 ])
 def test_the_win_loss_label_gives_the_pvalue_and_its_test(tmp_path, baseline, label):
     result = {"dataset": "x", "measures": {"AP": 0.52}, "baseline": {"measures": {"AP": 0.5}, **baseline},
