@@ -204,8 +204,8 @@ def nan_as_none(values: Mapping[str, float]) -> dict[str, float | None]:  # JSON
 def _cell(key: str, value) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    if isinstance(value, float) and key.endswith("p-value"):
-        return f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
+    if isinstance(value, float) and key.endswith("p-value"):  # scipy's 0.0 is below a double's range, not a p of 0
+        return "< 1e-300" if value == 0 else f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
     if isinstance(value, float):
         return f"{value:.4f}"
     return str(value)

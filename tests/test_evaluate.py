@@ -205,6 +205,20 @@ def test_compare_with_holm_matches_adjusted_scipy():
     assert {n: result.pvalues[n]["RR@10"] for n in "abc"} == pytest.approx(expected)
 
 
+def test_a_pvalue_below_a_doubles_range_reads_as_such_not_as_zero():
+    """2,000 queries, every one better by 1/2 or 2/3 of RR: scipy's p underflows to 0.0; the table and the markdown
+    say '< 1e-300', the csv and json keep the number."""
+    qids = [f"q{i}" for i in range(2000)]
+    qrels = {qid: {"r": 1} for qid in qids}
+    first = {qid: {"r": 3.0, "n": 1.0} for qid in qids}
+    lower = {qid: {"n": 3.0, "m": 2.0, "r": 1.0} if i % 2 else {"n": 3.0, "r": 1.0} for i, qid in enumerate(qids)}
+    result = compare({"base": lower, "a": first}, qrels, "RR@10", baseline="base")
+    assert result.pvalues["a"]["RR@10"] == 0.0
+    assert "< 1e-300" in result.to_table() and "< 1e-300" in result.to_markdown()
+    rows = list(csv.DictReader(io.StringIO(result.to_csv())))
+    assert float(rows[1]["RR@10 p-value"]) == 0.0
+
+
 def test_identical_runs_give_nan_pvalue():
     result = compare({"base": ranked(RANKS["base"]), "same": ranked(RANKS["base"])}, SIG_QRELS, "RR@10",
                      baseline="base")
