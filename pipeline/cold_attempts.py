@@ -18,7 +18,7 @@ Everything in `cache/` was made by this cold run's own attempts, whose seconds t
 result counts as cold: `finished_result` sets its cost to the sum of the attempts (an interrupted attempt counted to
 its last heartbeat, so at most HEARTBEAT seconds short), records them under `resumed` with what the last attempt read
 back from the earlier ones, and empties `reused` (nothing came from outside the cold run). A run that ends with a
-result removes its folder; one that ends without (an error, a kill) leaves it for the next attempt. Folders of the
+result removes its folder; one that ends without (an error, a kill) leaves it for the next attempt; one whose ledger cannot be read is refused (`damaged`). Folders of the
 same pin for another recipe or software can never resume: `stale` names them for removal.
 """
 from __future__ import annotations
@@ -53,6 +53,11 @@ def ledger(where: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return found if isinstance(found, dict) and isinstance(found.get("attempts"), list) else {}
+
+
+def damaged(where: Path) -> bool:
+    """Whether the folder's ledger is there but cannot be read: the seconds of its earlier attempts are unknown."""
+    return (Path(where) / LEDGER).exists() and not ledger(where)
 
 
 def earlier_seconds(where: Path) -> tuple[int, float]:

@@ -168,6 +168,10 @@ def run_one(pin: Pin, results_dir: Path, warm: bool, echo=print) -> tuple[dict |
         for old in cold_attempts.stale(pin.name, where):
             echo(f"    removed {old}: a cold run of another recipe or software, never to resume")
             cold_attempts.remove(old)
+        if cold_attempts.damaged(where):  # its cache's work would come with no cost: not a cold run
+            return None, (f"its cold run's ledger {where / cold_attempts.LEDGER} cannot be read, so the seconds of "
+                          f"its earlier attempts are unknown and a result made from their work would not be a cold "
+                          f"run; remove {where} to start the cold run over")
         attempts, seconds = cold_attempts.earlier_seconds(where)
         if attempts:
             echo(f"    resuming its cold run in {where}: {attempts} earlier attempt(s), {format_seconds(seconds)}")

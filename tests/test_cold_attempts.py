@@ -76,6 +76,19 @@ def test_a_run_that_fails_keeps_its_folder_to_resume_and_another_recipes_folder_
     assert not old.exists() and cold_attempts.earlier_seconds(_folder(broken))[0] == 1
 
 
+def test_a_folder_whose_ledger_cannot_be_read_is_refused_naming_it_and_kept(tmp_path, monkeypatch):
+    """Its cache holds work whose seconds are unknown: run from it, the result would be neither cold nor recorded."""
+    monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "user-cache"))
+    pin = _pin(tmp_path)
+    where = _folder(pin)
+    (where / "cache").mkdir(parents=True)
+    (where / cold_attempts.LEDGER).write_text('{"pin": "tiny-bm25", "attempts": [{"sec')
+    result, error = run_one(pin, tmp_path / "results", warm=False, echo=print)
+    assert result is None and f"ledger {where / cold_attempts.LEDGER} cannot be read" in error
+    assert error.endswith(f"remove {where} to start the cold run over") and (where / "cache").is_dir()
+    assert not (tmp_path / "results").exists()
+
+
 def test_the_running_attempts_seconds_are_on_disk_while_it_runs(tmp_path, monkeypatch):
     """A kill at any instant loses at most a heartbeat of the attempt's seconds."""
     monkeypatch.setenv("IRPIPE_CACHE", str(tmp_path / "user-cache"))
