@@ -185,6 +185,8 @@ def left(pins, record: dict, here: str) -> str:
     measured = [pin.cost for pin in todo if pin.cost is not None]
     never = sum(1 for pin in todo if not pin.result)  # no result, so no cost either
     unmeasured = len(todo) - len(measured)
+    if not todo:
+        return f"cold re-run here: {len(pins)} of {len(pins)} pins done, none left"
     return (f"cold re-run here: {len(pins) - len(todo)} of {len(pins)} pins done, {len(todo)} left: "
             f"{sum(measured) / 3600:.2f} h by the cold costs measured for {len(measured)} of them"
             + (f"; {unmeasured} with none measured ({unmeasured - never} last run from cached work or before costs "

@@ -118,6 +118,7 @@ def test_many_skipped_pins_are_counted_past_the_first_few(tmp_path, capsys):
     out = irpipe(capsys, "reproduce", "--all", "--record", "--dry-run", *where)[1]
     skipped = next(line for line in out.splitlines() if line.startswith("skipped 7,"))
     assert skipped.count("(2026-12-02)") == 5 and skipped.endswith(" and 2 more (the list without flags dates each)")
+    assert "this selection: 7 of 7 pins done, none left\n" in out and "nothing selected" in out
 
 
 def test_what_is_left_adds_up_only_measured_cold_costs(tmp_path, capsys):
