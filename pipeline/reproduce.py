@@ -158,7 +158,7 @@ def run_one(pin: Pin, results_dir: Path, warm: bool, echo=print) -> tuple[dict |
     the child's last error line)."""
     command = [sys.executable, "-m", "pipeline.cli", "-q", "run", str(pin.path), "--results-dir", str(results_dir)]
     written = Path(results_dir) / f"{pin.name}.json"
-    replaced = provenance.previous(written).get("date")
+    replaced = _file_stamp(written)  # not its date: two runs within a second write the same one
     if warm:
         child = subprocess.run(command, capture_output=True, text=True)
         code, last = child.returncode, (child.stderr.strip().splitlines() or ["no output"])[-1]
@@ -177,13 +177,23 @@ def run_one(pin: Pin, results_dir: Path, warm: bool, echo=print) -> tuple[dict |
             echo(f"    resuming its cold run in {where}: {attempts} earlier attempt(s), {format_seconds(seconds)}")
         code, last = cold_attempts.run_attempt(command, dict(os.environ), where, pin.name, recipe, software)
     result = provenance.previous(written)
-    if code not in (0, 1) or result.get("date") is None or replaced == result["date"]:
+    if code not in (0, 1) or result.get("date") is None or _file_stamp(written) == replaced:
         kept = ("" if warm or code == cold_attempts.BUSY
                 else f" (its work so far is kept in {where}: the next cold run of it resumes there)")
         return None, f"exit {code}: {last}{kept}"
     if not warm:
         result = cold_attempts.finish(result, where, written)
     return result, ""
+
+
+def _file_stamp(path: Path) -> tuple[int, int] | None:
+    """Which file is at `path` now (inode, modification time in ns; None when none is): the run's result is new when
+    this changed (it is written atomically: a new file renamed into place)."""
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
 
 
 def _cold_folder(pin: Pin, software: str) -> Path:

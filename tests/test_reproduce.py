@@ -173,6 +173,21 @@ def test_a_pin_another_process_re_ran_meanwhile_is_skipped_just_before_its_turn(
     assert rows[0][1]["checks"]["nDCG@10"]["status"] == "OK"
 
 
+def test_a_result_rewritten_with_the_same_bytes_and_date_is_seen_as_new(tmp_path):
+    """A run that ends within the second of the last one writes the same date: the file, not its date, says whether
+    the run wrote a result (a fast pin run twice was an ERROR, 'exit 0', now and then)."""
+    from pipeline.data.files import atomic_write
+    from pipeline.reproduce import _file_stamp
+
+    written = tmp_path / "x.json"
+    assert _file_stamp(written) is None
+    written.write_text('{"date": "2026-12-05T05:30:10+00:00"}')
+    before = _file_stamp(written)
+    with atomic_write(written) as out:
+        out.write('{"date": "2026-12-05T05:30:10+00:00"}')
+    assert _file_stamp(written) not in (None, before) and _file_stamp(written) == _file_stamp(written)
+
+
 def _made_pin(folder, command: str):
     """A pin whose BM25 reads an index its make: builds (paths relative to the folder reproduce runs in)."""
     return _experiment(folder, "tiny-made", rest="pipeline: bm25(hits=10, index=indexes/tiny)\nmeasures: [AP]\n"
