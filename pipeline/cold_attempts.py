@@ -18,8 +18,9 @@ Everything in `cache/` was made by this cold run's own attempts, whose seconds t
 result counts as cold: `finished_result` sets its cost to the sum of the attempts (an interrupted attempt counted to
 its last heartbeat, so at most HEARTBEAT seconds short), records them under `resumed` with what the last attempt read
 back from the earlier ones, and empties `reused` (nothing came from outside the cold run). A run that ends with a
-result removes its folder; one that ends without (an error, a kill) leaves it for the next attempt; one whose ledger cannot be read is refused (`damaged`). Folders of the
-same pin for another recipe or software can never resume: `stale` names them for removal.
+result removes its folder; one that ends without (an error, a kill) leaves it for the next attempt; one whose ledger
+cannot be read is refused (`damaged`). Folders of the same pin for another recipe or software can never resume:
+`stale` names them for removal.
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from pipeline.data.files import atomic_write
 from pipeline.errors import UnknownNameError
 from pipeline.evaluation import (QUERY_SETS, EvalError, QrelsLike, RunLike, as_qrels, evaluation_inputs, evaluator,
                                parse_measures)
-from pipeline.significance import CORRECTIONS, OVER_SEED_MEANS, TESTS, adjust_pvalues, paired_pvalue, wins_losses
+from pipeline.significance import BELOW_RANGE, CORRECTIONS, OVER_SEED_MEANS, TESTS, adjust_pvalues, paired_pvalue, wins_losses
 
 SEED = re.compile(r"\.seed(\d+)(?=\.|$)")  # runs/x.seed2.trec: seed 2 of system runs/x.seed{...}.trec
 FORMATS = ("table", "json", "csv", "markdown")
@@ -204,8 +204,8 @@ def nan_as_none(values: Mapping[str, float]) -> dict[str, float | None]:  # JSON
 def _cell(key: str, value) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    if isinstance(value, float) and key.endswith("p-value"):  # scipy's 0.0 is below a double's range, not a p of 0
-        return "< 1e-300" if value == 0 else f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
+    if isinstance(value, float) and key.endswith("p-value"):
+        return BELOW_RANGE if value == 0 else f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
     if isinstance(value, float):
         return f"{value:.4f}"
     return str(value)

@@ -19,6 +19,7 @@ TESTS = {"t": "two-sided paired t-test", "wilcoxon": "two-sided Wilcoxon signed-
 OVER_SEED_MEANS = " over per-query seed means"  # the test of a row that folds a system's seeds (compare.fold_seeds)
 PAIRED = TESTS["t"]
 PAIRED_SEED_MEANS = PAIRED + OVER_SEED_MEANS
+BELOW_RANGE = "< 1e-300"  # how a p-value scipy underflows to 0.0 (below a double's range) is printed: never a p of 0
 
 
 def _pairs(values: Mapping[str, float], baseline: Mapping[str, float]) -> tuple[list[float], list[float]]:
@@ -87,8 +88,7 @@ def adjust_pvalues(pvalues: Mapping[str, float], method: str | None) -> dict[str
 
 
 def format_pvalue(p: float | None) -> str:
-    """A p-value for a reader: 2 significant digits; scipy's 0.0 (below a double's range) is "< 1e-300", never a
-    p of 0; None (no test) is empty."""
+    """A p-value for a reader: 2 significant digits; scipy's 0.0 is BELOW_RANGE; None (no test) is empty."""
     if p is None:
         return ""
-    return "< 1e-300" if p == 0 else f"{p:.2g}"
+    return BELOW_RANGE if p == 0 else f"{p:.2g}"
